@@ -1,0 +1,7 @@
+"""ASGI entry point."""
+import os
+
+from django.core.asgi import get_asgi_application
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "annotator.settings")
+application = get_asgi_application()
