@@ -224,3 +224,5 @@ LOGGING = {
 
 # Bundle import limits: a line longer than this is reported instead of read into memory.
 IMPORT_MAX_LINE_BYTES = env_int("IMPORT_MAX_LINE_BYTES", 8 * 1024 * 1024)
+# `import_bundle --all-pairs` refuses a pool larger than this (every query x every passage).
+IMPORT_MAX_ALL_PAIRS = env_int("IMPORT_MAX_ALL_PAIRS", 5_000_000)

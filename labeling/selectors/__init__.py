@@ -1,0 +1,1 @@
+"""Reads: typed functions returning querysets, rows and dataclasses. Query tuning lives here."""

@@ -1,0 +1,1 @@
+"""Writes: keyword-only functions that own their transaction."""

@@ -1,0 +1,212 @@
+"""Bundle import: validate every line of a bundle folder, then merge it into a project in one transaction.
+
+All or nothing: any problem (a bad line, an unknown id, a conflict with stored data) leaves the database
+as it was and is reported as `file:line: what is wrong`. Importing the same bundle again writes nothing."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.exceptions import ValidationError
+from django.core.validators import validate_slug
+from django.db import connection, transaction
+from django.utils import timezone
+
+from labeling.bundle_reader import Problems
+from labeling.models import Judge, Membership, Passage, Project, Query
+from labeling.scale import DEFAULT_SCALE, LabelScale, ScaleError
+from labeling.services.bundle_merge import BundleMerger
+from labeling.services.bundle_stage import BundleLayout, BundleLayoutError, BundleStager, staging_tables
+from labeling.staging import StagingTable
+
+IMPORTED_JUDGE_BACKEND = "import"
+
+
+class BundleImportError(Exception):
+    """The bundle was not imported; `problems` lists what is wrong, each naming its file and line."""
+
+    def __init__(self, problems: Problems) -> None:
+        self.problems = problems
+        super().__init__(f"{problems.total} problem(s); nothing was imported:\n{problems.summary()}")
+
+
+@dataclass(frozen=True)
+class ImportReport:
+    project_slug: str
+    project_created: bool
+    written: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def changed(self) -> bool:
+        return self.project_created or any(self.written.values())
+
+
+@dataclass(frozen=True)
+class _ProjectFields:
+    name: str | None
+    description: str | None
+    scale: LabelScale | None
+
+
+def bundle_import(*, path: Path, project_slug: str, all_pairs: bool = False) -> ImportReport:
+    """Import the bundle folder at `path` into project `project_slug` (created when missing).
+
+    The pool is pairs.tsv in file order, then every other pair that qrels, labels or judgments name; with
+    `all_pairs` (always for DIRAS input) it is completed to every query x passage."""
+    problems = Problems()
+    try:
+        validate_slug(project_slug)
+    except ValidationError:
+        problems.add("--project", f"{project_slug!r} is not a slug (letters, digits, '-' and '_')")
+        raise BundleImportError(problems) from None
+    try:
+        layout = BundleLayout.locate(Path(path))
+    except BundleLayoutError as exc:
+        problems.add(str(path), str(exc).removeprefix(f"{path}: "))
+        raise BundleImportError(problems) from None
+    fields = _read_project_json(layout, problems)
+    if problems:
+        raise BundleImportError(problems)
+
+    with transaction.atomic():
+        project, created = _project_upsert(slug=project_slug, fields=fields, problems=problems)
+        if problems:
+            raise BundleImportError(problems)
+        tables = staging_tables(connection)
+        for table in tables.values():
+            table.create()
+        stager = BundleStager(
+            layout=layout,
+            tables=tables,
+            scale=project.label_scale,
+            known_queries=list(Query.objects.filter(project=project).values_list("external_id", flat=True)),
+            known_passages=list(Passage.objects.filter(project=project).values_list("external_id", flat=True)),
+            max_line_bytes=settings.IMPORT_MAX_LINE_BYTES,
+            problems=problems,
+        )
+        stager.stage_all()
+        all_pairs = all_pairs or layout.diras
+        if all_pairs:
+            _check_all_pairs_size(stager, problems)
+        if problems:
+            raise BundleImportError(problems)
+        written = _merge(project=project, stager=stager, tables=tables, all_pairs=all_pairs, problems=problems)
+        if problems:
+            raise BundleImportError(problems)
+        for table in tables.values():
+            table.drop()
+    return ImportReport(project_slug=project.slug, project_created=created, written=written)
+
+
+def _merge(
+    *, project: Project, stager: BundleStager, tables: dict[str, StagingTable], all_pairs: bool, problems: Problems
+) -> dict[str, int]:
+    merger = BundleMerger(connection=connection, project_id=project.id, now=timezone.now(), report=problems.add)
+    written = merger.queries()
+    curdef = StagingTable(
+        connection, "import_stage_curdef", [("qext", "text"), ("query_id", "bigint"), ("definition_id", "bigint")]
+    )
+    tables["curdef"] = curdef
+    merger.current_definitions(curdef)
+    written |= merger.passages()
+    written |= merger.pairs(all_pairs=all_pairs)
+    written["annotators"] = _annotators_ensure(project=project, names=stager.annotators)
+    written |= merger.labels()
+    written["judges"] = _judges_ensure(project=project, names=stager.judges)
+    written |= merger.judgments()
+    return written
+
+
+def _read_project_json(layout: BundleLayout, problems: Problems) -> _ProjectFields:
+    if layout.project_json is None:
+        return _ProjectFields(name=None, description=None, scale=None)
+    where = layout.name(layout.project_json)
+    try:
+        data = json.loads(layout.project_json.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        problems.add(f"{where}:1", f"bytes that are not UTF-8 (byte {exc.start + 1})")
+        return _ProjectFields(None, None, None)
+    except ValueError as exc:
+        problems.add(f"{where}:{getattr(exc, 'lineno', 1)}", f"malformed JSON ({exc})")
+        return _ProjectFields(None, None, None)
+    if not isinstance(data, dict):
+        problems.add(f"{where}:1", "expected a JSON object")
+        return _ProjectFields(None, None, None)
+    name, description, scale = data.get("name"), data.get("description"), None
+    for key, value in (("name", name), ("description", description)):
+        if value is not None and not isinstance(value, str):
+            problems.add(where, f"{key} must be a string")
+    if isinstance(name, str) and not 0 < len(name.strip()) <= 200:
+        problems.add(where, "name must be 1 to 200 characters")
+    if "scale" in data:
+        try:
+            scale = LabelScale.from_json(data["scale"])
+        except ScaleError as exc:
+            problems.add(where, f"scale: {exc}")
+    return _ProjectFields(name=name, description=description, scale=scale)
+
+
+def _project_upsert(*, slug: str, fields: _ProjectFields, problems: Problems) -> tuple[Project, bool]:
+    project = Project.objects.select_for_update().filter(slug=slug).first()
+    if project is None:
+        project = Project.objects.create(
+            slug=slug,
+            name=(fields.name or slug).strip(),
+            description=fields.description or "",
+            scale=(fields.scale or DEFAULT_SCALE).to_json(),
+        )
+        return project, True
+    changed = []
+    if fields.name is not None and fields.name.strip() != project.name:
+        project.name = fields.name.strip()
+        changed.append("name")
+    if fields.description is not None and fields.description != project.description:
+        project.description = fields.description
+        changed.append("description")
+    if fields.scale is not None and fields.scale != project.label_scale:
+        if project.pairs.exists():
+            problems.add("project.json", f"the scale differs from the one project {slug!r} already uses for its pairs")
+        else:
+            project.scale = fields.scale.to_json()
+            changed.append("scale")
+    if changed:
+        project.save(update_fields=changed)
+    return project, False
+
+
+def _check_all_pairs_size(stager: BundleStager, problems: Problems) -> None:
+    size = len(stager.query_index) * len(stager.passage_index)
+    if size > settings.IMPORT_MAX_ALL_PAIRS:
+        problems.add(
+            "--all-pairs",
+            f"every query x passage is {len(stager.query_index):,} x {len(stager.passage_index):,} = {size:,} pairs, "
+            f"more than IMPORT_MAX_ALL_PAIRS={settings.IMPORT_MAX_ALL_PAIRS:,}; give a pairs.tsv pool instead",
+        )
+
+
+def _annotators_ensure(*, project: Project, names: set[str]) -> int:
+    """Users for the annotators a file names. New ones cannot log in (no usable password)."""
+    user_model = get_user_model()
+    existing = set(user_model.objects.filter(username__in=names).values_list("username", flat=True))
+    new_users = []
+    for name in sorted(names - existing):
+        user = user_model(username=name)
+        user.set_unusable_password()
+        new_users.append(user)
+    user_model.objects.bulk_create(new_users)
+    users = user_model.objects.filter(username__in=names)
+    members = set(Membership.objects.filter(project=project, user__in=users).values_list("user_id", flat=True))
+    Membership.objects.bulk_create(
+        Membership(project=project, user=user, role=Membership.Role.EXPERT) for user in users if user.id not in members
+    )
+    return len(new_users)
+
+
+def _judges_ensure(*, project: Project, names: set[str]) -> int:
+    existing = set(Judge.objects.filter(project=project, name__in=names).values_list("name", flat=True))
+    new = [Judge(project=project, name=name, backend=IMPORTED_JUDGE_BACKEND) for name in sorted(names - existing)]
+    Judge.objects.bulk_create(new)
+    return len(new)
