@@ -1,0 +1,78 @@
+"""JSON shapes of the API. Read-only: every serializer renders rows the selectors already loaded."""
+from __future__ import annotations
+
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from labeling.models import Pair, PairSource, Passage, Query
+
+
+class GradeSerializer(serializers.Serializer):
+    value = serializers.IntegerField()
+    name = serializers.CharField()
+    gain = serializers.FloatField()
+
+
+class ScaleSerializer(serializers.Serializer):
+    grades = GradeSerializer(many=True)
+    relevant_from = serializers.IntegerField()
+
+
+class ProjectCountsSerializer(serializers.Serializer):
+    queries = serializers.IntegerField()
+    passages = serializers.IntegerField()
+    pairs = serializers.IntegerField()
+    labels = serializers.IntegerField(help_text="Current labels (not superseded).")
+    judgments = serializers.IntegerField()
+
+
+class ProjectSerializer(serializers.Serializer):
+    """Renders a ProjectSummary (labeling.selectors.projects)."""
+
+    slug = serializers.SlugField(source="project.slug")
+    name = serializers.CharField(source="project.name")
+    description = serializers.CharField(source="project.description")
+    scale = ScaleSerializer(source="project.label_scale")
+    counts = ProjectCountsSerializer()
+
+
+class CurrentDefinitionSerializer(serializers.Serializer):
+    version = serializers.IntegerField()
+    text = serializers.CharField()
+
+
+class QuerySerializer(serializers.ModelSerializer):
+    current_definition = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Query
+        fields = ["external_id", "text", "metadata", "current_definition"]
+
+    @extend_schema_field(CurrentDefinitionSerializer(allow_null=True))
+    def get_current_definition(self, query: Query) -> dict | None:
+        # The annotations come from selectors.projects.queries_with_current_definition.
+        if query.current_definition_version is None:
+            return None
+        return {"version": query.current_definition_version, "text": query.current_definition_text}
+
+
+class PassageSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Passage
+        fields = ["external_id", "title", "text", "metadata"]
+
+
+class PairSourceSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = PairSource
+        fields = ["system", "rank"]
+
+
+class PairSerializer(serializers.ModelSerializer):
+    query = serializers.CharField(source="query.external_id", help_text="The query's external id.")
+    passage = serializers.CharField(source="passage.external_id", help_text="The passage's external id.")
+    sources = PairSourceSerializer(many=True, help_text="Retrieval systems that put the pair in the pool.")
+
+    class Meta:
+        model = Pair
+        fields = ["id", "query", "passage", "reference_grade", "reference_source", "sources"]

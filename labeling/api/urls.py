@@ -1,0 +1,17 @@
+from django.urls import path
+from drf_spectacular.views import SpectacularAPIView
+from rest_framework.authtoken.views import obtain_auth_token
+
+from labeling.api import views
+
+app_name = "api"
+
+urlpatterns = [
+    path("token/", obtain_auth_token, name="token"),
+    path("schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("projects/", views.ProjectListView.as_view(), name="project-list"),
+    path("projects/<slug:slug>/", views.ProjectDetailView.as_view(), name="project-detail"),
+    path("projects/<slug:slug>/queries/", views.QueryListView.as_view(), name="query-list"),
+    path("projects/<slug:slug>/passages/", views.PassageListView.as_view(), name="passage-list"),
+    path("projects/<slug:slug>/pairs/", views.PairListView.as_view(), name="pair-list"),
+]

@@ -1,0 +1,109 @@
+"""Read-only API views. Every project lookup goes through projects_visible_to, so a project the caller
+may not see is a 404 on every endpoint and absent from the list."""
+from __future__ import annotations
+
+from django.db.models import QuerySet
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import generics
+from rest_framework.pagination import CursorPagination
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from labeling.api.serializers import PairSerializer, PassageSerializer, ProjectSerializer, QuerySerializer
+from labeling.models import Pair, Passage, Project, Query
+from labeling.selectors.projects import (
+    pairs_for_project,
+    passages_for_project,
+    project_summaries,
+    projects_visible_to,
+    queries_with_current_definition,
+)
+
+
+class SlugCursorPagination(CursorPagination):
+    ordering = "slug"
+
+
+class IdCursorPagination(CursorPagination):
+    # Ids only grow, so a cursor stays valid while rows are imported; for pairs it is also the pool order.
+    ordering = "id"
+
+
+class ProjectListView(generics.ListAPIView):
+    """The projects the caller may see (a member's projects; all of them for a superuser), with counts."""
+
+    serializer_class = ProjectSerializer
+    pagination_class = SlugCursorPagination
+
+    def get_queryset(self) -> QuerySet[Project]:
+        return projects_visible_to(user=self.request.user)
+
+    def list(self, request: Request, *args, **kwargs) -> Response:
+        # Counts are computed for the page only, with one grouped query per table.
+        page = self.paginate_queryset(self.get_queryset())
+        serializer = self.get_serializer(project_summaries(projects=page), many=True)
+        return self.get_paginated_response(serializer.data)
+
+
+class ProjectDetailView(generics.RetrieveAPIView):
+    """One project: its label scale and row counts."""
+
+    serializer_class = ProjectSerializer
+    lookup_field = "slug"
+
+    def get_queryset(self) -> QuerySet[Project]:
+        return projects_visible_to(user=self.request.user)
+
+    def retrieve(self, request: Request, *args, **kwargs) -> Response:
+        (summary,) = project_summaries(projects=[self.get_object()])
+        return Response(self.get_serializer(summary).data)
+
+
+# Base of the lists nested under /projects/<slug>/ (a comment, not a docstring: drf-spectacular would
+# copy a docstring into every subclass's description).
+class ProjectScopedListView(generics.ListAPIView):
+    pagination_class = IdCursorPagination
+
+    def get_project(self) -> Project:
+        return get_object_or_404(projects_visible_to(user=self.request.user), slug=self.kwargs["slug"])
+
+
+class QueryListView(ProjectScopedListView):
+    """The project's queries, each with its current (newest) relevance definition or null."""
+
+    serializer_class = QuerySerializer
+
+    def get_queryset(self) -> QuerySet[Query]:
+        if getattr(self, "swagger_fake_view", False):  # schema generation has no request user
+            return Query.objects.none()
+        return queries_with_current_definition(project=self.get_project())
+
+
+class PassageListView(ProjectScopedListView):
+    """The project's passages."""
+
+    serializer_class = PassageSerializer
+
+    def get_queryset(self) -> QuerySet[Passage]:
+        if getattr(self, "swagger_fake_view", False):
+            return Passage.objects.none()
+        return passages_for_project(project=self.get_project())
+
+
+@extend_schema(
+    parameters=[
+        OpenApiParameter("query", str, description="Only the pairs of the query with this external id."),
+    ]
+)
+class PairListView(ProjectScopedListView):
+    """The project's candidate pool in pool order, with reference grades and the systems that found each pair."""
+
+    serializer_class = PairSerializer
+
+    def get_queryset(self) -> QuerySet[Pair]:
+        if getattr(self, "swagger_fake_view", False):
+            return Pair.objects.none()
+        return pairs_for_project(
+            project=self.get_project(), query_external_id=self.request.query_params.get("query")
+        )

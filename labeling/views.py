@@ -1,0 +1,44 @@
+"""HTML pages: the project list and a project's overview. Views parse input, call a selector and render."""
+from __future__ import annotations
+
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, render
+
+from labeling.selectors.projects import (
+    project_list_for_user,
+    project_summaries,
+    projects_visible_to,
+    queries_with_current_definition,
+)
+
+QUERIES_PER_PAGE = 50
+
+
+@login_required
+def project_list(request: HttpRequest) -> HttpResponse:
+    summaries = project_list_for_user(user=request.user)
+    return render(request, "labeling/project_list.html", {"summaries": summaries})
+
+
+@login_required
+def project_detail(request: HttpRequest, slug: str) -> HttpResponse:
+    # Scoping the lookup to the visible projects makes a non-member's request a 404, not a 403.
+    project = get_object_or_404(projects_visible_to(user=request.user), slug=slug)
+    queries_page = Paginator(queries_with_current_definition(project=project), QUERIES_PER_PAGE).get_page(
+        request.GET.get("page")
+    )
+    if request.htmx and not request.htmx.history_restore_request:
+        # Paging through the queries swaps only the table; a history restore needs the whole page.
+        return render(
+            request, "labeling/project_detail.html#query-table", {"project": project, "queries_page": queries_page}
+        )
+    (summary,) = project_summaries(projects=[project])
+    context = {
+        "project": project,
+        "counts": summary.counts,
+        "scale": project.label_scale,
+        "queries_page": queries_page,
+    }
+    return render(request, "labeling/project_detail.html", context)
