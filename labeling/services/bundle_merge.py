@@ -121,12 +121,17 @@ class BundleMerger:
     def pairs(self, *, all_pairs: bool) -> dict[str, int]:
         created = self._execute(
             """INSERT INTO labeling_pair (project_id, query_id, passage_id, reference_grade, reference_source)
-               SELECT %(project)s, c.query_id, d.id, NULL, '' FROM import_stage_pair s
+               SELECT %(project)s, c.query_id, d.id, NULL, '' FROM (
+                   SELECT qext, pext, pool_seq FROM import_stage_source WHERE pool_seq IS NOT NULL
+                   UNION ALL SELECT qext, pext, pool_seq FROM import_stage_qrel WHERE pool_seq IS NOT NULL
+                   UNION ALL SELECT qext, pext, pool_seq FROM import_stage_label WHERE pool_seq IS NOT NULL
+                   UNION ALL SELECT qext, pext, pool_seq FROM import_stage_judgment WHERE pool_seq IS NOT NULL
+               ) s
                JOIN import_stage_curdef c ON c.qext = s.qext
                JOIN labeling_passage d ON d.project_id = %(project)s AND d.external_id = s.pext
                WHERE NOT EXISTS (SELECT 1 FROM labeling_pair x
                                  WHERE x.query_id = c.query_id AND x.passage_id = d.id)
-               ORDER BY s.seq"""
+               ORDER BY s.pool_seq"""
         )
         if all_pairs:
             created += self._execute(
@@ -140,14 +145,14 @@ class BundleMerger:
         self._conflicts(
             f"""SELECT s.src, s.system, x.id, y.rank, s.rnk FROM import_stage_source s {RESOLVE_PAIR}
                 JOIN labeling_pairsource y ON y.pair_id = x.id AND y.system = s.system
-                WHERE y.rank {self.distinct} s.rnk ORDER BY s.seq""",
+                WHERE s.system <> '' AND y.rank {self.distinct} s.rnk ORDER BY s.seq""",
             lambda system, pair, stored, new: f"system {system!r} is already stored with rank {stored} for this "
             f"pair, not {new}",
         )
         sources = self._execute(
             f"""INSERT INTO labeling_pairsource (pair_id, system, rank)
                 SELECT x.id, s.system, s.rnk FROM import_stage_source s {RESOLVE_PAIR}
-                WHERE NOT EXISTS (SELECT 1 FROM labeling_pairsource y WHERE y.pair_id = x.id AND y.system = s.system)
+                WHERE s.system <> '' AND NOT EXISTS (SELECT 1 FROM labeling_pairsource y WHERE y.pair_id = x.id AND y.system = s.system)
                 ORDER BY s.seq"""
         )
         self._conflicts(

@@ -23,7 +23,8 @@ from labeling.models import Label
 from labeling.scale import LabelScale, ScaleError
 from labeling.staging import StagingTable
 
-# A pair's key is query index * PAIR_KEY_BASE + passage index: exact, and far smaller than a tuple.
+# A pair's key is query index * PAIR_KEY_BASE + passage index: exact, and far smaller than a tuple; a
+# (pair, name) key is pair key * PAIR_KEY_BASE + name index the same way.
 PAIR_KEY_BASE = 1 << 32
 MAX_USERNAME_LENGTH = 150
 ROLES = {choice.value for choice in Label.Role}
@@ -84,15 +85,22 @@ def staging_tables(connection: BaseDatabaseWrapper) -> dict[str, StagingTable]:
     specs = {
         "query": [("seq", seq), ("src", text), ("ext", text), ("text", text), ("definition", text), ("metadata", text)],
         "passage": [("seq", seq), ("src", text), ("ext", text), ("title", text), ("text", text), ("metadata", text)],
-        "pair": [("seq", seq), ("qext", text), ("pext", text)],
-        "source": [("seq", seq), ("src", text), ("qext", text), ("pext", text), ("system", text), ("rnk", "integer")],
-        "qrel": [("seq", seq), ("src", text), ("qext", text), ("pext", text), ("grade", "integer"), ("source", text)],
+        "source": [
+            ("seq", seq), ("src", text), ("qext", text), ("pext", text), ("pool_seq", seq), ("system", text),
+            ("rnk", "integer"),
+        ],
+        "qrel": [
+            ("seq", seq), ("src", text), ("qext", text), ("pext", text), ("pool_seq", seq), ("grade", "integer"),
+            ("source", text),
+        ],
         "label": [
-            ("seq", seq), ("src", text), ("qext", text), ("pext", text), ("annotator", text), ("grade", "integer"),
+            ("seq", seq), ("src", text), ("qext", text), ("pext", text), ("pool_seq", seq), ("annotator", text),
+            ("grade", "integer"),
             ("role", text), ("note", text),
         ],
         "judgment": [
-            ("seq", seq), ("src", text), ("qext", text), ("pext", text), ("judge", text), ("p", "double precision"),
+            ("seq", seq), ("src", text), ("qext", text), ("pext", text), ("pool_seq", seq), ("judge", text),
+            ("p", "double precision"),
             ("guess", "integer"), ("confidence", "double precision"),
         ],
     }
@@ -132,15 +140,16 @@ class BundleStager:
     def stage_all(self) -> None:
         self.stage_queries()
         self.stage_passages()
-        with self.tables["pair"].writer() as pool:
-            if self.layout.pairs is not None:
-                self.stage_pairs(pool)
-            for path in self.layout.qrels:
-                self.stage_qrels(path, pool)
-            if self.layout.labels is not None:
-                self.stage_labels(pool)
-            if self.layout.judgments is not None:
-                self.stage_judgments(pool)
+        # Each staged row carries pool_seq when it is the first mention of its pair: the pool is those rows
+        # in pool_seq order (one open COPY at a time, no table of a million pair mentions).
+        if self.layout.pairs is not None:
+            self.stage_pairs()
+        for path in self.layout.qrels:
+            self.stage_qrels(path)
+        if self.layout.labels is not None:
+            self.stage_labels()
+        if self.layout.judgments is not None:
+            self.stage_judgments()
 
     def _jsonl(self, path: Path):
         return iter_jsonl(path, self.layout.name(path), self.problems, max_line_bytes=self.max_line_bytes)
@@ -211,13 +220,15 @@ class BundleStager:
             return None
         return query * PAIR_KEY_BASE + passage
 
-    def _into_pool(self, pool, key: int, qext: str, pext: str) -> None:
-        if key not in self.pool:
-            self.pool.add(key)
-            self.pool_seq += 1
-            pool((self.pool_seq, qext, pext))
+    def _pool_seq(self, key: int) -> int | None:
+        """The pair's place in the pool if this is its first mention, else None."""
+        if key in self.pool:
+            return None
+        self.pool.add(key)
+        self.pool_seq += 1
+        return self.pool_seq
 
-    def stage_pairs(self, pool) -> None:
+    def stage_pairs(self) -> None:
         problems, systems, seen = self.problems, {}, set()
         with self.tables["source"].writer() as write:
             rows = self._tsv(self.layout.pairs, ("query-id", "corpus-id"), ("system", "rank"))
@@ -239,16 +250,15 @@ class BundleStager:
                 if rank is not None and not system:
                     problems.add(where, "a rank needs a system name")
                     continue
-                source_key = key * 4096 + systems.setdefault(system, len(systems))
+                source_key = key * PAIR_KEY_BASE + systems.setdefault(system, len(systems))
                 if source_key in seen:
-                    problems.add(where, f"duplicate pair ({qext!r}, {pext!r})" + (f" for system {system!r}" if system else ""))
+                    by = f" for system {system!r}" if system else ""
+                    problems.add(where, f"duplicate pair ({qext!r}, {pext!r}){by}")
                     continue
                 seen.add(source_key)
-                self._into_pool(pool, key, qext, pext)
-                if system:
-                    write((number, where, qext, pext, system, rank))
+                write((number, where, qext, pext, self._pool_seq(key), system, rank))
 
-    def stage_qrels(self, path: Path, pool) -> None:
+    def stage_qrels(self, path: Path) -> None:
         problems, seen = self.problems, self.qrel_keys
         source = self.layout.name(path)
         with self.tables["qrel"].writer() as write:
@@ -263,8 +273,7 @@ class BundleStager:
                     problems.add(where, f"duplicate reference grade for ({qext!r}, {pext!r})")
                     continue
                 seen.add(key)
-                self._into_pool(pool, key, qext, pext)
-                write((number, where, qext, pext, grade, source))
+                write((number, where, qext, pext, self._pool_seq(key), grade, source))
 
     def _grade(self, raw: object, where: str) -> int | None:
         try:
@@ -273,7 +282,7 @@ class BundleStager:
             self.problems.add(where, str(exc))
             return None
 
-    def stage_labels(self, pool) -> None:
+    def stage_labels(self) -> None:
         problems, seen, names = self.problems, set(), {}
         with self.tables["label"].writer() as write:
             for number, (where, record) in enumerate(self._jsonl(self.layout.labels), start=1):
@@ -296,16 +305,15 @@ class BundleStager:
                     continue
                 if key is None or annotator is None or grade is None or note is None:
                     continue
-                label_key = key * 65536 + names.setdefault(annotator, len(names))
+                label_key = key * PAIR_KEY_BASE + names.setdefault(annotator, len(names))
                 if label_key in seen:
                     problems.add(where, f"duplicate label by {annotator!r} for ({qext!r}, {pext!r})")
                     continue
                 seen.add(label_key)
                 self.annotators.add(annotator)
-                self._into_pool(pool, key, qext, pext)
-                write((number, where, qext, pext, annotator, grade, role, note))
+                write((number, where, qext, pext, self._pool_seq(key), annotator, grade, role, note))
 
-    def stage_judgments(self, pool) -> None:
+    def stage_judgments(self) -> None:
         problems, seen, names = self.problems, set(), {}
         with self.tables["judgment"].writer() as write:
             for number, (where, record) in enumerate(self._jsonl(self.layout.judgments), start=1):
@@ -316,14 +324,14 @@ class BundleStager:
                 key = self._pair_key(where, qext, pext)
                 if key is None or judge is None or not ok:
                     continue
-                judgment_key = key * 65536 + names.setdefault(judge, len(names))
+                judgment_key = key * PAIR_KEY_BASE + names.setdefault(judge, len(names))
                 if judgment_key in seen:
                     problems.add(where, f"duplicate judgment by {judge!r} for ({qext!r}, {pext!r})")
                     continue
                 seen.add(judgment_key)
                 self.judges.add(judge)
-                self._into_pool(pool, key, qext, pext)
-                write((number, where, qext, pext, judge, p, None if guess is None else int(guess), confidence))
+                guess_flag = None if guess is None else int(guess)
+                write((number, where, qext, pext, self._pool_seq(key), judge, p, guess_flag, confidence))
 
     def _judgment_values(self, record: dict, where: str) -> tuple[float | None, bool | None, float | None, bool]:
         """P(relevant), guess and confidence of a judgment line; P is p_relevant, else the confidence of a

@@ -1,0 +1,76 @@
+"""`manage.py export_qrels --project SLUG --format trec|beir|jsonl -o FILE`: stream qrels out of a project."""
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import TextIO
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from labeling.models import Project
+from labeling.selectors.export import ExportError, export_source_parse, pair_records, qrels_rows
+
+
+class Command(BaseCommand):
+    help = "Export a project's qrels: TREC, BEIR tsv, or JSONL with every label and judgment."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--project", required=True, help="project slug")
+        parser.add_argument("--format", required=True, choices=["trec", "beir", "jsonl"])
+        parser.add_argument("--source", default="human", help="'human' (gold grades, default) or 'judge:NAME'")
+        parser.add_argument("--threshold", type=float, help="a judge's P(relevant) from which a pair is relevant")
+        parser.add_argument("-o", "--output", required=True, help="output file, or - for standard output")
+
+    def handle(self, *args, project: str, format: str, source: str, threshold: float | None, output: str, **options):
+        found = Project.objects.filter(slug=project).first()
+        if found is None:
+            raise CommandError(f"no project {project!r}")
+        try:
+            export_source = export_source_parse(project=found, source=source, threshold=threshold)
+        except ExportError as exc:
+            raise CommandError(str(exc)) from None
+        if output == "-":
+            try:
+                count = self._write(sys.stdout, found, format, export_source)
+                sys.stdout.flush()
+            except BrokenPipeError:
+                # The reader stopped early (`| head`): not an error. Point stdout at devnull so the
+                # interpreter's final flush does not complain.
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+                return
+        else:
+            count = self._write_file(Path(output), found, format, export_source)
+        self.stderr.write(f"Exported {count:,} lines of {format} from project {project!r}.")
+
+    def _write_file(self, path: Path, project, format, export_source) -> int:
+        # Write beside the target and rename at the end: a failed export never leaves a truncated file.
+        directory = path.resolve().parent
+        if not directory.is_dir():
+            raise CommandError(f"{path}: folder {directory} does not exist")
+        handle, temporary = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.", suffix=".part")
+        try:
+            with os.fdopen(handle, "w", encoding="utf-8", newline="\n", buffering=1 << 20) as stream:
+                count = self._write(stream, project, format, export_source)
+            os.replace(temporary, path)
+        except BaseException:
+            Path(temporary).unlink(missing_ok=True)
+            raise
+        return count
+
+    def _write(self, stream: TextIO, project, format, export_source) -> int:
+        count = 0
+        if format == "jsonl":
+            for record in pair_records(project=project, source=export_source):
+                stream.write(json.dumps(record, ensure_ascii=False) + "\n")
+                count += 1
+            return count
+        if format == "beir":
+            stream.write("query-id\tcorpus-id\tscore\n")
+            template = "{}\t{}\t{}\n"
+        else:
+            template = "{} 0 {} {}\n"
+        for row in qrels_rows(project=project, source=export_source):
+            stream.write(template.format(row.query_id, row.doc_id, row.grade))
+            count += 1
+        return count
