@@ -1,0 +1,29 @@
+"""Writes on user accounts: the bootstrap administrator for a fresh installation."""
+from __future__ import annotations
+
+import secrets
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import AbstractUser
+from django.db import IntegrityError, transaction
+
+
+@transaction.atomic
+def admin_ensure(*, username: str = "admin", email: str = "") -> tuple[AbstractUser, str | None]:
+    """Create a superuser with a fresh random password and return it with that password.
+
+    If the user already exists it is returned unchanged with None: an existing password is never reset
+    or revealed, so running this on every start is safe.
+    """
+    user_model = get_user_model()
+    existing = user_model.objects.filter(username=username).first()
+    if existing is not None:
+        return existing, None
+    password = secrets.token_urlsafe(16)
+    try:
+        # A savepoint, so losing a race with a concurrent creator leaves the outer transaction usable.
+        with transaction.atomic():
+            user = user_model.objects.create_superuser(username=username, email=email, password=password)
+    except IntegrityError:
+        return user_model.objects.get(username=username), None
+    return user, password

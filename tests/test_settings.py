@@ -1,0 +1,105 @@
+"""annotator/settings.py: production passes `check --deploy`, a missing secret fails loudly, and local
+defaults (secret key, SQLite, filesystem broker) live under VAR_DIR."""
+import os
+import runpy
+import secrets
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SETTINGS_FILE = ROOT / "annotator" / "settings.py"
+CONFIG_NAMES = (
+    "DEBUG",
+    "SECRET_KEY",
+    "ALLOWED_HOSTS",
+    "CSRF_TRUSTED_ORIGINS",
+    "CELERY_BROKER_URL",
+    "VAR_DIR",
+)
+
+
+def manage(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
+    base = {k: v for k, v in os.environ.items() if k not in CONFIG_NAMES and not k.startswith("SECURE_")}
+    return subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=ROOT,
+        env={**base, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def load_settings(monkeypatch: pytest.MonkeyPatch, **env: str) -> dict:
+    """Execute the settings module afresh under `env`, as a new process start would."""
+    for name in (*CONFIG_NAMES, "DATABASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    return runpy.run_path(str(SETTINGS_FILE))
+
+
+def test_production_environment_passes_check_deploy(tmp_path):
+    result = manage(
+        "check",
+        "--deploy",
+        "--fail-level",
+        "WARNING",
+        env={
+            "DEBUG": "0",
+            "SECRET_KEY": secrets.token_urlsafe(60)[:60],
+            "ALLOWED_HOSTS": "annotator.example.org",
+            "VAR_DIR": str(tmp_path),
+        },
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "no issues" in result.stdout
+
+
+def test_production_without_secret_key_refuses_to_start(tmp_path):
+    result = manage("check", env={"DEBUG": "0", "VAR_DIR": str(tmp_path)})
+    assert result.returncode != 0
+    assert "SECRET_KEY" in result.stderr
+    assert not (tmp_path / "secret_key").exists()
+
+
+def test_local_secret_key_is_generated_once_and_reused(monkeypatch, tmp_path):
+    first = load_settings(monkeypatch, DEBUG="1", VAR_DIR=str(tmp_path))
+    second = load_settings(monkeypatch, DEBUG="1", VAR_DIR=str(tmp_path))
+
+    key_file = tmp_path / "secret_key"
+    assert first["SECRET_KEY"] == second["SECRET_KEY"] == key_file.read_text().strip()
+    assert len(first["SECRET_KEY"]) >= 50
+    assert key_file.stat().st_mode & 0o077 == 0
+
+
+def test_local_database_defaults_to_sqlite_under_var_dir(monkeypatch, tmp_path):
+    config = load_settings(monkeypatch, DEBUG="1", VAR_DIR=str(tmp_path))
+
+    database = config["DATABASES"]["default"]
+    assert database["ENGINE"] == "django.db.backends.sqlite3"
+    assert Path(database["NAME"]).parent == tmp_path
+
+
+def test_database_url_selects_postgresql(monkeypatch, tmp_path):
+    config = load_settings(
+        monkeypatch, DEBUG="1", VAR_DIR=str(tmp_path), DATABASE_URL="postgres://u:p@db.example.org:5432/annotator"
+    )
+
+    database = config["DATABASES"]["default"]
+    assert database["ENGINE"] == "django.db.backends.postgresql"
+    assert (database["HOST"], database["NAME"]) == ("db.example.org", "annotator")
+
+
+def test_local_broker_defaults_to_filesystem_folders_under_var_dir(monkeypatch, tmp_path):
+    config = load_settings(monkeypatch, DEBUG="1", VAR_DIR=str(tmp_path))
+
+    assert config["CELERY_BROKER_URL"] == "filesystem://"
+    options = config["CELERY_BROKER_TRANSPORT_OPTIONS"]
+    for key in ("data_folder_in", "data_folder_out", "processed_folder", "control_folder"):
+        folder = Path(options[key])
+        assert folder.is_dir()
+        assert tmp_path in folder.parents
