@@ -12,6 +12,7 @@ import json
 import os
 import random
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -149,25 +150,50 @@ class StepResult:
         return self.rows / self.seconds if self.seconds > 0 else 0.0
 
 
-def child_env() -> dict[str, str]:
+def child_env(**extra: str) -> dict[str, str]:
     # DEBUG=1 lets settings run without a SECRET_KEY; an explicit DEBUG in the environment wins.
-    return {**os.environ, "DEBUG": os.environ.get("DEBUG") or "1"}
+    return {**os.environ, "DEBUG": os.environ.get("DEBUG") or "1", **extra}
 
 
 def measure(argv: list[str], log_path: Path, timeout: float) -> tuple[float, float, int]:
     """Run argv as a child process, killed after `timeout` seconds; return (wall seconds, peak RSS in MB,
     exit code, negative for the signal that ended it)."""
+    # libpq reads PGAPPNAME: it names the child's database sessions so they can be ended if the child is killed.
+    app_name = f"bench-{os.getpid()}-{log_path.stem}"
+    timed_out = threading.Event()
     with open(log_path, "w") as log:
         start = time.perf_counter()
-        proc = subprocess.Popen(argv, cwd=ROOT, env=child_env(), stdout=log, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(argv, cwd=ROOT, env=child_env(PGAPPNAME=app_name), stdout=log,
+                                stderr=subprocess.STDOUT)
+
+        def kill() -> None:
+            timed_out.set()
+            proc.kill()
+
         # A hung step (a lock wait, a stuck COPY) must not hang the benchmark: wait4 has no timeout of its own.
-        killer = threading.Timer(timeout, proc.kill)
+        killer = threading.Timer(timeout, kill)
         killer.start()
-        _, status, usage = os.wait4(proc.pid, 0)
-        killer.cancel()
+        try:
+            _, status, usage = os.wait4(proc.pid, 0)
+        except BaseException:  # Ctrl-C or SIGTERM: end the step too, so the cleanup does not race with it
+            proc.kill()
+            proc.wait()
+            end_backends(app_name)
+            raise
+        finally:
+            killer.cancel()
         seconds = time.perf_counter() - start
     proc.returncode = os.waitstatus_to_exitcode(status)  # reaped by wait4: tell Popen so it does not wait again
+    if timed_out.is_set():
+        print(f"{log_path.stem}: killed after {timeout:.0f} s (--step-timeout)", flush=True)
+        end_backends(app_name)
     return seconds, usage.ru_maxrss / 1024, proc.returncode  # ru_maxrss is in KiB on Linux
+
+
+def end_backends(app_name: str) -> None:
+    # PostgreSQL does not notice a killed client until it next writes to it: a long statement would run on,
+    # holding its locks, and the project cleanup would wait for it.
+    django_shell(END_BACKENDS_CODE.format(app_name=app_name))
 
 
 def django_shell(code: str) -> str:
@@ -183,6 +209,14 @@ from django.db import connection
 with connection.cursor() as c:
     c.execute("SELECT version()" if connection.vendor == "postgresql" else "SELECT 'SQLite ' || sqlite_version()")
     print(c.fetchone()[0])
+"""
+
+END_BACKENDS_CODE = """
+from django.db import connection
+if connection.vendor == "postgresql":
+    with connection.cursor() as c:
+        c.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s",
+                  [{app_name!r}])
 """
 
 COUNTS_CODE = """
@@ -277,6 +311,9 @@ def main() -> None:
     parser.add_argument("--allow-sqlite", action="store_true", help="smoke run on SQLite (figures mean nothing)")
     parser.add_argument("--generate-only", action="store_true", help="write the bundle, measure nothing")
     args = parser.parse_args()
+    sys.stdout.reconfigure(line_buffering=True)  # progress survives a kill when stdout is a file
+    # A plain SIGTERM would skip the `finally` that deletes the bench project.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
 
     workdir = args.workdir.resolve()
     bundle, exports, logs = workdir / "bundle", workdir / "exports", workdir / "logs"
@@ -329,6 +366,7 @@ def main() -> None:
                 seconds, peak, rc = measure(export_argv, log, args.step_timeout)
                 rows = count_lines(out)
             results.append(StepResult(name=name, kind=kind, rows=rows, seconds=seconds, peak_mb=peak, returncode=rc))
+            print(f"step {index}/{len(steps)} {name}: {rows:,} rows in {seconds:.1f} s, peak {peak:.0f} MB, exit {rc}")
             if rc != 0:
                 print(f"\n{name} exited {rc}; the end of {log}:\n{log.read_text()[-2000:]}")
     finally:

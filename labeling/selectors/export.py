@@ -12,7 +12,7 @@ from typing import Any
 from django.db.models import F
 
 from labeling.gold import LabelView, gold_grade
-from labeling.models import Judge, Judgment, Label, Pair, PairSource, Project
+from labeling.models import Judge, Judgment, Label, Pair, PairSource, Passage, Project, Query, RelevanceDefinition
 
 CHUNK = 20_000
 
@@ -58,13 +58,29 @@ def export_source_parse(*, project: Project, source: str, threshold: float | Non
     return ExportSource(judge=judge, threshold=threshold)
 
 
-def _pairs(project: Project) -> Iterator[tuple[int, str, str, int | None]]:
-    return (
-        Pair.objects.filter(project=project)
-        .order_by("id")
-        .values_list("id", "query__external_id", "passage__external_id", "reference_grade")
-        .iterator(chunk_size=CHUNK)
-    )
+def _external_ids(project: Project) -> tuple[dict[int, str], dict[int, str]]:
+    """Query and passage external ids by primary key: the streams below then carry only integers, which
+    PostgreSQL reads in index order with no join or sort."""
+    queries = dict(Query.objects.filter(project=project).values_list("id", "external_id"))
+    passages = dict(Passage.objects.filter(project=project).values_list("id", "external_id").iterator(CHUNK))
+    return queries, passages
+
+
+def _definition_versions(project: Project) -> dict[int, int]:
+    return dict(RelevanceDefinition.objects.filter(query__project=project).values_list("id", "version"))
+
+
+def _pairs(project: Project, *, graded_only: bool = False) -> Iterator[tuple[int, int, int, int | None]]:
+    pairs = Pair.objects.filter(project=project)
+    columns = ("id", "query_id", "passage_id", "reference_grade")
+    if graded_only:
+        # Pairs with a reference grade (partial index) or a current label: a gold grade needs one of them.
+        labelled = Label.objects.filter(pair__project=project, superseded_at__isnull=True).values("pair_id")
+        pairs = pairs.filter(reference_grade__isnull=False).order_by().values_list(*columns).union(
+            Pair.objects.filter(project=project, id__in=labelled).order_by().values_list(*columns)
+        )
+        return pairs.order_by("id").iterator(chunk_size=CHUNK)
+    return pairs.order_by("id").values_list(*columns).iterator(chunk_size=CHUNK)
 
 
 def _current_labels(project: Project) -> Iterator[tuple]:
@@ -76,15 +92,23 @@ def _current_labels(project: Project) -> Iterator[tuple]:
     )
 
 
-def _judgments(project: Project, judge: Judge | None = None) -> Iterator[tuple]:
-    judgments = Judgment.objects.filter(pair__project=project)
-    if judge is not None:
-        judgments = judgments.filter(judge=judge, status=Judgment.Status.OK)
+def _judgments(project: Project) -> Iterator[tuple]:
     return (
-        judgments.order_by("pair_id", "judge__name", F("definition__version").desc(nulls_last=True))
+        Judgment.objects.filter(pair__project=project)
+        .order_by("pair_id", "judge__name", F("definition__version").desc(nulls_last=True))
         .values_list(
             "pair_id", "judge__name", "definition__version", "p_relevant", "guess", "confidence", "status", "error"
         )
+        .iterator(chunk_size=CHUNK)
+    )
+
+
+def _judge_probabilities(judge: Judge) -> Iterator[tuple[int, int | None, float]]:
+    """(pair id, definition id, P) of the judge's ok judgments, in pair order (index judgment_judge_pair)."""
+    return (
+        Judgment.objects.filter(judge=judge, status=Judgment.Status.OK)
+        .order_by("pair_id")
+        .values_list("pair_id", "definition_id", "p_relevant")
         .iterator(chunk_size=CHUNK)
     )
 
@@ -122,18 +146,21 @@ def _label_views(rows: list[tuple]) -> list[LabelView]:
 def qrels_rows(*, project: Project, source: ExportSource) -> Iterator[PairRow]:
     """The pairs that have a grade from `source`, in pool order. A judge's grade is binary: 1 when its
     P(relevant) (under the newest definition version it judged) is >= the threshold, else 0."""
+    queries, passages = _external_ids(project)
     if source.judge is not None:
-        judgments = _Grouped(_judgments(project, source.judge))
-        for pair_id, query_id, doc_id, _reference in _pairs(project):
-            rows = judgments.take(pair_id)
+        versions = _definition_versions(project)
+        judged = _Grouped(_judge_probabilities(source.judge))
+        for pair_id, query_id, passage_id, _reference in _pairs(project):
+            rows = judged.take(pair_id)
             if rows:
-                yield PairRow(query_id, doc_id, int(rows[0][3] >= source.threshold))
+                newest = max(rows, key=lambda row: versions.get(row[1], 0))
+                yield PairRow(queries[query_id], passages[passage_id], int(newest[2] >= source.threshold))
         return
     labels = _Grouped(_current_labels(project))
-    for pair_id, query_id, doc_id, reference in _pairs(project):
+    for pair_id, query_id, passage_id, reference in _pairs(project, graded_only=True):
         grade = gold_grade(reference, _label_views(labels.take(pair_id)))
         if grade is not None:
-            yield PairRow(query_id, doc_id, grade)
+            yield PairRow(queries[query_id], passages[passage_id], grade)
 
 
 def pair_records(*, project: Project, source: ExportSource) -> Iterator[dict[str, Any]]:
@@ -141,7 +168,8 @@ def pair_records(*, project: Project, source: ExportSource) -> Iterator[dict[str
     labels = _Grouped(_current_labels(project))
     judgments = _Grouped(_judgments(project))
     sources = _Grouped(_sources(project))
-    for pair_id, query_id, doc_id, reference in _pairs(project):
+    queries, passages = _external_ids(project)
+    for pair_id, query_id, passage_id, reference in _pairs(project):
         label_rows = labels.take(pair_id)
         judgment_rows = judgments.take(pair_id)
         gold = gold_grade(reference, _label_views(label_rows))
@@ -151,8 +179,8 @@ def pair_records(*, project: Project, source: ExportSource) -> Iterator[dict[str
             own = [row for row in judgment_rows if row[1] == source.judge.name and row[6] == Judgment.Status.OK]
             grade = int(own[0][3] >= source.threshold) if own else None
         yield {
-            "query_id": query_id,
-            "doc_id": doc_id,
+            "query_id": queries[query_id],
+            "doc_id": passages[passage_id],
             "grade": grade,
             "gold_grade": gold,
             "reference_grade": reference,

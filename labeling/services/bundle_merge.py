@@ -15,7 +15,7 @@ from labeling.staging import StagingTable
 RESOLVE_PAIR = """
     JOIN import_stage_curdef c ON c.qext = s.qext
     JOIN labeling_passage d ON d.project_id = %(project)s AND d.external_id = s.pext
-    JOIN labeling_pair x ON x.query_id = c.query_id AND x.passage_id = d.id
+    JOIN labeling_pair x ON x.project_id = %(project)s AND x.query_id = c.query_id AND x.passage_id = d.id
 """
 
 
@@ -38,11 +38,24 @@ class BundleMerger:
         self.json = "::jsonb" if postgres else ""
         self.distinct = "IS DISTINCT FROM" if postgres else "IS NOT"
         self.users = get_user_model()._meta.db_table
+        if postgres:
+            # Every statement here joins whole staged files: hash joins are right, and a row estimate that
+            # is off (fresh rows, text vs varchar keys) must not turn one into a million index probes.
+            with connection.cursor() as cursor:
+                cursor.execute("SET LOCAL enable_nestloop = off")
 
     def _execute(self, sql: str) -> int:
         with self.connection.cursor() as cursor:
             cursor.execute(sql, self.params)
             return max(cursor.rowcount, 0)
+
+    def _analyze(self, *tables: str) -> None:
+        # Rows this transaction just inserted are invisible to autovacuum: without fresh statistics the
+        # planner takes a table that now holds a million rows for empty and joins it by nested loops.
+        if self.connection.vendor == "postgresql":
+            with self.connection.cursor() as cursor:
+                for table in tables:
+                    cursor.execute(f"ANALYZE {table}")
 
     def _conflicts(self, sql: str, message: Callable[..., str]) -> None:
         with self.connection.cursor() as cursor:
@@ -82,6 +95,7 @@ class BundleMerger:
                WHERE s.definition IS NOT NULL AND (latest.id IS NULL OR latest.text <> s.definition)
                ORDER BY s.seq"""
         )
+        self._analyze("labeling_query", "labeling_relevancedefinition")
         return {"queries": created, "query metadata updated": updated, "definitions": definitions}
 
     def current_definitions(self, table: StagingTable) -> None:
@@ -116,6 +130,7 @@ class BundleMerger:
                 WHERE labeling_passage.project_id = %(project)s AND labeling_passage.external_id = s.ext
                   AND labeling_passage.metadata <> s.metadata{self.json}"""
         )
+        self._analyze("labeling_passage")
         return {"passages": created, "passage metadata updated": updated}
 
     def pairs(self, *, all_pairs: bool) -> dict[str, int]:
@@ -129,8 +144,8 @@ class BundleMerger:
                ) s
                JOIN import_stage_curdef c ON c.qext = s.qext
                JOIN labeling_passage d ON d.project_id = %(project)s AND d.external_id = s.pext
-               WHERE NOT EXISTS (SELECT 1 FROM labeling_pair x
-                                 WHERE x.query_id = c.query_id AND x.passage_id = d.id)
+               WHERE NOT EXISTS (SELECT 1 FROM labeling_pair x WHERE x.project_id = %(project)s
+                                 AND x.query_id = c.query_id AND x.passage_id = d.id)
                ORDER BY s.pool_seq"""
         )
         if all_pairs:
@@ -139,9 +154,11 @@ class BundleMerger:
                    SELECT %(project)s, q.id, d.id, NULL, '' FROM labeling_query q
                    JOIN labeling_passage d ON d.project_id = %(project)s
                    WHERE q.project_id = %(project)s
-                     AND NOT EXISTS (SELECT 1 FROM labeling_pair x WHERE x.query_id = q.id AND x.passage_id = d.id)
+                     AND NOT EXISTS (SELECT 1 FROM labeling_pair x WHERE x.project_id = %(project)s
+                                     AND x.query_id = q.id AND x.passage_id = d.id)
                    ORDER BY q.id, d.id"""
             )
+        self._analyze("labeling_pair")
         self._conflicts(
             f"""SELECT s.src, s.system, x.id, y.rank, s.rnk FROM import_stage_source s {RESOLVE_PAIR}
                 JOIN labeling_pairsource y ON y.pair_id = x.id AND y.system = s.system
