@@ -272,7 +272,11 @@ class Judgment(models.Model):
                 name="judgment_p_iff_ok",
             ),
         ]
-        indexes = [models.Index(fields=["judge", "pair"], name="judgment_judge_pair")]
+        indexes = [
+            models.Index(fields=["judge", "pair"], name="judgment_judge_pair"),
+            # The unique indexes on pair are partial: deleting a pair needs a plain one for its FK check.
+            models.Index(fields=["pair"], name="judgment_pair"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.judge_id}:{self.pair_id}={self.p_relevant}"

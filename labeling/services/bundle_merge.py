@@ -43,6 +43,7 @@ class BundleMerger:
             # is off (fresh rows, text vs varchar keys) must not turn one into a million index probes.
             with connection.cursor() as cursor:
                 cursor.execute("SET LOCAL enable_nestloop = off")
+                cursor.execute("SET LOCAL work_mem = '64MB'")
 
     def _execute(self, sql: str) -> int:
         with self.connection.cursor() as cursor:
@@ -158,7 +159,7 @@ class BundleMerger:
                                      AND x.query_id = q.id AND x.passage_id = d.id)
                    ORDER BY q.id, d.id"""
             )
-        self._analyze("labeling_pair")
+        self._analyze("labeling_pair", "labeling_pairsource")
         self._conflicts(
             f"""SELECT s.src, s.system, x.id, y.rank, s.rnk FROM import_stage_source s {RESOLVE_PAIR}
                 JOIN labeling_pairsource y ON y.pair_id = x.id AND y.system = s.system
@@ -185,6 +186,7 @@ class BundleMerger:
         return {"pairs": created, "pool sources": sources, "reference grades": grades}
 
     def labels(self) -> dict[str, int]:
+        self._analyze("labeling_label")
         annotator = f"JOIN {self.users} u ON u.username = s.annotator"
         superseded = self._execute(
             f"""UPDATE labeling_label SET superseded_at = %(now)s
@@ -205,6 +207,9 @@ class BundleMerger:
         return {"labels": created, "labels superseded": superseded}
 
     def judgments(self) -> dict[str, int]:
+        # Fresh statistics also for rows committed moments ago (autovacuum lags): a judge thought to have
+        # a handful of judgments makes a hash table of a million rows with a thousand keys.
+        self._analyze("labeling_judgment", "labeling_judge")
         judge = "JOIN labeling_judge g ON g.project_id = %(project)s AND g.name = s.judge"
         same_key = """j.pair_id = x.id AND j.judge_id = g.id
                       AND COALESCE(j.definition_id, 0) = COALESCE(c.definition_id, 0)"""

@@ -121,3 +121,17 @@ def test_export_errors(tmp_path, small_project, args, message):
     assert message in str(caught.value)
     assert not out.exists()
     assert not list(tmp_path.glob(".never.txt.*"))
+
+
+def test_judge_source_uses_newest_definition_version(tmp_path, small_project):
+    bundle = tmp_path / "small"
+    queries = (bundle / "queries.jsonl").read_text().replace("Plans for floods.", "Plans for floods, revised.")
+    judgments = (bundle / "judgments.jsonl").read_text().replace('"p_relevant": 0.8', '"p_relevant": 0.2')
+    write_bundle(bundle, {"queries.jsonl": queries, "judgments.jsonl": judgments})
+    bundle_import(path=bundle, project_slug="s")
+    rows = export(tmp_path, "--project", "s", "--format", "trec", "--source", "judge:llm").splitlines()
+    # q1/d1 was 0.8 under version 1 and is 0.2 under version 2: the newest version decides.
+    assert rows == ["q1 0 d2 0", "q1 0 d1 0", "q2 0 d1 1"]
+    records = [json.loads(line) for line in export(tmp_path, "--project", "s", "--format", "jsonl").splitlines()]
+    q1d1 = next(r for r in records if (r["query_id"], r["doc_id"]) == ("q1", "d1"))
+    assert [(j["definition_version"], j["p_relevant"]) for j in q1d1["judgments"]] == [(2, 0.2), (1, 0.8)]
