@@ -30,8 +30,10 @@ def _as_arrays(p, y) -> tuple[np.ndarray, np.ndarray]:
 
 def equal_width_bin_index(p, bins: int = 10) -> np.ndarray:
     """Bin of each P among `bins` equal-width bins closed on the right: [0, 1/b], (1/b, 2/b], ..., ((b-1)/b, 1]."""
-    p = np.asarray(p, dtype=float)
-    return np.clip(np.ceil(p * bins).astype(int) - 1, 0, bins - 1)
+    # Edges as k / bins (correctly rounded, so 0.3 is the float 0.3), not k * 0.1 or ceil(p * bins): with
+    # those, P = 0.3 lands in (0.3, 0.4].
+    edges = np.arange(1, bins) / bins
+    return np.searchsorted(edges, np.asarray(p, dtype=float), side="left")
 
 
 def reliability_bins(p, y, bins: int = 10) -> list[ReliabilityBin]:
