@@ -9,6 +9,7 @@ from django.http import HttpRequest
 
 from labeling.models import (
     Judge,
+    JudgeCalibration,
     Judgment,
     Label,
     Membership,
@@ -18,6 +19,7 @@ from labeling.models import (
     Project,
     Query,
     RelevanceDefinition,
+    ValidationResult,
 )
 
 
@@ -162,3 +164,34 @@ class JudgmentAdmin(BigTableAdmin):
     raw_id_fields = ["pair", "definition"]
     list_select_related = ["pair", "judge", "definition__query"]
     ordering = ["-id"]
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """Rows the services write (a fit, a cached report): shown, never edited by hand."""
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False
+
+
+@admin.register(JudgeCalibration)
+class JudgeCalibrationAdmin(ReadOnlyAdmin):
+    list_display = ["judge", "method", "n", "n_relevant", "created_at", "created_by"]
+    list_filter = ["method", "judge__project"]
+    search_fields = ["judge__name"]
+    list_select_related = ["judge", "created_by"]
+    # fitted_on holds one entry per gold pair (a million at scale): not rendered on the page.
+    exclude = ["fitted_on"]
+
+
+@admin.register(ValidationResult)
+class ValidationResultAdmin(ReadOnlyAdmin):
+    list_display = ["project", "computed_at", "requested_at", "is_stale"]
+    list_select_related = ["project"]
+    exclude = ["data"]
+
+    @admin.display(boolean=True, description="stale")
+    def is_stale(self, obj: ValidationResult) -> bool:
+        return obj.is_stale

@@ -5,7 +5,8 @@ from __future__ import annotations
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
-from django.db.models import Q
+from django.db.models import F, Q
+from django.utils import timezone
 
 from labeling.scale import LabelScale, ScaleError, default_scale_json
 
@@ -280,3 +281,48 @@ class Judgment(models.Model):
 
     def __str__(self) -> str:
         return f"{self.judge_id}:{self.pair_id}={self.p_relevant}"
+
+
+class JudgeCalibration(models.Model):
+    """A calibrator fitted to a judge's P on the gold pairs; the newest one per judge is the one in use.
+    `fitted_on` keeps the data (pair ids, raw P, binary gold) so a fit can be checked and repeated."""
+
+    judge = models.ForeignKey(Judge, on_delete=models.CASCADE, related_name="calibrations")
+    method = models.CharField(max_length=32)
+    params = models.JSONField()
+    cv = models.JSONField(help_text="out-of-fold ECE and Brier before and after, per method")
+    n = models.PositiveIntegerField()
+    n_relevant = models.PositiveIntegerField()
+    fitted_on = models.JSONField()
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["judge", "-created_at", "-id"]
+        constraints = [
+            models.CheckConstraint(condition=Q(method__in=["isotonic", "platt"]), name="calibration_method_valid"),
+            models.CheckConstraint(condition=Q(n_relevant__lte=F("n")), name="calibration_relevant_within_n"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.judge} {self.method} ({self.created_at:%Y-%m-%d %H:%M})"
+
+
+class ValidationResult(models.Model):
+    """The validation report of a project, cached: recomputed by a worker after labels or judgments change
+    (`requested_at` later than `computed_at` means a newer one is on its way)."""
+
+    project = models.OneToOneField(Project, on_delete=models.CASCADE, related_name="validation_result")
+    data = models.JSONField(null=True, blank=True)
+    computed_at = models.DateTimeField(null=True, blank=True)
+    requested_at = models.DateTimeField(null=True, blank=True)
+    error = models.TextField(blank=True)
+
+    def __str__(self) -> str:
+        return f"validation of {self.project}"
+
+    @property
+    def is_stale(self) -> bool:
+        return self.computed_at is None or (self.requested_at is not None and self.requested_at > self.computed_at)

@@ -1,17 +1,25 @@
 """HTML pages: the project list and a project's overview. Views parse input, call a selector and render."""
 from __future__ import annotations
 
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.http import HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, render
+from django.http import HttpRequest, HttpResponse, HttpResponseForbidden
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+
+from labeling.charts import f1_curve_chart, reliability_chart
+from labeling.models import Judge, Membership, Project, ValidationResult
 
 from labeling.selectors.projects import (
     project_list_for_user,
+    project_role,
     project_summaries,
     projects_visible_to,
     queries_with_current_definition,
 )
+from labeling.selectors.validation import METRIC_ROWS, human_rows, metric_rows, validation_result_for
+from labeling.services.validation import ValidationError, judge_calibrate, validation_request_refresh
 
 QUERIES_PER_PAGE = 50
 
@@ -42,3 +50,74 @@ def project_detail(request: HttpRequest, slug: str) -> HttpResponse:
         "queries_page": queries_page,
     }
     return render(request, "labeling/project_detail.html", context)
+
+
+def _validation_context(project: Project, result: ValidationResult | None, role: str | None) -> dict:
+    data = result.data if result is not None else None
+    judges, columns = [], []
+    if data is not None:
+        for section in data["judges"]:
+            columns.append(metric_rows(section))
+            judges.append(
+                {
+                    "section": section,
+                    "reliability": reliability_chart(section["reliability"]) if section.get("reliability") else None,
+                    "f1_curve": f1_curve_chart(section["f1_curve"]) if section.get("f1_curve") else None,
+                }
+            )
+    return {
+        "project": project,
+        "result": result,
+        "data": data,
+        "judges": judges,
+        "human_rows": human_rows(data["human"]) if data else [],
+        "can_calibrate": role == Membership.Role.ADMIN,
+        "metric_table": [
+            {"label": label, "cells": [rows[index] for rows in columns]}
+            for index, (_, label, _) in enumerate(METRIC_ROWS)
+        ],
+    }
+
+
+@login_required
+def validation_dashboard(request: HttpRequest, slug: str) -> HttpResponse:
+    project = get_object_or_404(projects_visible_to(user=request.user), slug=slug)
+    result = validation_result_for(project)
+    if result is None or (result.data is None and not result.is_stale):
+        validation_request_refresh(project=project)
+        result = validation_result_for(project)
+    context = _validation_context(project, result, project_role(user=request.user, project=project))
+    if request.htmx and not request.htmx.history_restore_request:
+        return render(request, "labeling/validation.html#validation-body", context)
+    return render(request, "labeling/validation.html", context)
+
+
+@login_required
+@require_POST
+def validation_refresh(request: HttpRequest, slug: str) -> HttpResponse:
+    project = get_object_or_404(projects_visible_to(user=request.user), slug=slug)
+    validation_request_refresh(project=project)
+    messages.info(request, "Recomputing the report: this page updates when it is ready.")
+    return redirect("labeling:validation", slug=project.slug)
+
+
+@login_required
+@require_POST
+def judge_calibrate_view(request: HttpRequest, slug: str, judge: str) -> HttpResponse:
+    project = get_object_or_404(projects_visible_to(user=request.user), slug=slug)
+    if project_role(user=request.user, project=project) != Membership.Role.ADMIN:
+        return HttpResponseForbidden("Only a project admin can fit a calibrator.")
+    found = get_object_or_404(Judge, project=project, name=judge)
+    try:
+        calibration = judge_calibrate(judge=found, user=request.user)
+    except ValidationError as exc:
+        messages.error(request, str(exc))
+    else:
+        cv = calibration.cv
+        messages.success(
+            request,
+            f"Calibrated {found.name} with {calibration.method} on {calibration.n:,} gold pairs: cross-validated ECE "
+            f"{cv['raw']['ece']:.3f} -> {cv['calibrated']['ece']:.3f}, Brier {cv['raw']['brier']:.3f} -> "
+            f"{cv['calibrated']['brier']:.3f}. Exports of this judge now use the calibrated P.",
+        )
+    return redirect("labeling:validation", slug=project.slug)

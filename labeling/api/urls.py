@@ -14,4 +14,5 @@ urlpatterns = [
     path("projects/<slug:slug>/queries/", views.QueryListView.as_view(), name="query-list"),
     path("projects/<slug:slug>/passages/", views.PassageListView.as_view(), name="passage-list"),
     path("projects/<slug:slug>/pairs/", views.PairListView.as_view(), name="pair-list"),
+    path("projects/<slug:slug>/validation/", views.ValidationView.as_view(), name="validation"),
 ]

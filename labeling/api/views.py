@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from django.db.models import QuerySet
 from django.shortcuts import get_object_or_404
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import generics
+from rest_framework.exceptions import NotFound
 from rest_framework.pagination import CursorPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.views import APIView
 
 from labeling.api.serializers import PairSerializer, PassageSerializer, ProjectSerializer, QuerySerializer
 from labeling.models import Pair, Passage, Project, Query
@@ -19,6 +22,8 @@ from labeling.selectors.projects import (
     projects_visible_to,
     queries_with_current_definition,
 )
+from labeling.selectors.validation import report_for_judges
+from labeling.services.validation import validation_result_ensure
 
 
 class SlugCursorPagination(CursorPagination):
@@ -107,3 +112,24 @@ class PairListView(ProjectScopedListView):
         return pairs_for_project(
             project=self.get_project(), query_external_id=self.request.query_params.get("query")
         )
+
+
+class ValidationView(APIView):
+    """The project's validation report (LLM judges vs human labels), as `validation_report --json` prints
+    it, from the cache a worker keeps up to date; `stale` says a recomputation is pending. Computed on the
+    spot when the project has no cached report yet."""
+
+    @extend_schema(
+        parameters=[OpenApiParameter("judge", str, many=True, description="judge name (repeat; default: all)")],
+        responses={200: OpenApiTypes.OBJECT},
+    )
+    def get(self, request: Request, slug: str) -> Response:
+        project = get_object_or_404(projects_visible_to(user=request.user), slug=slug)
+        result = validation_result_ensure(project=project)
+        names = request.query_params.getlist("judge") or None
+        try:
+            body = report_for_judges(result.data, names)
+        except KeyError as exc:
+            known = ", ".join(section["name"] for section in result.data["judges"]) or "none"
+            raise NotFound(f"project {slug!r} has no judge {exc.args[0]!r} (its judges: {known})") from None
+        return Response({**body, "stale": result.is_stale})

@@ -1,20 +1,33 @@
-"""Streaming reads for qrels export: the pool in pool order, merged with its labels, judgments and sources.
+"""What the qrels exports write: the pool in pool order with grades from human gold, one judge (its
+calibrated P when it has a calibrator), or both combined; and the JSONL record of everything known per pair.
 
-Each table is read once through a server-side cursor, ordered by pair id, and merged in Python, so memory
+Each table is read once through a server-side cursor ordered by pair id and merged in Python, so memory
 stays flat however large the project is."""
 from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from itertools import groupby
+from itertools import islice
 from typing import Any
 
+import numpy as np
 from django.db.models import F
 
-from labeling.gold import LabelView, gold_grade
-from labeling.models import Judge, Judgment, Label, Pair, PairSource, Passage, Project, Query, RelevanceDefinition
+from labeling.models import Judge, JudgeCalibration, Judgment, PairSource, Project
+from labeling.selectors.streams import (
+    CHUNK,
+    GoldPair,
+    Grouped,
+    JudgeRow,
+    definition_versions,
+    external_ids,
+    gold_pairs,
+    judge_rows,
+    pair_stream,
+)
+from models_llm.calibration import Calibrator
 
-CHUNK = 20_000
+BATCH = 5_000
 
 
 class ExportError(ValueError):
@@ -23,30 +36,48 @@ class ExportError(ValueError):
 
 @dataclass(frozen=True)
 class ExportSource:
-    """Where exported grades come from: human gold grades, or one judge's P(relevant) >= threshold."""
+    """Where exported grades come from: human gold grades (`judge` None); one judge's P >= threshold; or,
+    `combined`, the human gold where there is one and the judge elsewhere. A judge's grade is the scale's
+    `relevant_from` grade when P >= threshold, else its lowest grade; P is calibrated when the judge has a
+    calibrator."""
 
     judge: Judge | None = None
     threshold: float = 0.5
+    combined: bool = False
+    calibrator: Calibrator | None = None
+
+    @property
+    def judge_label(self) -> str:
+        return f"judge:{self.judge.name}" if self.judge else "human"
 
 
 @dataclass(frozen=True)
 class PairRow:
-    """One exported pair: ids and the grade of the chosen source (None: no grade from that source)."""
+    """One exported pair: ids, the grade (None: no grade from the source) and where it came from."""
 
     query_id: str
     doc_id: str
     grade: int | None
+    grade_source: str | None
+
+
+def judge_calibrator(judge: Judge) -> Calibrator | None:
+    """The judge's calibrator in use: its newest calibration, if any."""
+    newest = JudgeCalibration.objects.filter(judge=judge).order_by("-created_at", "-id").first()
+    if newest is None:
+        return None
+    return Calibrator.from_json({"method": newest.method, "params": newest.params})
 
 
 def export_source_parse(*, project: Project, source: str, threshold: float | None) -> ExportSource:
-    """Parse `human` or `judge:NAME` (and the judge threshold) for `project`."""
+    """Parse `human`, `judge:NAME` or `combined:NAME` (and the judge threshold) for `project`."""
     if source == "human":
         if threshold is not None:
-            raise ExportError("--threshold applies to a judge source (judge:NAME), not to human labels")
+            raise ExportError("--threshold applies to a judge source (judge:NAME or combined:NAME), not to human labels")
         return ExportSource()
-    if not source.startswith("judge:") or not source.removeprefix("judge:"):
-        raise ExportError(f"source must be 'human' or 'judge:NAME', got {source!r}")
-    name = source.removeprefix("judge:")
+    kind, _, name = source.partition(":")
+    if kind not in ("judge", "combined") or not name:
+        raise ExportError(f"source must be 'human', 'judge:NAME' or 'combined:NAME', got {source!r}")
     judge = Judge.objects.filter(project=project, name=name).first()
     if judge is None:
         names = ", ".join(Judge.objects.filter(project=project).values_list("name", flat=True)) or "none"
@@ -55,41 +86,50 @@ def export_source_parse(*, project: Project, source: str, threshold: float | Non
         threshold = 0.5
     if not 0.0 <= threshold <= 1.0:
         raise ExportError(f"--threshold must be within [0, 1], got {threshold}")
-    return ExportSource(judge=judge, threshold=threshold)
+    return ExportSource(judge=judge, threshold=threshold, combined=kind == "combined", calibrator=judge_calibrator(judge))
 
 
-def _external_ids(project: Project) -> tuple[dict[int, str], dict[int, str]]:
-    """Query and passage external ids by primary key: the streams below then carry only integers, which
-    PostgreSQL reads in index order with no join or sort."""
-    queries = dict(Query.objects.filter(project=project).values_list("id", "external_id"))
-    passages = dict(Passage.objects.filter(project=project).values_list("id", "external_id").iterator(CHUNK))
-    return queries, passages
+def _calibrated(rows: list[JudgeRow], calibrator: Calibrator | None) -> list[float]:
+    raw = [row.p for row in rows]
+    return raw if calibrator is None else calibrator.apply(np.asarray(raw, dtype=float)).tolist()
 
 
-def _definition_versions(project: Project) -> dict[int, int]:
-    return dict(RelevanceDefinition.objects.filter(query__project=project).values_list("id", "version"))
+def _judge_probabilities(source: ExportSource) -> Iterator[tuple[int, float]]:
+    """(pair id, P used for grading) of the source judge, in pair order, calibrated in batches."""
+    rows = judge_rows(source.judge, versions=definition_versions(source.judge.project))
+    while batch := list(islice(rows, BATCH)):
+        yield from zip((row.pair_id for row in batch), _calibrated(batch, source.calibrator))
 
 
-def _pairs(project: Project, *, graded_only: bool = False) -> Iterator[tuple[int, int, int, int | None]]:
-    pairs = Pair.objects.filter(project=project)
-    columns = ("id", "query_id", "passage_id", "reference_grade")
-    if graded_only:
-        # Pairs with a reference grade (partial index) or a current label: a gold grade needs one of them.
-        labelled = Label.objects.filter(pair__project=project, superseded_at__isnull=True).values("pair_id")
-        pairs = pairs.filter(reference_grade__isnull=False).order_by().values_list(*columns).union(
-            Pair.objects.filter(project=project, id__in=labelled).order_by().values_list(*columns)
-        )
-        return pairs.order_by("id").iterator(chunk_size=CHUNK)
-    return pairs.order_by("id").values_list(*columns).iterator(chunk_size=CHUNK)
+def _judge_grade(p: float, source: ExportSource, low: int, relevant: int) -> int:
+    return relevant if p >= source.threshold else low
 
 
-def _current_labels(project: Project) -> Iterator[tuple]:
-    return (
-        Label.objects.filter(pair__project=project, superseded_at__isnull=True)
-        .order_by("pair_id", "id")
-        .values_list("pair_id", "id", "annotator__username", "grade", "role", "definition__version", "note")
-        .iterator(chunk_size=CHUNK)
-    )
+def qrels_rows(*, project: Project, source: ExportSource) -> Iterator[PairRow]:
+    """The pairs that have a grade from `source`, in pool order."""
+    queries, passages = external_ids(project)
+    scale = project.label_scale
+    low, relevant = scale.values[0], scale.relevant_from
+    if source.judge is None:
+        for pair in gold_pairs(project):
+            if pair.gold is not None:
+                yield PairRow(queries[pair.query_id], passages[pair.passage_id], pair.gold, "human")
+        return
+    judged = Grouped(_judge_probabilities(source))
+    if not source.combined:
+        for pair_id, query_id, passage_id, _reference in pair_stream(project):
+            rows = judged.take(pair_id)
+            if rows:
+                grade = _judge_grade(rows[0][1], source, low, relevant)
+                yield PairRow(queries[query_id], passages[passage_id], grade, source.judge_label)
+        return
+    for pair in gold_pairs(project, graded_only=False):
+        rows = judged.take(pair.pair_id)
+        if pair.gold is not None:
+            yield PairRow(queries[pair.query_id], passages[pair.passage_id], pair.gold, "human")
+        elif rows:
+            grade = _judge_grade(rows[0][1], source, low, relevant)
+            yield PairRow(queries[pair.query_id], passages[pair.passage_id], grade, source.judge_label)
 
 
 def _judgments(project: Project) -> Iterator[tuple]:
@@ -97,18 +137,9 @@ def _judgments(project: Project) -> Iterator[tuple]:
         Judgment.objects.filter(pair__project=project)
         .order_by("pair_id", "judge__name", F("definition__version").desc(nulls_last=True))
         .values_list(
-            "pair_id", "judge__name", "definition__version", "p_relevant", "guess", "confidence", "status", "error"
+            "pair_id", "judge_id", "judge__name", "definition__version", "p_relevant", "guess", "confidence",
+            "status", "error",
         )
-        .iterator(chunk_size=CHUNK)
-    )
-
-
-def _judge_probabilities(judge: Judge) -> Iterator[tuple[int, int | None, float]]:
-    """(pair id, definition id, P) of the judge's ok judgments, in pair order (index judgment_judge_pair)."""
-    return (
-        Judgment.objects.filter(judge=judge, status=Judgment.Status.OK)
-        .order_by("pair_id")
-        .values_list("pair_id", "definition_id", "p_relevant")
         .iterator(chunk_size=CHUNK)
     )
 
@@ -122,83 +153,77 @@ def _sources(project: Project) -> Iterator[tuple]:
     )
 
 
-class _Grouped:
-    """Rows of a stream ordered by pair id, handed out one pair at a time."""
-
-    def __init__(self, rows: Iterator[tuple]) -> None:
-        self._groups = groupby(rows, key=lambda row: row[0])
-        self._next = next(self._groups, None)
-
-    def take(self, pair_id: int) -> list[tuple]:
-        while self._next is not None and self._next[0] < pair_id:
-            self._next = next(self._groups, None)
-        if self._next is None or self._next[0] != pair_id:
-            return []
-        rows = list(self._next[1])
-        self._next = next(self._groups, None)
-        return rows
-
-
-def _label_views(rows: list[tuple]) -> list[LabelView]:
-    return [LabelView(grade=row[3], role=row[4], label_id=row[1]) for row in rows]
-
-
-def qrels_rows(*, project: Project, source: ExportSource) -> Iterator[PairRow]:
-    """The pairs that have a grade from `source`, in pool order. A judge's grade is binary: 1 when its
-    P(relevant) (under the newest definition version it judged) is >= the threshold, else 0."""
-    queries, passages = _external_ids(project)
-    if source.judge is not None:
-        versions = _definition_versions(project)
-        judged = _Grouped(_judge_probabilities(source.judge))
-        for pair_id, query_id, passage_id, _reference in _pairs(project):
-            rows = judged.take(pair_id)
-            if rows:
-                newest = max(rows, key=lambda row: versions.get(row[1], 0))
-                yield PairRow(queries[query_id], passages[passage_id], int(newest[2] >= source.threshold))
-        return
-    labels = _Grouped(_current_labels(project))
-    for pair_id, query_id, passage_id, reference in _pairs(project, graded_only=True):
-        grade = gold_grade(reference, _label_views(labels.take(pair_id)))
-        if grade is not None:
-            yield PairRow(queries[query_id], passages[passage_id], grade)
+def _record(pair: GoldPair, judgment_rows: list[tuple], source_rows: list[tuple], queries, passages) -> dict:
+    return {
+        "query_id": queries[pair.query_id],
+        "doc_id": passages[pair.passage_id],
+        "grade": None,
+        "grade_source": None,
+        "gold_grade": pair.gold,
+        "reference_grade": pair.reference_grade,
+        "sources": [{"system": system, "rank": rank} for _, system, rank in source_rows],
+        "labels": [
+            {"annotator": name, "grade": grade, "role": role, "definition_version": version, "note": note}
+            for _, _, name, grade, role, version, note in pair.labels
+        ],
+        "judgments": [
+            {
+                "judge": name,
+                "definition_version": version,
+                "p_relevant": p,
+                "guess": None if guess is None else ("yes" if guess else "no"),
+                "confidence": confidence,
+                "status": status,
+                **({"error": error} if error else {}),
+            }
+            for _, _, name, version, p, guess, confidence, status, error in judgment_rows
+        ],
+    }
 
 
 def pair_records(*, project: Project, source: ExportSource) -> Iterator[dict[str, Any]]:
-    """Every pair of the pool with everything known about it, in pool order (the JSONL export)."""
-    labels = _Grouped(_current_labels(project))
-    judgments = _Grouped(_judgments(project))
-    sources = _Grouped(_sources(project))
-    queries, passages = _external_ids(project)
-    for pair_id, query_id, passage_id, reference in _pairs(project):
-        label_rows = labels.take(pair_id)
-        judgment_rows = judgments.take(pair_id)
-        gold = gold_grade(reference, _label_views(label_rows))
-        if source.judge is None:
-            grade = gold
-        else:
-            own = [row for row in judgment_rows if row[1] == source.judge.name and row[6] == Judgment.Status.OK]
-            grade = int(own[0][3] >= source.threshold) if own else None
-        yield {
-            "query_id": queries[query_id],
-            "doc_id": passages[passage_id],
-            "grade": grade,
-            "gold_grade": gold,
-            "reference_grade": reference,
-            "sources": [{"system": system, "rank": rank} for _, system, rank in sources.take(pair_id)],
-            "labels": [
-                {"annotator": name, "grade": grade_, "role": role, "definition_version": version, "note": note}
-                for _, _, name, grade_, role, version, note in label_rows
-            ],
-            "judgments": [
-                {
-                    "judge": name,
-                    "definition_version": version,
-                    "p_relevant": p,
-                    "guess": None if guess is None else ("yes" if guess else "no"),
-                    "confidence": confidence,
-                    "status": status,
-                    **({"error": error} if error else {}),
-                }
-                for _, name, version, p, guess, confidence, status, error in judgment_rows
-            ],
-        }
+    """Every pair of the pool with everything known about it, in pool order (the JSONL export).
+
+    Each judgment carries its raw `p_relevant` and, for a judge with a calibrator, `p_calibrated`; `grade`
+    and `grade_source` are what a qrels export from `source` would write for the pair."""
+    queries, passages = external_ids(project)
+    calibrators = {
+        judge.id: calibrator for judge in Judge.objects.filter(project=project)
+        if (calibrator := judge_calibrator(judge)) is not None
+    }
+    scale = project.label_scale
+    low, relevant = scale.values[0], scale.relevant_from
+    judgments = Grouped(_judgments(project))
+    sources = Grouped(_sources(project))
+    pairs = gold_pairs(project, graded_only=False)
+    while batch := list(islice(pairs, BATCH)):
+        records, calibrate = [], {judge_id: ([], []) for judge_id in calibrators}
+        for pair in batch:
+            judgment_rows = judgments.take(pair.pair_id)
+            record = _record(pair, judgment_rows, sources.take(pair.pair_id), queries, passages)
+            for row, judgment in zip(judgment_rows, record["judgments"]):
+                if row[1] in calibrate and judgment["p_relevant"] is not None:
+                    calibrate[row[1]][0].append(judgment)
+                    calibrate[row[1]][1].append(judgment["p_relevant"])
+            records.append(record)
+        # Calibrators run on arrays, once per judge and batch: per judgment they would cost more than the rest.
+        for judge_id, (targets, raw) in calibrate.items():
+            if targets:
+                for judgment, p in zip(targets, calibrators[judge_id].apply(np.asarray(raw, dtype=float)).tolist()):
+                    judgment["p_calibrated"] = p
+        for pair, record in zip(batch, records):
+            _grade_record(record, pair, source, low, relevant)
+            yield record
+
+
+def _grade_record(record: dict, pair: GoldPair, source: ExportSource, low: int, relevant: int) -> None:
+    if source.judge is None or (source.combined and pair.gold is not None):
+        if pair.gold is not None:
+            record["grade"], record["grade_source"] = pair.gold, "human"
+        return
+    # The source judge's judgment under the newest definition version it judged comes first (ordered by
+    # judge name, then version descending).
+    own = [j for j in record["judgments"] if j["judge"] == source.judge.name and j["status"] == Judgment.Status.OK]
+    if own:
+        p = own[0].get("p_calibrated", own[0]["p_relevant"])
+        record["grade"], record["grade_source"] = _judge_grade(p, source, low, relevant), source.judge_label

@@ -135,3 +135,12 @@ def pairs_for_project(*, project: Project, query_external_id: str | None = None)
         )
         .order_by("id")
     )
+
+
+def project_role(*, user: AbstractBaseUser | AnonymousUser, project: Project) -> str | None:
+    """The user's role in the project ('admin' for a superuser), or None for a non-member."""
+    if not user.is_authenticated:
+        return None
+    if user.is_superuser:
+        return Membership.Role.ADMIN
+    return Membership.objects.filter(user=user, project=project).values_list("role", flat=True).first()

@@ -19,10 +19,13 @@ from labeling.bundle_reader import Problems
 from labeling.models import Judge, Membership, Passage, Project, Query
 from labeling.scale import DEFAULT_SCALE, LabelScale, ScaleError
 from labeling.services.bundle_merge import BundleMerger
+from labeling.services.validation import validation_request_refresh
 from labeling.services.bundle_stage import BundleLayout, BundleLayoutError, BundleStager, staging_tables
 from labeling.staging import StagingTable
 
 IMPORTED_JUDGE_BACKEND = "import"
+# Writes that change what the validation report shows.
+_VALIDATION_INPUTS = ("pairs", "reference grades", "labels", "labels superseded", "judgments", "definitions")
 
 
 class BundleImportError(Exception):
@@ -98,6 +101,8 @@ def bundle_import(*, path: Path, project_slug: str, all_pairs: bool = False) -> 
             raise BundleImportError(problems)
         for table in tables.values():
             table.drop()
+        if any(written.get(key) for key in _VALIDATION_INPUTS):
+            validation_request_refresh(project=project)
     return ImportReport(project_slug=project.slug, project_created=created, written=written)
 
 

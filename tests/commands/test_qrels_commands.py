@@ -108,7 +108,7 @@ def test_stdout_output(small_project, capsys):
     [
         (["--project", "nope", "--format", "trec"], "no project 'nope'"),
         (["--project", "s", "--format", "trec", "--source", "judge:gpt"], "project 's' has no judge 'gpt' (its judges: llm)"),
-        (["--project", "s", "--format", "trec", "--source", "robots"], "source must be 'human' or 'judge:NAME'"),
+        (["--project", "s", "--format", "trec", "--source", "robots"], "source must be 'human', 'judge:NAME' or 'combined:NAME'"),
         (["--project", "s", "--format", "trec", "--threshold", "0.3"], "--threshold applies to a judge source"),
         (["--project", "s", "--format", "trec", "--source", "judge:llm", "--threshold", "1.5"],
          "--threshold must be within [0, 1]"),

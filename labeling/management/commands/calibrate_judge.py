@@ -1,0 +1,32 @@
+"""`manage.py calibrate_judge --project SLUG --judge NAME`: fit a judge's calibrator on the gold pairs."""
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from labeling.models import Judge, Project
+from labeling.services.validation import ValidationError, judge_calibrate
+
+
+class Command(BaseCommand):
+    help = "Fit isotonic or Platt calibration of a judge's P on the gold pairs (chosen by cross-validated Brier)."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--project", required=True, help="project slug")
+        parser.add_argument("--judge", required=True, help="judge name")
+
+    def handle(self, *args, project: str, judge: str, **options) -> None:
+        found = Project.objects.filter(slug=project).first()
+        if found is None:
+            raise CommandError(f"no project {project!r}")
+        item = Judge.objects.filter(project=found, name=judge).first()
+        if item is None:
+            names = ", ".join(found.judges.values_list("name", flat=True)) or "none"
+            raise CommandError(f"project {project!r} has no judge {judge!r} (its judges: {names})")
+        try:
+            calibration = judge_calibrate(judge=item)
+        except ValidationError as exc:
+            raise CommandError(str(exc)) from None
+        cv = calibration.cv
+        self.stdout.write(
+            f"Calibrated {judge!r} with {calibration.method} on {calibration.n:,} gold pairs "
+            f"({calibration.n_relevant:,} relevant). Out-of-fold (5-fold) ECE {cv['raw']['ece']:.4f} -> "
+            f"{cv['calibrated']['ece']:.4f}, Brier {cv['raw']['brier']:.4f} -> {cv['calibrated']['brier']:.4f}."
+        )

@@ -1,0 +1,67 @@
+"""`manage.py validation_report --project SLUG --judge NAME [--judge NAME2] [--json]`: LLM vs human metrics."""
+import json
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from labeling.models import Judge, Project
+from labeling.selectors.validation import METRIC_ROWS, MetricRow, human_rows, metric_rows, report_for_judges
+from labeling.services.validation import BOOTSTRAP_DRAWS, validation_compute
+
+
+def _cell(row: MetricRow) -> str:
+    if row.value is None:
+        return "-"
+    text = f"{row.value:,.{row.decimals}f}" if row.decimals else f"{row.value:,}"
+    return f"{text} [{row.ci[0]:.{row.decimals}f}, {row.ci[1]:.{row.decimals}f}]" if row.ci else text
+
+
+class Command(BaseCommand):
+    help = "LLM-vs-human validation metrics of one or more judges of a project (DIRAS App. C)."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--project", required=True, help="project slug")
+        parser.add_argument("--judge", action="append", required=True, help="judge name (repeat to compare)")
+        parser.add_argument("--json", dest="as_json", action="store_true", help="print JSON instead of a table")
+        parser.add_argument("--bootstrap", type=int, default=BOOTSTRAP_DRAWS, help="bootstrap draws for the CIs")
+
+    def handle(self, *args, project: str, judge: list[str], as_json: bool, bootstrap: int, **options) -> None:
+        found = Project.objects.filter(slug=project).first()
+        if found is None:
+            raise CommandError(f"no project {project!r}")
+        judges = []
+        for name in judge:
+            item = Judge.objects.filter(project=found, name=name).first()
+            if item is None:
+                names = ", ".join(found.judges.values_list("name", flat=True)) or "none"
+                raise CommandError(f"project {project!r} has no judge {name!r} (its judges: {names})")
+            judges.append(item)
+        if bootstrap < 0:
+            raise CommandError("--bootstrap must be 0 or more")
+        report = validation_compute(project=found, judges=judges, bootstrap_draws=bootstrap)
+        if as_json:
+            self.stdout.write(self._json(report, judge))
+        else:
+            self._table(report)
+
+    def _json(self, report: dict, names: list[str]) -> str:
+        return json.dumps(report_for_judges(report, names), indent=2, ensure_ascii=False)
+
+    def _table(self, report: dict) -> None:
+        judges = report["judges"]
+        width = max(len(label) for _, label, _ in METRIC_ROWS) + 2
+        columns = [[_cell(row) for row in metric_rows(section)] for section in judges]
+        col_width = [max(len(s["name"]), *(len(c) for c in column)) + 2 for s, column in zip(judges, columns)]
+        counts = report["counts"]
+        self.stdout.write(
+            f"Project {report['project']}: {counts['pairs']:,} pairs, {counts['gold']:,} with a gold grade, "
+            f"{counts['unresolved']:,} unresolved, {counts['uncertain']:,} uncertain."
+        )
+        self.stdout.write("".ljust(width) + "".join(s["name"].ljust(w) for s, w in zip(judges, col_width)))
+        for index, (_, label, _) in enumerate(METRIC_ROWS):
+            self.stdout.write(label.ljust(width) + "".join(c[index].ljust(w) for c, w in zip(columns, col_width)))
+        for section in judges:
+            for key, reason in section.get("null_reasons", {}).items():
+                self.stdout.write(f"{section['name']}: {key} is empty: {reason}")
+        self.stdout.write("Human agreement (annotators):")
+        for row in human_rows(report["human"]):
+            self.stdout.write(f"  {row.label.ljust(width)}{_cell(row)}" + (f"  ({row.reason})" if row.reason else ""))

@@ -1,0 +1,157 @@
+"""Validation report and recalibration through the real import, selectors and services: the numbers a
+user sees are checked against scikit-learn computed straight from the bundle files."""
+import json
+import random
+
+import numpy as np
+import pytest
+from sklearn.metrics import cohen_kappa_score, f1_score
+
+from labeling.models import Judge, JudgeCalibration, ValidationResult
+from labeling.selectors.export import ExportSource, export_source_parse, pair_records, qrels_rows
+from labeling.services.bundle_import import bundle_import
+from labeling.services.validation import (
+    ValidationError,
+    judge_calibrate,
+    validation_compute,
+    validation_refresh,
+    validation_request_refresh,
+)
+from tests.services.test_bundle_import import SAMPLE, jsonl, write_bundle
+
+pytestmark = pytest.mark.django_db
+
+
+def synthetic_bundle(root, *, queries=8, per_query=60, seed=7):
+    """Pairs whose true probability of relevance q is known; the judge states P squashed toward 0.5
+    (P = 0.5 + 0.3 (q - 0.5)), so it is miscalibrated on purpose. Gold grades are drawn from q."""
+    rng = random.Random(seed)
+    qs, docs, qrels, judgments = [], [], ["query-id\tcorpus-id\tscore"], []
+    for qi in range(queries):
+        qs.append({"_id": f"q{qi}", "text": f"Question {qi}?", "definition": f"Definition {qi}.",
+                   "metadata": {"intent": "facts" if qi % 2 else "advice"}})
+        for di in range(per_query):
+            doc = f"d{qi}-{di}"
+            docs.append({"_id": doc, "text": f"Passage {doc}."})
+            q = rng.random()
+            relevant = rng.random() < q
+            grade = rng.choice([1, 2]) if relevant else 0
+            qrels.append(f"q{qi}\t{doc}\t{grade}")
+            judgments.append({"query_id": f"q{qi}", "doc_id": doc, "judge": "squashed",
+                              "p_relevant": round(0.5 + 0.3 * (q - 0.5), 4)})
+    return write_bundle(root, {
+        "queries.jsonl": jsonl(*qs), "corpus.jsonl": jsonl(*docs), "qrels/test.tsv": "\n".join(qrels) + "\n",
+        "judgments.jsonl": jsonl(*judgments),
+    })
+
+
+def sample_judge_arrays(judge_name):
+    """The sample's gold grades and this judge's P/guess read straight from the files, in qrels order."""
+    gold = {}
+    for line in (SAMPLE / "qrels" / "test.tsv").read_text().splitlines()[1:]:
+        q, d, s = line.split("\t")
+        gold[(q, d)] = int(s)
+    judged = {}
+    for line in (SAMPLE / "judgments.jsonl").read_text().splitlines():
+        record = json.loads(line)
+        if record["judge"] == judge_name:
+            judged[(record["query_id"], record["doc_id"])] = record
+    keys = [key for key in gold if key in judged]
+    return keys, gold, judged
+
+
+def test_sample_report_matches_the_files(settings):
+    bundle_import(path=SAMPLE, project_slug="cr")
+    judge = Judge.objects.get(project__slug="cr", name="gpt4-ask-generic")
+    report = validation_compute(project=judge.project, judges=[judge], bootstrap_draws=50)
+    section = report["judges"][0]
+    keys, gold, judged = sample_judge_arrays("gpt4-ask-generic")
+    assert report["counts"]["gold"] == 595 and section["n"] == len(keys) == 595
+    assert section["n_unresolved"] == 0 and section["n_unjudged"] == 0
+    # Every ClimRetrieve pair is relevant (grades 1-3): recall-type numbers exist, negatives-needing ones do not.
+    predicted = [judged[k]["guess"] == "yes" for k in keys]
+    assert section["recall"] == pytest.approx(sum(predicted) / len(keys))
+    assert section["f1"] == pytest.approx(f1_score([True] * len(keys), predicted))
+    for metric in ("auroc",):
+        assert section[metric] is None
+        assert "relevant" in section["null_reasons"][metric]
+    assert set(section) >= {"f1", "precision", "recall", "accuracy", "kappa_vs_gold", "auroc", "brier", "ece",
+                            "ece_adaptive", "cal_avg", "ndcg", "map", "info_avg", "ndcg@10", "map@10",
+                            "kendall_tau", "ndcg_tie_aware", "map_tie_aware", "uncertainty_ap", "ci", "n"}
+    json.dumps(report, allow_nan=False)  # the cached report and the API must be valid JSON
+
+
+def test_report_on_pairs_with_negatives_matches_sklearn(tmp_path):
+    bundle_import(path=synthetic_bundle(tmp_path / "b"), project_slug="syn")
+    judge = Judge.objects.get(name="squashed")
+    section = validation_compute(project=judge.project, judges=[judge], bootstrap_draws=100)["judges"][0]
+    grades, ps = [], []
+    for line in (tmp_path / "b" / "qrels" / "test.tsv").read_text().splitlines()[1:]:
+        grades.append(int(line.split("\t")[2]))
+    for line in (tmp_path / "b" / "judgments.jsonl").read_text().splitlines():
+        ps.append(json.loads(line)["p_relevant"])
+    gold, pred = np.array(grades) >= 1, np.array(ps) >= 0.5
+    assert section["n"] == 480
+    assert section["kappa_vs_gold"] == pytest.approx(cohen_kappa_score(gold, pred))
+    assert section["f1"] == pytest.approx(f1_score(gold, pred))
+    low, high = section["ci"]["f1"]
+    assert low < section["f1"] < high
+    assert set(section["group_kappa"]["intent"]) == {"facts", "advice"}
+    assert sum(cell["n"] for cell in section["group_kappa"]["intent"].values()) == 480
+
+
+def test_calibration_lowers_cross_validated_ece_and_exports_monotone_p(tmp_path):
+    bundle_import(path=synthetic_bundle(tmp_path / "b", queries=10, per_query=100), project_slug="syn")
+    judge = Judge.objects.get(name="squashed")
+    calibration = judge_calibrate(judge=judge)
+    cv = calibration.cv
+    assert cv["calibrated"]["ece"] < cv["raw"]["ece"] - 0.05
+    assert cv["calibrated"]["brier"] < cv["raw"]["brier"]
+    assert calibration.n == 1000 and len(calibration.fitted_on["pair_ids"]) == 1000
+    source = export_source_parse(project=judge.project, source="judge:squashed", threshold=None)
+    assert source.calibrator is not None
+    records = list(pair_records(project=judge.project, source=source))
+    points = sorted((r["judgments"][0]["p_relevant"], r["judgments"][0]["p_calibrated"]) for r in records)
+    calibrated = [c for _, c in points]
+    assert all(a <= b + 1e-12 for a, b in zip(calibrated, calibrated[1:]))
+    assert min(calibrated) < min(p for p, _ in points) and max(calibrated) > max(p for p, _ in points)
+    # TREC grades follow the calibrated P, not the raw one.
+    rows = {(r.query_id, r.doc_id): r.grade for r in qrels_rows(project=judge.project, source=source)}
+    by_pair = {(r["query_id"], r["doc_id"]): r["judgments"][0]["p_calibrated"] for r in records}
+    assert rows == {key: int(p >= 0.5) for key, p in by_pair.items()}
+
+
+def test_combined_source_says_where_each_grade_comes_from(tmp_path):
+    root = synthetic_bundle(tmp_path / "b", queries=4, per_query=30)
+    qrels = (root / "qrels" / "test.tsv").read_text().splitlines()
+    write_bundle(root, {"qrels/test.tsv": "\n".join(qrels[:61]) + "\n"})  # gold for the first 60 pairs only
+    bundle_import(path=root, project_slug="mix")
+    judge = Judge.objects.get(name="squashed")
+    source = export_source_parse(project=judge.project, source="combined:squashed", threshold=None)
+    rows = list(qrels_rows(project=judge.project, source=source))
+    assert len(rows) == 120
+    assert [r.grade_source for r in rows] == ["human"] * 60 + ["judge:squashed"] * 60
+    records = list(pair_records(project=judge.project, source=source))
+    assert [r["grade_source"] for r in records] == [r.grade_source for r in rows]
+
+
+def test_calibration_needs_both_classes():
+    bundle_import(path=SAMPLE, project_slug="cr")
+    judge = Judge.objects.get(project__slug="cr", name="gpt4-ask-generic")
+    with pytest.raises(ValidationError, match="gpt4-ask-generic"):
+        judge_calibrate(judge=judge)
+    assert not JudgeCalibration.objects.exists()
+
+
+def test_refresh_runs_once_per_request(tmp_path, django_capture_on_commit_callbacks):
+    bundle_import(path=synthetic_bundle(tmp_path / "b", queries=2, per_query=20), project_slug="syn")
+    project = Judge.objects.get(name="squashed").project
+    with django_capture_on_commit_callbacks() as callbacks:
+        validation_request_refresh(project=project)
+    assert len(callbacks) == 1
+    first = validation_refresh(project_id=project.id)
+    assert first.data["counts"]["gold"] == 40 and not first.is_stale
+    again = validation_refresh(project_id=project.id)
+    assert again.computed_at == first.computed_at  # nothing requested since: the second run writes nothing
+    validation_request_refresh(project=project)
+    assert ValidationResult.objects.get(project=project).is_stale

@@ -1,0 +1,84 @@
+"""The validation dashboard, its actions and its API through the test client."""
+import pytest
+from django.urls import reverse
+from rest_framework.test import APIClient
+
+from labeling.models import JudgeCalibration, Membership, Project, ValidationResult
+from labeling.services.bundle_import import bundle_import
+from labeling.services.validation import validation_refresh, validation_request_refresh
+from tests.factories import MembershipFactory, ProjectFactory, UserFactory
+from tests.services.test_bundle_import import SAMPLE
+from tests.services.test_validation import synthetic_bundle
+
+pytestmark = pytest.mark.django_db
+
+
+def member(project, role=Membership.Role.VIEWER):
+    user = UserFactory()
+    MembershipFactory(project=project, user=user, role=role)
+    return user
+
+
+@pytest.fixture
+def sample():
+    bundle_import(path=SAMPLE, project_slug="cr")
+    project = Project.objects.get(slug="cr")
+    validation_request_refresh(project=project)
+    validation_refresh(project_id=project.id)
+    return project
+
+
+def test_dashboard_shows_every_judge_and_the_charts(client, sample):
+    client.force_login(member(sample))
+    html = client.get(reverse("labeling:validation", args=["cr"])).content.decode()
+    for name in ("gpt4-ask-generic", "gpt35-ask-generic", "llama3-ask-generic", "llama3-tok-generic"):
+        assert name in html
+    assert html.count('role="img"') == 8  # a reliability diagram and an F1 curve per judge
+    assert "data-computed-at" in html
+    assert 'data-metric="auroc"' in html and "Fit calibrator" not in html  # viewers cannot calibrate
+
+
+def test_dashboard_for_an_empty_project_says_no_labels_yet(client):
+    project = ProjectFactory()
+    client.force_login(member(project))
+    url = reverse("labeling:validation", args=[project.slug])
+    first = client.get(url).content.decode()
+    assert "Computing the report for the first time" in first and 'hx-trigger="every 3s"' in first
+    validation_refresh(project_id=project.id)
+    html = client.get(url).content.decode()
+    assert "No labels yet" in html and "data-empty-state" in html
+
+
+def test_dashboard_is_404_for_non_members(client, sample):
+    client.force_login(UserFactory())
+    assert client.get(reverse("labeling:validation", args=["cr"])).status_code == 404
+    assert client.post(reverse("labeling:validation_refresh", args=["cr"])).status_code == 404
+
+
+def test_only_project_admins_fit_calibrators(client, tmp_path):
+    bundle_import(path=synthetic_bundle(tmp_path / "b"), project_slug="syn")
+    project = Project.objects.get(slug="syn")
+    url = reverse("labeling:judge_calibrate", args=["syn", "squashed"])
+    client.force_login(member(project, Membership.Role.EXPERT))
+    assert client.post(url).status_code == 403
+    client.force_login(member(project, Membership.Role.ADMIN))
+    response = client.post(url, follow=True)
+    assert JudgeCalibration.objects.filter(judge__name="squashed").count() == 1
+    assert "cross-validated ECE" in response.content.decode()
+    assert ValidationResult.objects.get(project=project).is_stale
+
+
+def test_api_serves_the_command_keys(sample):
+    api = APIClient()
+    api.force_authenticate(member(sample))
+    url = reverse("api:validation", args=["cr"])
+    body = api.get(url, {"judge": "gpt4-ask-generic"}).json()
+    assert body["judge"]["name"] == "gpt4-ask-generic" and body["judge"]["n"] == 595
+    assert set(body["human"]) >= {"human_kappa_binary", "human_kappa_graded", "krippendorff_alpha", "n_overlap"}
+    assert body["stale"] is False
+    both = api.get(url + "?judge=gpt4-ask-generic&judge=llama3-tok-generic").json()
+    assert [j["name"] for j in both["judges"]] == ["gpt4-ask-generic", "llama3-tok-generic"]
+    missing = api.get(url, {"judge": "nope"})
+    assert missing.status_code == 404 and "no judge 'nope'" in missing.json()["detail"]
+    api.force_authenticate(UserFactory())
+    assert api.get(url).status_code == 404
