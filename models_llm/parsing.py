@@ -1,0 +1,41 @@
+"""Reading a judge's answer text: the `[Guess]: Yes|No` and `[Confidence]: 0..1` of an Ask answer."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+# "[Guess]: Yes or No" is the format echoed back, not an answer.
+_GUESS = re.compile(r"\[\s*guess\s*\]\s*:?\s*\**\s*(yes|no)\b(?!\s*(?:or|/)\s*(?:yes|no)\b)", re.IGNORECASE)
+_CONFIDENCE = re.compile(r"\[\s*confidence\s*\]\s*:?\s*\**\s*([0-9]*\.?[0-9]+)\s*(%?)", re.IGNORECASE)
+
+
+class AnswerParseError(ValueError):
+    """The answer does not hold a guess and a confidence in the asked format."""
+
+
+@dataclass(frozen=True)
+class AskAnswer:
+    guess: bool
+    confidence: float
+
+    @property
+    def p_relevant(self) -> float:
+        """P(relevant): the confidence of a Yes, one minus the confidence of a No."""
+        return self.confidence if self.guess else 1.0 - self.confidence
+
+
+def parse_ask_answer(text: str) -> AskAnswer:
+    """Parse an Ask answer; the first `[Guess]` and the first `[Confidence]` after it count. A confidence
+    written as a percentage ("85%") is read as 0.85; anything outside [0, 1] is a parse error."""
+    guess = _GUESS.search(text)
+    if guess is None:
+        raise AnswerParseError("no '[Guess]: Yes' or '[Guess]: No' in the answer")
+    confidence = _CONFIDENCE.search(text, guess.end())
+    if confidence is None:
+        raise AnswerParseError("no '[Confidence]: <number>' after the guess")
+    value = float(confidence.group(1))
+    if confidence.group(2) == "%":
+        value /= 100.0
+    if not 0.0 <= value <= 1.0:
+        raise AnswerParseError(f"confidence {confidence.group(1)}{confidence.group(2)} is outside [0, 1]")
+    return AskAnswer(guess=guess.group(1).lower() == "yes", confidence=value)

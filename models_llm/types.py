@@ -1,0 +1,79 @@
+"""The values that cross between the product and the judging code: a judge's configuration, one pair to
+judge, and the verdict on it."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+Backend = Literal["hf", "openai", "embedding"]
+Method = Literal["tok", "ask", "embedding"]
+Status = Literal["ok", "parse_error", "failed"]
+
+# A Tok judgment whose Yes+No probability mass is below this put most of its mass on other tokens: the
+# model did not answer in the format, so its P means little. It is stored, and flagged.
+LOW_MASS = 0.5
+
+
+@dataclass(frozen=True)
+class JudgeConfig:
+    """How a judge judges. `model` is a local model folder (hf, embedding) or a model name (openai)."""
+
+    backend: Backend
+    model: str
+    method: Method = "tok"
+    cot: bool = False
+    use_definition: bool = True
+    adapter: str | None = None  # a peft LoRA adapter folder (hf)
+    device: str = "cpu"  # hf: "cpu", "cuda", "cuda:1"...
+    dtype: str = "float32"  # hf: float32, bfloat16, float16
+    batch_size: int = 8  # hf: paragraphs per forward pass after the shared prefix
+    max_new_tokens: int = 64  # ask: generation budget (cot needs more)
+    base_url: str = ""  # openai: e.g. http://127.0.0.1:8000/v1
+    api_key_env: str = ""  # openai: NAME of the environment variable holding the key (never the key)
+    timeout_s: float = 60.0
+    max_retries: int = 4
+    concurrency: int = 4
+    template: dict[str, str] = field(default_factory=dict)  # prompt template override (see prompts.py)
+
+    def __post_init__(self) -> None:
+        if self.backend not in ("hf", "openai", "embedding"):
+            raise ValueError(f"backend must be hf, openai or embedding, got {self.backend!r}")
+        if self.method not in ("tok", "ask", "embedding"):
+            raise ValueError(f"method must be tok, ask or embedding, got {self.method!r}")
+        if (self.backend == "embedding") != (self.method == "embedding"):
+            raise ValueError("the embedding backend and the embedding method go together")
+        if not self.model:
+            raise ValueError("a judge needs a model")
+
+
+@dataclass(frozen=True)
+class PairInput:
+    """One (query, passage) pair to judge, with the relevance definition shown to the judge (None: none)."""
+
+    pair_id: int
+    query: str
+    passage: str
+    definition: str | None = None
+    title: str = ""
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A judge's answer on one pair. `p` is set exactly when status is ok; a parse failure keeps the raw text
+    and no guess (never an invented label)."""
+
+    pair_id: int
+    status: Status
+    method: Method
+    p: float | None = None
+    guess: bool | None = None
+    confidence: float | None = None
+    raw_output: str = ""
+    error: str = ""
+    yes_no_mass: float | None = None  # tok: P(Yes) + P(No) before normalising
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+
+    @property
+    def low_mass(self) -> bool:
+        return self.yes_no_mass is not None and self.yes_no_mass < LOW_MASS
