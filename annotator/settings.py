@@ -135,6 +135,9 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         "transaction_mode": "IMMEDIATE",
         "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
     }
+    # The test database is a file, not memory: the integration tests start real Celery workers as separate
+    # processes, which must see the rows the test wrote.
+    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / f"test-{os.getpid()}.sqlite3")}
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -201,7 +204,7 @@ SPECTACULAR_SETTINGS = {
 # real worker run with no server. Web and workers share state only through the database and the broker.
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "filesystem://")
 if CELERY_BROKER_URL.startswith("filesystem://"):
-    _broker_dir = VAR_DIR / "celery-broker"
+    _broker_dir = Path(env_str("CELERY_BROKER_DIR", str(VAR_DIR / "celery-broker")))
     for _sub in ("queue", "processed", "control"):
         (_broker_dir / _sub).mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_TRANSPORT_OPTIONS = {
@@ -228,3 +231,6 @@ LOGGING = {
 IMPORT_MAX_LINE_BYTES = env_int("IMPORT_MAX_LINE_BYTES", 8 * 1024 * 1024)
 # `import_bundle --all-pairs` refuses a pool larger than this (every query x every passage).
 IMPORT_MAX_ALL_PAIRS = env_int("IMPORT_MAX_ALL_PAIRS", 5_000_000)
+# Pairs of one query per scoring task: big enough to reuse the query's prompt prefix, small enough that a
+# killed worker loses little and progress moves.
+SCORING_CHUNK_PAIRS = env_int("SCORING_CHUNK_PAIRS", 32)

@@ -19,6 +19,8 @@ from labeling.models import (
     Project,
     Query,
     RelevanceDefinition,
+    ScoringChunk,
+    ScoringJob,
     ValidationResult,
 )
 
@@ -195,3 +197,20 @@ class ValidationResultAdmin(ReadOnlyAdmin):
     @admin.display(boolean=True, description="stale")
     def is_stale(self, obj: ValidationResult) -> bool:
         return obj.is_stale
+
+
+@admin.register(ScoringJob)
+class ScoringJobAdmin(ReadOnlyAdmin):
+    list_display = ["id", "project", "judge", "scope", "status", "done", "failed", "total", "created_at", "finished_at"]
+    list_filter = ["status", "scope", "project"]
+    search_fields = ["judge__name"]
+    list_select_related = ["project", "judge"]
+
+
+@admin.register(ScoringChunk)
+class ScoringChunkAdmin(ReadOnlyAdmin):
+    list_display = ["id", "job", "query", "size", "attempts", "failed", "finished_at"]
+    list_filter = ["failed"]
+    raw_id_fields = ["job", "query"]
+    list_select_related = ["job", "query"]
+    show_full_result_count = False

@@ -243,6 +243,14 @@ class Judgment(models.Model):
     raw_output = models.TextField(blank=True)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.OK)
     error = models.TextField(blank=True)
+    method = models.CharField(
+        max_length=16, blank=True, default="", db_default="", help_text="tok, ask, embedding, or empty when imported"
+    )
+    yes_no_mass = models.FloatField(
+        null=True, blank=True, help_text="Tok: P(Yes) + P(No) before normalising; below 0.5 the answer is suspect"
+    )
+    prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
+    completion_tokens = models.PositiveIntegerField(null=True, blank=True)
     created_at = models.DateTimeField()
 
     class Meta:
@@ -326,3 +334,64 @@ class ValidationResult(models.Model):
     @property
     def is_stale(self) -> bool:
         return self.computed_at is None or (self.requested_at is not None and self.requested_at > self.computed_at)
+
+
+class ScoringJob(models.Model):
+    """One run of a judge over a project's pairs, split into chunks of one query's pairs that workers score
+    independently; progress is the sum of finished chunks."""
+
+    class Scope(models.TextChoices):
+        ALL = "all", "all pairs"
+        MISSING = "missing", "pairs not yet judged under the current definition"
+        SELECTION = "selection", "selected pairs"
+
+    class Status(models.TextChoices):
+        RUNNING = "running", "running"
+        DONE = "done", "done"
+        CANCELLED = "cancelled", "cancelled"
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="scoring_jobs")
+    judge = models.ForeignKey(Judge, on_delete=models.CASCADE, related_name="scoring_jobs")
+    scope = models.CharField(max_length=16, choices=Scope.choices)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.RUNNING)
+    total = models.PositiveIntegerField(default=0)
+    done = models.PositiveIntegerField(default=0)
+    failed = models.PositiveIntegerField(default=0)
+    last_error = models.TextField(blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    first_result_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.CheckConstraint(condition=Q(done__lte=F("total")), name="job_done_within_total"),
+            models.CheckConstraint(condition=Q(failed__lte=F("done")), name="job_failed_within_done"),
+        ]
+
+    def __str__(self) -> str:
+        return f"job {self.id}: {self.judge} on {self.project} ({self.status})"
+
+
+class ScoringChunk(models.Model):
+    """Pairs of one query that one task scores and writes in one transaction; `finished_at` makes a re-run
+    (a redelivered message, a resumed job) write nothing twice."""
+
+    job = models.ForeignKey(ScoringJob, on_delete=models.CASCADE, related_name="chunks")
+    query = models.ForeignKey(Query, on_delete=models.CASCADE, related_name="+")
+    pair_ids = models.JSONField()
+    size = models.PositiveIntegerField()
+    attempts = models.PositiveIntegerField(default=0)
+    failed = models.BooleanField(default=False)
+    error = models.TextField(blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["job", "id"]
+        indexes = [models.Index(fields=["job", "finished_at"], name="chunk_job_finished")]
+
+    def __str__(self) -> str:
+        return f"chunk {self.id} of job {self.job_id} ({self.size} pairs)"

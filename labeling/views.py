@@ -1,15 +1,20 @@
-"""HTML pages: the project list and a project's overview. Views parse input, call a selector and render."""
+"""HTML pages: the project list, a project's overview, validation and judges. Views parse input, call a
+selector or a service and render."""
 from __future__ import annotations
+
+import json
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse, HttpResponseForbidden
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from labeling.charts import f1_curve_chart, reliability_chart
-from labeling.models import Judge, Membership, Project, ValidationResult
+from labeling.forms import JudgeForm
+from labeling.models import Judge, Membership, Project, ScoringJob, ValidationResult
 
 from labeling.selectors.projects import (
     project_list_for_user,
@@ -18,8 +23,12 @@ from labeling.selectors.projects import (
     projects_visible_to,
     queries_with_current_definition,
 )
+from labeling.selectors.scoring import job_progress, jobs_for_project, judges_for_project
 from labeling.selectors.validation import METRIC_ROWS, human_rows, metric_rows, validation_result_for
+from labeling.services.judges import JudgeError, judge_create
+from labeling.services.scoring import ScoringError, scoring_job_cancel, scoring_job_create
 from labeling.services.validation import ValidationError, judge_calibrate, validation_request_refresh
+from models_llm.prompts import DEFAULT_TEMPLATE
 
 QUERIES_PER_PAGE = 50
 
@@ -121,3 +130,74 @@ def judge_calibrate_view(request: HttpRequest, slug: str, judge: str) -> HttpRes
             f"{cv['calibrated']['brier']:.3f}. Exports of this judge now use the calibrated P.",
         )
     return redirect("labeling:validation", slug=project.slug)
+
+
+def _judges_context(request: HttpRequest, project: Project, form: JudgeForm | None = None) -> dict:
+    role = project_role(user=request.user, project=project)
+    jobs = [job_progress(job) for job in jobs_for_project(project)]
+    return {
+        "project": project,
+        "judges": judges_for_project(project),
+        "jobs": jobs,
+        "any_running": any(p.job.status == ScoringJob.Status.RUNNING for p in jobs),
+        "is_admin": role == Membership.Role.ADMIN,
+        "form": form or JudgeForm(project=project),
+        "default_template": json.dumps(DEFAULT_TEMPLATE, indent=2),
+    }
+
+
+@login_required
+def judges_page(request: HttpRequest, slug: str) -> HttpResponse:
+    project = get_object_or_404(projects_visible_to(user=request.user), slug=slug)
+    context = _judges_context(request, project)
+    if request.htmx and not request.htmx.history_restore_request:
+        return render(request, "labeling/judges.html#jobs", context)
+    return render(request, "labeling/judges.html", context)
+
+
+def _admin_project(request: HttpRequest, slug: str) -> Project:
+    project = get_object_or_404(projects_visible_to(user=request.user), slug=slug)
+    if project_role(user=request.user, project=project) != Membership.Role.ADMIN:
+        raise PermissionDenied("Only a project admin can do this.")
+    return project
+
+
+@login_required
+@require_POST
+def judge_create_view(request: HttpRequest, slug: str) -> HttpResponse:
+    project = _admin_project(request, slug)
+    form = JudgeForm(request.POST, project=project)
+    if form.is_valid():
+        try:
+            judge = judge_create(project=project, **form.service_arguments())
+        except JudgeError as exc:
+            form.add_error(None, str(exc))
+        else:
+            messages.success(request, f"Created judge {judge.name}.")
+            return redirect("labeling:judges", slug=project.slug)
+    return render(request, "labeling/judges.html", _judges_context(request, project, form), status=400)
+
+
+@login_required
+@require_POST
+def job_start_view(request: HttpRequest, slug: str, judge: str) -> HttpResponse:
+    project = _admin_project(request, slug)
+    found = get_object_or_404(Judge, project=project, name=judge)
+    scope = request.POST.get("scope", ScoringJob.Scope.MISSING)
+    try:
+        job = scoring_job_create(project=project, judge=found, scope=scope, user=request.user)
+    except ScoringError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"Job {job.id}: {job.total:,} pairs queued for {found.name}.")
+    return redirect("labeling:judges", slug=project.slug)
+
+
+@login_required
+@require_POST
+def job_cancel_view(request: HttpRequest, slug: str, job_id: int) -> HttpResponse:
+    project = _admin_project(request, slug)
+    job = get_object_or_404(ScoringJob, project=project, id=job_id)
+    scoring_job_cancel(job=job)
+    messages.info(request, f"Job {job.id} cancelled; what it wrote stays.")
+    return redirect("labeling:judges", slug=project.slug)

@@ -31,7 +31,11 @@ MODELS = [
     models.Judgment,
     models.JudgeCalibration,
     models.ValidationResult,
+    models.ScoringJob,
+    models.ScoringChunk,
 ]
+
+READ_ONLY = (models.JudgeCalibration, models.ValidationResult, models.ScoringJob, models.ScoringChunk)
 
 
 @pytest.fixture
@@ -49,6 +53,8 @@ def one_of_each():
         n_relevant=1, fitted_on={"pair_ids": [pair.id], "p": [judgment.p_relevant], "relevant": [1]},
     )
     models.ValidationResult.objects.create(project=pair.project, data={"judges": []}, computed_at=timezone.now())
+    job = models.ScoringJob.objects.create(project=pair.project, judge=judgment.judge, scope="all", total=1)
+    models.ScoringChunk.objects.create(job=job, query=pair.query, pair_ids=[pair.id], size=1)
     return pair
 
 
@@ -73,7 +79,7 @@ def test_changelist_add_and_change_pages_load(superuser_client, one_of_each, mod
     for url in (admin_url(model, "changelist"), admin_url(model, "change", obj.pk)):
         assert superuser_client.get(url).status_code == 200, url
     # Calibrations and cached reports are written by services only: they can be viewed, not added by hand.
-    expected = 403 if model in (models.JudgeCalibration, models.ValidationResult) else 200
+    expected = 403 if model in READ_ONLY else 200
     assert superuser_client.get(admin_url(model, "add")).status_code == expected
 
 

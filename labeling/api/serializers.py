@@ -1,4 +1,4 @@
-"""JSON shapes of the API. Read-only: every serializer renders rows the selectors already loaded."""
+"""JSON shapes of the API: rows the selectors loaded, and the one write (starting a scoring job)."""
 from __future__ import annotations
 
 from drf_spectacular.utils import extend_schema_field
@@ -76,3 +76,24 @@ class PairSerializer(serializers.ModelSerializer):
     class Meta:
         model = Pair
         fields = ["id", "query", "passage", "reference_grade", "reference_source", "sources"]
+
+
+class ScoringJobCreateSerializer(serializers.Serializer):
+    judge = serializers.CharField()
+    scope = serializers.ChoiceField(choices=["missing", "all", "selection"], default="missing")
+    pair_ids = serializers.ListField(child=serializers.IntegerField(), required=False, allow_empty=False)
+
+
+class ScoringJobSerializer(serializers.Serializer):
+    id = serializers.IntegerField(source="job.id")
+    judge = serializers.CharField(source="job.judge.name")
+    scope = serializers.CharField(source="job.scope")
+    status = serializers.CharField(source="job.status")
+    total = serializers.IntegerField(source="job.total")
+    done = serializers.IntegerField(source="job.done")
+    failed = serializers.IntegerField(source="job.failed")
+    last_error = serializers.CharField(source="job.last_error")
+    created_at = serializers.DateTimeField(source="job.created_at")
+    finished_at = serializers.DateTimeField(source="job.finished_at")
+    pairs_per_s = serializers.FloatField(allow_null=True)
+    eta_s = serializers.FloatField(allow_null=True)

@@ -15,4 +15,6 @@ urlpatterns = [
     path("projects/<slug:slug>/passages/", views.PassageListView.as_view(), name="passage-list"),
     path("projects/<slug:slug>/pairs/", views.PairListView.as_view(), name="pair-list"),
     path("projects/<slug:slug>/validation/", views.ValidationView.as_view(), name="validation"),
+    path("projects/<slug:slug>/jobs/", views.ScoringJobListView.as_view(), name="job-list"),
+    path("projects/<slug:slug>/jobs/<int:job_id>/", views.ScoringJobDetailView.as_view(), name="job-detail"),
 ]

@@ -1,4 +1,4 @@
-"""Read-only API views. Every project lookup goes through projects_visible_to, so a project the caller
+"""API views. Every project lookup goes through projects_visible_to, so a project the caller
 may not see is a 404 on every endpoint and absent from the list."""
 from __future__ import annotations
 
@@ -7,22 +7,32 @@ from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import generics
-from rest_framework.exceptions import NotFound
+from rest_framework.exceptions import NotFound, PermissionDenied, ValidationError
 from rest_framework.pagination import CursorPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from labeling.api.serializers import PairSerializer, PassageSerializer, ProjectSerializer, QuerySerializer
-from labeling.models import Pair, Passage, Project, Query
+from labeling.api.serializers import (
+    PairSerializer,
+    PassageSerializer,
+    ProjectSerializer,
+    QuerySerializer,
+    ScoringJobCreateSerializer,
+    ScoringJobSerializer,
+)
+from labeling.models import Judge, Membership, Pair, Passage, Project, Query, ScoringJob
 from labeling.selectors.projects import (
     pairs_for_project,
     passages_for_project,
+    project_role,
     project_summaries,
     projects_visible_to,
     queries_with_current_definition,
 )
+from labeling.selectors.scoring import job_progress, jobs_for_project
 from labeling.selectors.validation import report_for_judges
+from labeling.services.scoring import ScoringError, scoring_job_create
 from labeling.services.validation import validation_result_ensure
 
 
@@ -133,3 +143,40 @@ class ValidationView(APIView):
             known = ", ".join(section["name"] for section in result.data["judges"]) or "none"
             raise NotFound(f"project {slug!r} has no judge {exc.args[0]!r} (its judges: {known})") from None
         return Response({**body, "stale": result.is_stale})
+
+
+class ScoringJobListView(APIView):
+    """POST starts a scoring job (project admins): `judge`, `scope` (missing, all or selection) and, for a
+    selection, `pair_ids`. GET lists the project's recent jobs with their progress."""
+
+    @extend_schema(responses={200: ScoringJobSerializer(many=True)})
+    def get(self, request: Request, slug: str) -> Response:
+        project = get_object_or_404(projects_visible_to(user=request.user), slug=slug)
+        return Response(ScoringJobSerializer([job_progress(j) for j in jobs_for_project(project)], many=True).data)
+
+    @extend_schema(request=ScoringJobCreateSerializer, responses={201: ScoringJobSerializer})
+    def post(self, request: Request, slug: str) -> Response:
+        project = get_object_or_404(projects_visible_to(user=request.user), slug=slug)
+        if project_role(user=request.user, project=project) != Membership.Role.ADMIN:
+            raise PermissionDenied("Only a project admin can start a scoring job.")
+        body = ScoringJobCreateSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        judge = Judge.objects.filter(project=project, name=body.validated_data["judge"]).first()
+        if judge is None:
+            raise ValidationError({"judge": f"project {slug!r} has no judge {body.validated_data['judge']!r}"})
+        try:
+            job = scoring_job_create(project=project, judge=judge, scope=body.validated_data["scope"],
+                                     pair_ids=body.validated_data.get("pair_ids"), user=request.user)
+        except ScoringError as exc:
+            raise ValidationError({"detail": str(exc)}) from None
+        return Response(ScoringJobSerializer(job_progress(job)).data, status=201)
+
+
+class ScoringJobDetailView(APIView):
+    """One scoring job's status and progress (done, failed, pairs/s, ETA)."""
+
+    @extend_schema(responses={200: ScoringJobSerializer})
+    def get(self, request: Request, slug: str, job_id: int) -> Response:
+        project = get_object_or_404(projects_visible_to(user=request.user), slug=slug)
+        job = get_object_or_404(ScoringJob.objects.select_related("judge"), project=project, id=job_id)
+        return Response(ScoringJobSerializer(job_progress(job)).data)

@@ -8,7 +8,7 @@ import pytest
 from sklearn.metrics import cohen_kappa_score, f1_score
 
 from labeling.models import Judge, JudgeCalibration, ValidationResult
-from labeling.selectors.export import ExportSource, export_source_parse, pair_records, qrels_rows
+from labeling.selectors.export import export_source_parse, pair_records, qrels_rows
 from labeling.services.bundle_import import bundle_import
 from labeling.services.validation import (
     ValidationError,

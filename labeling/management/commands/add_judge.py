@@ -1,0 +1,52 @@
+"""`manage.py add_judge NAME --project SLUG --backend hf|openai|embedding --model ...`: define an LLM judge."""
+import json
+from pathlib import Path
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from labeling.models import Project
+from labeling.services.judges import JudgeError, judge_create
+
+
+class Command(BaseCommand):
+    help = "Create an LLM judge (DIRAS Tok or Ask prompting, or the embedding baseline) in a project."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("name")
+        parser.add_argument("--project", required=True, help="project slug")
+        parser.add_argument("--backend", required=True, choices=["hf", "openai", "embedding"])
+        parser.add_argument("--model", required=True, help="local model folder (hf, embedding) or model name (openai)")
+        parser.add_argument("--adapter", help="peft LoRA adapter folder (hf)")
+        parser.add_argument("--method", choices=["tok", "ask"], help="tok: P from next-token logits (default); ask: parse the stated confidence")
+        parser.add_argument("--cot", action="store_true", help="ask for a [Reason] before the guess")
+        parser.add_argument("--no-definition", action="store_true", help="leave the relevance definition out of the prompt")
+        parser.add_argument("--device", help="hf: cpu, cuda, cuda:1 ...")
+        parser.add_argument("--dtype", choices=["float32", "bfloat16", "float16"], help="hf weights dtype")
+        parser.add_argument("--batch-size", type=int, help="hf: paragraphs per forward pass")
+        parser.add_argument("--base-url", help="openai: e.g. http://127.0.0.1:8000/v1")
+        parser.add_argument("--api-key-env", help="openai: NAME of the environment variable holding the API key")
+        parser.add_argument("--concurrency", type=int, help="openai: requests in flight at most")
+        parser.add_argument("--template", type=Path, help="JSON file of prompt template blocks to override")
+
+    def handle(self, *args, name: str, project: str, template: Path | None, **options) -> None:
+        found = Project.objects.filter(slug=project).first()
+        if found is None:
+            raise CommandError(f"no project {project!r}")
+        blocks = None
+        if template is not None:
+            try:
+                blocks = json.loads(template.read_text(encoding="utf-8"))
+            except (OSError, ValueError) as exc:
+                raise CommandError(f"{template}: {exc}") from None
+        method = options["method"] or ("embedding" if options["backend"] == "embedding" else "tok")
+        try:
+            judge = judge_create(
+                project=found, name=name, backend=options["backend"], model=options["model"], template=blocks,
+                method=method, cot=options["cot"] or None, use_definition=False if options["no_definition"] else None,
+                adapter=options["adapter"], device=options["device"], dtype=options["dtype"],
+                batch_size=options["batch_size"], base_url=options["base_url"], api_key_env=options["api_key_env"],
+                concurrency=options["concurrency"],
+            )
+        except JudgeError as exc:
+            raise CommandError(str(exc)) from None
+        self.stdout.write(self.style.SUCCESS(f"Created judge {judge.name!r} ({judge.backend}, {method}) in {project!r}."))

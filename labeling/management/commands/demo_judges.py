@@ -1,0 +1,38 @@
+"""`manage.py demo_judges --project SLUG`: the demo's two judges (MiniLM embedding baseline, SmolLM2 Tok),
+created once, and their scoring queued for whatever is not judged yet. Running it again changes nothing
+that is done."""
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from labeling.models import Judge, Project, ScoringJob
+from labeling.services.judges import judge_create
+from labeling.services.scoring import scoring_job_create, scoring_job_resume
+from models_llm.bundled import BundledModelError, minilm_folder, smollm2_folder
+
+
+class Command(BaseCommand):
+    help = "Create the demo judges (minilm, smollm2-tok) and queue scoring of every unjudged pair."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--project", required=True)
+
+    def handle(self, *args, project: str, **options) -> None:
+        found = Project.objects.filter(slug=project).first()
+        if found is None:
+            raise CommandError(f"no project {project!r}")
+        try:
+            folders = {"minilm": ("embedding", minilm_folder()), "smollm2-tok": ("hf", smollm2_folder(settings.VAR_DIR))}
+        except BundledModelError as exc:
+            raise CommandError(str(exc)) from None
+        for name, (backend, folder) in folders.items():
+            judge = Judge.objects.filter(project=found, name=name).first()
+            if judge is None:
+                method = "embedding" if backend == "embedding" else "tok"
+                judge = judge_create(project=found, name=name, backend=backend, model=str(folder), method=method)
+                self.stdout.write(f"Created judge {name!r}.")
+            running = ScoringJob.objects.filter(judge=judge, status=ScoringJob.Status.RUNNING).first()
+            if running is not None:
+                self.stdout.write(f"{name}: job {running.id} resumed ({scoring_job_resume(job=running)} chunks queued).")
+                continue
+            job = scoring_job_create(project=found, judge=judge)
+            self.stdout.write(f"{name}: job {job.id} queued for {job.total:,} pairs.")

@@ -1,0 +1,58 @@
+"""`manage.py score --project SLUG --judge NAME [--scope missing|all] [--wait]`: score pairs on the workers."""
+import sys
+import time
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from labeling.models import Judge, Project, ScoringJob
+from labeling.selectors.scoring import job_progress
+from labeling.services.scoring import ScoringError, scoring_job_create, scoring_job_resume
+
+
+class Command(BaseCommand):
+    help = ("Queue a scoring job for Celery workers. Running it again resumes the judge's unfinished job "
+            "(chunks a killed worker never wrote) or scores only what is still missing.")
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--project", required=True)
+        parser.add_argument("--judge", required=True)
+        parser.add_argument("--scope", choices=["missing", "all"], default="missing",
+                            help="missing (default): pairs not yet judged under the current definition")
+        parser.add_argument("--wait", action="store_true", help="show progress until the job is finished")
+
+    def handle(self, *args, project: str, judge: str, scope: str, wait: bool, **options) -> None:
+        found = Project.objects.filter(slug=project).first()
+        if found is None:
+            raise CommandError(f"no project {project!r}")
+        item = Judge.objects.filter(project=found, name=judge).first()
+        if item is None:
+            names = ", ".join(found.judges.values_list("name", flat=True)) or "none"
+            raise CommandError(f"project {project!r} has no judge {judge!r} (its judges: {names})")
+        running = ScoringJob.objects.filter(judge=item, status=ScoringJob.Status.RUNNING).first()
+        if running is not None:
+            queued = scoring_job_resume(job=running)
+            job = running
+            self.stdout.write(f"Resumed job {job.id}: {queued} unfinished chunk(s) queued again.")
+        else:
+            try:
+                job = scoring_job_create(project=found, judge=item, scope=scope)
+            except ScoringError as exc:
+                raise CommandError(str(exc)) from None
+            self.stdout.write(f"Job {job.id}: {job.total:,} pair(s) to score with {judge!r}.")
+        if wait:
+            self._wait(job)
+
+    def _wait(self, job: ScoringJob) -> None:
+        while True:
+            job.refresh_from_db()
+            progress = job_progress(job)
+            bar = "#" * int(30 * progress.fraction)
+            eta = f", ETA {progress.eta_s:.0f}s" if progress.eta_s is not None else ""
+            rate = f", {progress.pairs_per_s:.1f} pairs/s" if progress.pairs_per_s else ""
+            sys.stdout.write(f"\r[{bar:<30}] {job.done:,}/{job.total:,} ({job.failed:,} failed){rate}{eta}   ")
+            sys.stdout.flush()
+            if job.status != ScoringJob.Status.RUNNING:
+                sys.stdout.write("\n")
+                self.stdout.write(f"Job {job.id} {job.status}.")
+                return
+            time.sleep(1)

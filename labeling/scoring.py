@@ -1,0 +1,115 @@
+"""The one adapter between Django rows and models_llm: a Judge row as a JudgeConfig, pairs as PairInputs,
+a Verdict as Judgment fields, and the loaded scorer each worker process keeps per judge configuration."""
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterable
+from pathlib import Path
+
+from django.conf import settings
+
+from labeling.models import Judge, Judgment, Pair
+from models_llm.backends import Scorer, load_scorer
+from models_llm.prompts import TemplateError, template_validate
+from models_llm.types import JudgeConfig, PairInput, Verdict
+
+# JudgeConfig fields a Judge keeps in its `parameters` JSON (backend, model and the template have columns).
+PARAMETER_FIELDS = (
+    "method", "cot", "use_definition", "adapter", "device", "dtype", "batch_size", "max_new_tokens", "base_url",
+    "api_key_env", "timeout_s", "max_retries", "concurrency",
+)
+
+
+class JudgeConfigError(ValueError):
+    """A judge whose stored configuration cannot be used (the message names the field)."""
+
+
+def _local_path(value: str) -> str:
+    # Model folders may be given relative to the project root (var/models/...): every worker resolves them
+    # against its own checkout, so the same judge runs on many machines.
+    path = Path(value)
+    return str(path if path.is_absolute() else Path(settings.BASE_DIR) / path)
+
+
+def judge_template(judge: Judge) -> dict[str, str]:
+    if not judge.prompt.strip():
+        return {}
+    try:
+        template = json.loads(judge.prompt)
+    except ValueError as exc:
+        raise JudgeConfigError(f"judge {judge.name!r}: prompt is not a JSON template ({exc})") from None
+    if not isinstance(template, dict):
+        raise JudgeConfigError(f"judge {judge.name!r}: prompt must be a JSON object of template blocks")
+    try:
+        template_validate(template)
+    except TemplateError as exc:
+        raise JudgeConfigError(f"judge {judge.name!r}: {exc}") from None
+    return template
+
+
+def judge_config(judge: Judge) -> JudgeConfig:
+    """The judge's JudgeConfig; JudgeConfigError names what is wrong."""
+    params = dict(judge.parameters or {})
+    unknown = sorted(set(params) - set(PARAMETER_FIELDS))
+    if unknown:
+        raise JudgeConfigError(f"judge {judge.name!r}: unknown parameters {unknown}")
+    model = judge.model
+    if judge.backend in ("hf", "embedding"):
+        model = _local_path(model)
+        if params.get("adapter"):
+            params["adapter"] = _local_path(params["adapter"])
+    try:
+        return JudgeConfig(backend=judge.backend, model=model, template=judge_template(judge), **params)
+    except (TypeError, ValueError) as exc:
+        raise JudgeConfigError(f"judge {judge.name!r}: {exc}") from None
+
+
+_scorers: dict[tuple[int, str], Scorer] = {}
+_scorers_lock = threading.Lock()
+
+
+def scorer_for(judge: Judge) -> Scorer:
+    """The loaded scorer for the judge's current configuration, kept for the life of the worker process
+    (loading a model costs far more than scoring a chunk). A changed configuration loads afresh."""
+    config = judge_config(judge)
+    key = (judge.id, repr(config))
+    with _scorers_lock:
+        scorer = _scorers.get(key)
+        if scorer is None:
+            for old in [k for k in _scorers if k[0] == judge.id]:
+                _scorers.pop(old).close()
+            scorer = _scorers[key] = load_scorer(config)
+    return scorer
+
+
+def pair_inputs(pairs: Iterable[Pair], definitions: dict[int, str | None]) -> list[PairInput]:
+    """PairInputs for pairs with `query` and `passage` loaded; `definitions` maps query id to the text of
+    its current definition."""
+    return [
+        PairInput(
+            pair_id=pair.id,
+            query=pair.query.text,
+            passage=pair.passage.text,
+            title=pair.passage.title,
+            definition=definitions.get(pair.query_id),
+        )
+        for pair in pairs
+    ]
+
+
+def judgment_fields(verdict: Verdict) -> dict:
+    """The Judgment columns a verdict sets (the status decides whether there is a P at all)."""
+    ok = verdict.status == Judgment.Status.OK
+    return {
+        "status": verdict.status,
+        "p_relevant": verdict.p if ok else None,
+        "guess": verdict.guess if ok else None,
+        "confidence": verdict.confidence if ok else None,
+        "raw_output": verdict.raw_output,
+        "error": verdict.error,
+        "method": verdict.method,
+        "yes_no_mass": verdict.yes_no_mass,
+        "prompt_tokens": verdict.prompt_tokens,
+        "completion_tokens": verdict.completion_tokens,
+    }

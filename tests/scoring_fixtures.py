@@ -1,0 +1,40 @@
+"""A small real project for scoring tests (ClimRetrieve texts: 3 queries x 20 passages) and the bundled
+SmolLM2 / MiniLM judges."""
+import json
+from pathlib import Path
+
+from django.conf import settings
+
+from labeling.models import Judge, Project
+from labeling.services.bundle_import import bundle_import
+from labeling.services.judges import judge_create
+from models_llm.bundled import minilm_folder, smollm2_folder
+
+SAMPLE = Path(__file__).resolve().parents[1] / "data" / "climretrieve"
+
+
+def small_scoring_project(root: Path, *, slug: str = "score", queries: int = 3, passages: int = 20) -> Project:
+    qs = [json.loads(line) for line in (SAMPLE / "queries.jsonl").read_text().splitlines()[:queries]]
+    corpus = [json.loads(line) for line in (SAMPLE / "corpus.jsonl").read_text().splitlines()[:passages]]
+    for record in corpus:
+        record["text"] = record["text"][:400]  # short paragraphs keep the CPU tests quick
+    for record in qs:
+        record.pop("metadata", None)
+        record["definition"] = record.get("definition", "")[:300]
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "queries.jsonl").write_text("".join(json.dumps(r) + "\n" for r in qs))
+    (root / "corpus.jsonl").write_text("".join(json.dumps(r) + "\n" for r in corpus))
+    pairs = ["query-id\tcorpus-id"] + [f"{q['_id']}\t{d['_id']}" for q in qs for d in corpus]
+    (root / "pairs.tsv").write_text("\n".join(pairs) + "\n")
+    bundle_import(path=root, project_slug=slug)
+    return Project.objects.get(slug=slug)
+
+
+def smollm2_judge(project: Project, name: str = "smollm2-tok", **parameters) -> Judge:
+    return judge_create(project=project, name=name, backend="hf", model=str(smollm2_folder(settings.VAR_DIR)),
+                        method=parameters.pop("method", "tok"), **parameters)
+
+
+def minilm_judge(project: Project, name: str = "minilm") -> Judge:
+    return judge_create(project=project, name=name, backend="embedding", model=str(minilm_folder()),
+                        method="embedding")

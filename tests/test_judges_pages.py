@@ -1,0 +1,78 @@
+"""The Judges page, its forms and the jobs API through the test client."""
+import pytest
+from django.urls import reverse
+from rest_framework.test import APIClient
+
+from labeling.models import Judge, Membership, ScoringJob
+from labeling.services.scoring import scoring_chunk_run
+from tests.factories import MembershipFactory, UserFactory
+from models_llm.bundled import minilm_folder
+from tests.scoring_fixtures import minilm_judge, small_scoring_project
+
+pytestmark = pytest.mark.django_db
+
+
+def member(project, role):
+    user = UserFactory()
+    MembershipFactory(project=project, user=user, role=role)
+    return user
+
+
+@pytest.fixture
+def project(tmp_path):
+    return small_scoring_project(tmp_path / "b", queries=2, passages=3)
+
+
+def test_admin_creates_a_judge_starts_a_job_and_sees_progress(client, project, django_capture_on_commit_callbacks):
+    client.force_login(member(project, Membership.Role.ADMIN))
+    page = reverse("labeling:judges", args=[project.slug])
+    html = client.get(page).content.decode()
+    assert "New judge" in html and "[Guess]: Yes or No" in html  # the default template, to copy
+    response = client.post(reverse("labeling:judge_create", args=[project.slug]),
+                           {"name": "mini", "backend": "embedding", "model": str(minilm_folder())})
+    assert response.status_code == 302 and Judge.objects.filter(project=project, name="mini").exists()
+    with django_capture_on_commit_callbacks() as queued:
+        client.post(reverse("labeling:job_start", args=[project.slug, "mini"]), {"scope": "missing"})
+    job = ScoringJob.objects.get(judge__name="mini")
+    assert job.total == 6 and len(queued) == 1
+    running = client.get(page).content.decode()
+    assert 'hx-trigger="every 2s"' in running and "0 / 6" in running
+    for chunk_id in job.chunks.values_list("id", flat=True):
+        scoring_chunk_run(chunk_id=chunk_id)
+    done = client.get(page, headers={"HX-Request": "true"}).content.decode()
+    assert "6 / 6" in done and "every 2s" not in done and "<html" not in done  # the partial only
+
+
+def test_bad_judge_form_shows_the_reason(client, project):
+    client.force_login(member(project, Membership.Role.ADMIN))
+    response = client.post(reverse("labeling:judge_create", args=[project.slug]),
+                           {"name": "x", "backend": "hf", "model": "/no/such/folder"})
+    assert response.status_code == 400 and "/no/such/folder does not exist" in response.content.decode()
+
+
+def test_experts_see_jobs_but_cannot_start_or_cancel(client, project):
+    judge = minilm_judge(project)
+    client.force_login(member(project, Membership.Role.EXPERT))
+    html = client.get(reverse("labeling:judges", args=[project.slug])).content.decode()
+    assert "minilm" in html and "New judge" not in html
+    assert client.post(reverse("labeling:job_start", args=[project.slug, judge.name])).status_code == 403
+    client.force_login(UserFactory())
+    assert client.get(reverse("labeling:judges", args=[project.slug])).status_code == 404
+
+
+def test_jobs_api(project):
+    judge = minilm_judge(project)
+    api = APIClient()
+    api.force_authenticate(member(project, Membership.Role.ADMIN))
+    url = reverse("api:job-list", args=[project.slug])
+    created = api.post(url, {"judge": judge.name, "scope": "all"}, format="json")
+    assert created.status_code == 201 and created.json()["total"] == 6 and created.json()["status"] == "running"
+    job_id = created.json()["id"]
+    for chunk_id in ScoringJob.objects.get(id=job_id).chunks.values_list("id", flat=True):
+        scoring_chunk_run(chunk_id=chunk_id)
+    status = api.get(reverse("api:job-detail", args=[project.slug, job_id])).json()
+    assert (status["status"], status["done"], status["failed"]) == ("done", 6, 0)
+    assert api.post(url, {"judge": "nope"}, format="json").status_code == 400
+    api.force_authenticate(member(project, Membership.Role.VIEWER))
+    assert api.post(url, {"judge": judge.name}, format="json").status_code == 403
+    assert api.get(url).status_code == 200
