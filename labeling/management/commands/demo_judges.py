@@ -28,7 +28,9 @@ class Command(BaseCommand):
             judge = Judge.objects.filter(project=found, name=name).first()
             if judge is None:
                 method = "embedding" if backend == "embedding" else "tok"
-                judge = judge_create(project=found, name=name, backend=backend, model=str(folder), method=method)
+                # Stored relative to the checkout when it lies inside it: every worker resolves it in its own.
+                model = folder.relative_to(settings.BASE_DIR) if folder.is_relative_to(settings.BASE_DIR) else folder
+                judge = judge_create(project=found, name=name, backend=backend, model=str(model), method=method)
                 self.stdout.write(f"Created judge {name!r}.")
             running = ScoringJob.objects.filter(judge=judge, status=ScoringJob.Status.RUNNING).first()
             if running is not None:
