@@ -18,7 +18,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # a judge runs on local folders on
 
 import torch
 from peft import PeftModel
-from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache, GenerationConfig
+from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache, GenerationConfig, PreTrainedTokenizerBase
 
 from models_llm.backends import ScorerConfigError
 from models_llm.parsing import AnswerParseError, parse_ask_answer
@@ -28,7 +28,7 @@ from models_llm.types import JudgeConfig, Method, PairInput, Verdict
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
-def spelling_ids(tokenizer, word: str) -> list[int]:
+def spelling_ids(tokenizer: PreTrainedTokenizerBase, word: str) -> list[int]:
     """Every vocabulary id that decodes to `word` alone, in any letter case and with any surrounding white
     space. For SmolLM2-135M-Instruct: yes -> 9230 " Yes", 9805 " yes", 10407 "yes", 10539 "Yes" (there is no
     single-token "YES"); no -> 787 " no", 2838 " No", 4607 "no", 5230 "No", 10921 " NO", 13465 "NO"."""
@@ -51,14 +51,18 @@ class Encoded:
 class HFScorer:
     """Judges pairs with a local causal LM folder (config.model) on config.device."""
 
-    def __init__(self, config: JudgeConfig) -> None:
+    def __init__(
+        self,
+        config: JudgeConfig,
+        model: torch.nn.Module | None = None,
+        tokenizer: PreTrainedTokenizerBase | None = None,
+    ) -> None:
+        """Load config.model (and config.adapter) onto config.device, or take an already built `model` and
+        `tokenizer` instead (benchmarks on random weights); config.model is then only a name."""
         if config.backend != "hf" or config.method not in ("tok", "ask"):
-            raise ScorerConfigError(f"HFScorer runs backend hf with method tok or ask, got {config.backend}/{config.method}")
-        folder = Path(config.model)
-        if not (folder / "config.json").is_file():
-            raise ScorerConfigError(f"model folder {folder} does not exist or holds no config.json")
-        if config.adapter and not (Path(config.adapter) / "adapter_config.json").is_file():
-            raise ScorerConfigError(f"adapter folder {config.adapter} does not exist or holds no adapter_config.json")
+            raise ScorerConfigError(
+                f"HFScorer runs backend hf with method tok or ask, got {config.backend}/{config.method}"
+            )
         if config.dtype not in DTYPES:
             raise ScorerConfigError(f"dtype must be one of {sorted(DTYPES)}, got {config.dtype!r}")
         if config.batch_size < 1 or config.max_new_tokens < 1:
@@ -69,25 +73,39 @@ class HFScorer:
             raise ScorerConfigError(f"device {config.device!r}: {exc}") from None
         if self.device.type == "cuda" and not torch.cuda.is_available():
             raise ScorerConfigError(f"device {config.device!r} asked for, but torch sees no CUDA device")
+        if model is None or tokenizer is None:
+            model, tokenizer = self._load(config)
+        if not getattr(tokenizer, "is_fast", False) or not tokenizer.chat_template:
+            raise ScorerConfigError(f"{config.model}: the hf backend needs a fast tokenizer with a chat template")
         self.config = config
-        self.tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
-        if not getattr(self.tokenizer, "is_fast", False) or not self.tokenizer.chat_template:
-            raise ScorerConfigError(f"{folder}: the hf backend needs a fast tokenizer with a chat template")
-        base = AutoModelForCausalLM.from_pretrained(folder, dtype=DTYPES[config.dtype], local_files_only=True)
-        self._context: int | None = getattr(base.config, "max_position_embeddings", None)
-        self._model_config = base.config
-        model = PeftModel.from_pretrained(base, config.adapter) if config.adapter else base
+        self.tokenizer = tokenizer
+        base_config = model.config  # a PeftModel forwards .config to its base model's
+        self._context: int | None = getattr(base_config, "max_position_embeddings", None)
+        self._model_config = base_config
         self.model: torch.nn.Module | None = model.to(self.device).eval()
-        self.yes_ids = spelling_ids(self.tokenizer, "yes")
-        self.no_ids = spelling_ids(self.tokenizer, "no")
+        self.yes_ids = spelling_ids(tokenizer, "yes")
+        self.no_ids = spelling_ids(tokenizer, "no")
         if not self.yes_ids or not self.no_ids:
-            raise ScorerConfigError(f"{folder}: the vocabulary has no single-token Yes or No")
-        eos = base.generation_config.eos_token_id if base.generation_config else None
-        eos = self.tokenizer.eos_token_id if eos is None else eos
-        self._pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+            raise ScorerConfigError(f"{config.model}: the vocabulary has no single-token Yes or No")
+        eos = model.generation_config.eos_token_id if model.generation_config is not None else None
+        eos = tokenizer.eos_token_id if eos is None else eos
+        self._pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
         self._generation = GenerationConfig(
             max_new_tokens=config.max_new_tokens, do_sample=False, eos_token_id=eos, pad_token_id=self._pad_id
         )
+
+    @staticmethod
+    def _load(config: JudgeConfig) -> tuple[torch.nn.Module, PreTrainedTokenizerBase]:
+        folder = Path(config.model)
+        if not (folder / "config.json").is_file():
+            raise ScorerConfigError(f"model folder {folder} does not exist or holds no config.json")
+        if config.adapter and not (Path(config.adapter) / "adapter_config.json").is_file():
+            raise ScorerConfigError(f"adapter folder {config.adapter} does not exist or holds no adapter_config.json")
+        tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
+        model = AutoModelForCausalLM.from_pretrained(folder, dtype=DTYPES[config.dtype], local_files_only=True)
+        if config.adapter:
+            model = PeftModel.from_pretrained(model, config.adapter)
+        return model, tokenizer
 
     # -- prompt -------------------------------------------------------------------------------------------
 
@@ -153,7 +171,9 @@ class HFScorer:
         try:
             answer = parse_ask_answer(text)
         except AnswerParseError as exc:
-            return Verdict(pair_id=pair.pair_id, status="parse_error", method="ask", raw_output=text, error=str(exc), **counts)
+            return Verdict(
+                pair_id=pair.pair_id, status="parse_error", method="ask", raw_output=text, error=str(exc), **counts
+            )
         return Verdict(
             pair_id=pair.pair_id, status="ok", method="ask", p=answer.p_relevant, guess=answer.guess,
             confidence=answer.confidence, raw_output=text, **counts,
@@ -175,7 +195,9 @@ class HFScorer:
         self._net(input_ids=ids, past_key_values=cache, use_cache=True, logits_to_keep=1)
         return cache
 
-    def _suffix_logits(self, prefix: DynamicCache | None, prefix_len: int, owns: list[tuple[int, ...]]) -> torch.Tensor:
+    def _suffix_logits(
+        self, prefix: DynamicCache | None, prefix_len: int, owns: list[tuple[int, ...]]
+    ) -> torch.Tensor:
         """Next-token logits after each suffix's last real token, all run in one right-padded batch."""
         rows, width = len(owns), max(len(own) for own in owns)
         ids = torch.full((rows, width), self._pad_id, dtype=torch.long)
@@ -192,8 +214,12 @@ class HFScorer:
         cache = copy.deepcopy(prefix) if prefix is not None else DynamicCache(config=self._model_config)
         cache.batch_repeat_interleave(rows)
         out = self._net(
-            input_ids=ids.to(self.device), attention_mask=mask.to(self.device), position_ids=positions.to(self.device),
-            past_key_values=cache, use_cache=True, logits_to_keep=last.to(self.device),
+            input_ids=ids.to(self.device),
+            attention_mask=mask.to(self.device),
+            position_ids=positions.to(self.device),
+            past_key_values=cache,
+            use_cache=True,
+            logits_to_keep=last.to(self.device),
         )
         return out.logits[:, 0, :]
 
@@ -217,7 +243,8 @@ class HFScorer:
             cache = self._prefix_cache(prefix)
             if method == "ask":
                 for index, encoded in members:
-                    verdicts[index] = self._ask_verdict(pairs[index], self._generate(encoded.ids, cache), len(encoded.ids))
+                    output = self._generate(encoded.ids, cache)
+                    verdicts[index] = self._ask_verdict(pairs[index], output, len(encoded.ids))
                 continue
             # Longest first, so that a batch holds suffixes of similar length and little padding.
             members.sort(key=lambda member: len(member[1].own), reverse=True)

@@ -42,6 +42,16 @@ def make_pairs() -> list[PairInput]:
     return pairs
 
 
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """One torch thread: on a small shared machine, threads fighting other processes for the cores make
+    these tests several times slower; the numbers compared do not depend on it."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 @pytest.fixture(scope="session")
 def folder() -> Path:
     return smollm2_folder(VAR_DIR)
@@ -57,7 +67,7 @@ def scorer(folder) -> HFScorer:
 def reference_p(model: torch.nn.Module, ids: list[int]) -> tuple[float, float]:
     """(P, Yes+No mass) from one plain forward pass over the whole prompt, in float64."""
     with torch.inference_mode():
-        logits = model(input_ids=torch.tensor([ids])).logits[0, -1].double()
+        logits = model(input_ids=torch.tensor([ids]), logits_to_keep=1).logits[0, -1].double()
     probs = torch.softmax(logits, dim=-1)
     p_yes, p_no = probs[SMOLLM2_YES].sum().item(), probs[SMOLLM2_NO].sum().item()
     return p_yes / (p_yes + p_no), p_yes + p_no
@@ -117,15 +127,9 @@ def test_a_pairs_p_does_not_depend_on_its_batch_companions(scorer):
     for order in (companions, companions[::-1]):
         together = {v.pair_id: v for v in scorer.score(order)}
         assert together[target.pair_id].p == pytest.approx(alone.p, abs=1e-5)
-    wide = replace(scorer.config, batch_size=8)
-    assert HFScorer.score(_with_config(scorer, wide), pairs)[0].p == pytest.approx(alone.p, abs=1e-5)
-
-
-def _with_config(scorer: HFScorer, config: JudgeConfig) -> HFScorer:
-    """The same loaded model under another batch size, without loading it again."""
-    clone = object.__new__(HFScorer)
-    clone.__dict__.update(scorer.__dict__, config=config)
-    return clone
+    # All 4 passages of the query in one batch (the loaded model, under another batch size).
+    wide = HFScorer(replace(scorer.config, batch_size=8), model=scorer.model, tokenizer=scorer.tokenizer)
+    assert wide.score(pairs)[0].p == pytest.approx(alone.p, abs=1e-5)
 
 
 def test_a_prompt_over_the_context_fails_alone(scorer):
@@ -172,6 +176,7 @@ def test_ask_answer_in_the_format_gives_p_from_guess_and_confidence(asker):
     assert verdict.raw_output == "[Guess]: No\n[Confidence]: 0.7" and verdict.completion_tokens == len(answer)
 
 
+@pytest.mark.filterwarnings("ignore:`is_gradient_checkpointing` is deprecated:FutureWarning")  # inside peft
 def test_lora_adapter_is_applied_as_peft_applies_it(folder, scorer, tmp_path):
     torch.manual_seed(0)
     base = AutoModelForCausalLM.from_pretrained(folder)
