@@ -138,6 +138,9 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # The test database is a file, not memory: the integration tests start real Celery workers as separate
     # processes, which must see the rows the test wrote.
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / f"test-{os.getpid()}.sqlite3")}
+elif os.environ.get("DATABASE_TEST_NAME"):
+    # Two test runs against one PostgreSQL server each need their own test database.
+    DATABASES["default"]["TEST"] = {"NAME": os.environ["DATABASE_TEST_NAME"]}
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

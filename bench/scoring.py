@@ -114,6 +114,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
     parser.add_argument("--random-llama8b", action="store_true", help="a random Llama-3-8B-shaped model in bf16")
     parser.add_argument("--peak-tflops", type=float, default=989.0, help="GPU dense bf16 peak (989 for H100 SXM)")
+    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"],
+                        help="SmolLM2's dtype (the random Llama is always bf16)")
     parser.add_argument("--var-dir", type=Path, default=ROOT / "var")
     args = parser.parse_args()
     if args.threads:
@@ -126,7 +128,7 @@ def main() -> None:
         dtype, name = "bfloat16", "random Llama-3-8B-shaped (bf16)"
     else:
         model = tokenizer = None
-        dtype, name = "float32", "SmolLM2-135M-Instruct (float32)"
+        dtype, name = args.dtype, f"SmolLM2-135M-Instruct ({args.dtype})"
     config = JudgeConfig(backend="hf", model=str(folder) if model is None else "random-llama8b", device=args.device,
                          dtype=dtype, batch_size=args.batch_size, max_new_tokens=args.max_new_tokens)
     scorer = HFScorer(config, model=model, tokenizer=tokenizer)

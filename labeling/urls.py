@@ -1,6 +1,6 @@
 from django.urls import path
 
-from labeling import views
+from labeling.views import projects as views
 
 app_name = "labeling"
 

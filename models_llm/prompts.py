@@ -1,6 +1,7 @@
 """DIRAS-style judging prompts, kept as data: a template is a dict of named text blocks that an admin can
 read and copy into a new judge. Everything a query's pairs share (role, definition, question) comes first
-and the paragraph last, so a backend can compute the shared prefix once per query."""
+and the paragraph last, so a backend can compute the shared prefix once per query: the ask and the answer
+format come before the paragraph, so that only the paragraph's own tokens run per pair."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -14,19 +15,19 @@ DEFAULT_TEMPLATE: dict[str, str] = {
     ),
     "definition": "Background information on the question (what it means and what it looks for):\n{definition}\n\n",
     "question": "Question: {question}\n\n",
-    "paragraph": "Paragraph:\n{paragraph}\n\n",
-    "ask": "Is the paragraph helpful for answering the question, even partly?\n",
+    "ask": "Is the paragraph below helpful for answering the question, even partly?\n",
     "format": (
         "Answer in exactly this format:\n"
         "[Guess]: Yes or No\n"
-        "[Confidence]: a number from 0.0 to 1.0, how likely your guess is right"
+        "[Confidence]: a number from 0.0 to 1.0, how likely your guess is right\n\n"
     ),
     "format_cot": (
         "Answer in exactly this format:\n"
         "[Reason]: one or two sentences on what the paragraph says about the question\n"
         "[Guess]: Yes or No\n"
-        "[Confidence]: a number from 0.0 to 1.0, how likely your guess is right"
+        "[Confidence]: a number from 0.0 to 1.0, how likely your guess is right\n\n"
     ),
+    "paragraph": "Paragraph:\n{paragraph}",
 }
 TEMPLATE_KEYS = tuple(DEFAULT_TEMPLATE)
 TOK_ANSWER_PREFIX = "[Guess]:"
@@ -84,8 +85,8 @@ def build_prompt(pair: PairInput, config: JudgeConfig) -> PromptText:
         shared += _fill(template["definition"], definition=pair.definition.strip())
     shared += _fill(template["question"], question=pair.query.strip())
     paragraph = f"{pair.title.strip()}\n{pair.passage.strip()}" if pair.title.strip() else pair.passage.strip()
-    own = _fill(template["paragraph"], paragraph=paragraph) + template["ask"]
-    own += template["format_cot"] if config.cot else template["format"]
+    shared += template["ask"] + (template["format_cot"] if config.cot else template["format"])
+    own = _fill(template["paragraph"], paragraph=paragraph)
     if config.method == "tok":
         answer_prefix = TOK_ANSWER_PREFIX
     else:

@@ -5,7 +5,7 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from labeling.views import QUERIES_PER_PAGE
+from labeling.views.projects import QUERIES_PER_PAGE
 from tests.factories import (
     PASSWORD,
     JudgmentFactory,

@@ -1,0 +1,211 @@
+"""LLM judges, their judgments and calibrations, scoring jobs and the cached validation report."""
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models import F, Q, Value
+from django.db.models.functions import Abs
+from django.utils import timezone
+
+
+class Judge(models.Model):
+    """An LLM judging configuration. Imported judgments get a judge with backend 'import'."""
+
+    project = models.ForeignKey("labeling.Project", on_delete=models.CASCADE, related_name="judges", db_index=False)
+    name = models.CharField(max_length=200)
+    backend = models.CharField(max_length=64)
+    model = models.CharField(max_length=300, blank=True)
+    prompt = models.TextField(blank=True)
+    calibration = models.CharField(max_length=64, blank=True)
+    parameters = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["project", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["project", "name"], name="judge_unique_name"),
+            models.CheckConstraint(condition=~Q(name=""), name="judge_name_not_empty"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Judgment(models.Model):
+    """One LLM judgment of a pair under one definition version. A parse failure is stored as such, never
+    turned into a label: p_relevant is set exactly when the status is ok."""
+
+    class Status(models.TextChoices):
+        OK = "ok", "ok"
+        PARSE_ERROR = "parse_error", "parse error"
+        FAILED = "failed", "failed"
+
+    pair = models.ForeignKey("labeling.Pair", on_delete=models.CASCADE, related_name="judgments", db_index=False)
+    judge = models.ForeignKey(Judge, on_delete=models.CASCADE, related_name="judgments", db_index=False)
+    definition = models.ForeignKey(
+        "labeling.RelevanceDefinition", null=True, blank=True, on_delete=models.PROTECT, related_name="judgments"
+    )
+    p_relevant = models.FloatField(null=True, blank=True)
+    guess = models.BooleanField(null=True, blank=True)
+    confidence = models.FloatField(null=True, blank=True)
+    raw_output = models.TextField(blank=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.OK)
+    error = models.TextField(blank=True)
+    method = models.CharField(
+        max_length=16, blank=True, default="", db_default="", help_text="tok, ask, embedding, or empty when imported"
+    )
+    yes_no_mass = models.FloatField(
+        null=True, blank=True, help_text="Tok: P(Yes) + P(No) before normalising; below 0.5 the answer is suspect"
+    )
+    prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
+    completion_tokens = models.PositiveIntegerField(null=True, blank=True)
+    created_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["pair", "judge", "id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["pair", "judge", "definition"],
+                condition=Q(definition__isnull=False),
+                name="judgment_unique_per_definition",
+            ),
+            models.UniqueConstraint(
+                fields=["pair", "judge"], condition=Q(definition__isnull=True), name="judgment_unique_no_definition"
+            ),
+            models.CheckConstraint(
+                condition=Q(p_relevant__isnull=True) | Q(p_relevant__gte=0, p_relevant__lte=1),
+                name="judgment_p_in_unit_interval",
+            ),
+            models.CheckConstraint(
+                condition=Q(confidence__isnull=True) | Q(confidence__gte=0, confidence__lte=1),
+                name="judgment_confidence_in_unit_interval",
+            ),
+            models.CheckConstraint(
+                condition=Q(status__in=["ok", "parse_error", "failed"]), name="judgment_status_valid"
+            ),
+            models.CheckConstraint(
+                condition=(Q(status="ok") & Q(p_relevant__isnull=False))
+                | (~Q(status="ok") & Q(p_relevant__isnull=True)),
+                name="judgment_p_iff_ok",
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["judge", "pair"], name="judgment_judge_pair"),
+            # The unique indexes on pair are partial: deleting a pair needs a plain one for its FK check.
+            models.Index(fields=["pair"], name="judgment_pair"),
+            # The uncertain queue walks a judge's P from 0.5 outwards; the stratified one by range of P.
+            models.Index(
+                F("judge"), Abs(F("p_relevant") - Value(0.5)), F("pair"),
+                name="judgment_judge_uncertainty", condition=Q(status="ok"),
+            ),
+            models.Index(fields=["judge", "p_relevant"], name="judgment_judge_p", condition=Q(status="ok")),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.judge_id}:{self.pair_id}={self.p_relevant}"
+
+
+class JudgeCalibration(models.Model):
+    """A calibrator fitted to a judge's P on the gold pairs; the newest one per judge is the one in use.
+    `fitted_on` keeps the data (pair ids, raw P, binary gold) so a fit can be checked and repeated."""
+
+    judge = models.ForeignKey(Judge, on_delete=models.CASCADE, related_name="calibrations")
+    method = models.CharField(max_length=32)
+    params = models.JSONField()
+    cv = models.JSONField(help_text="out-of-fold ECE and Brier before and after, per method")
+    n = models.PositiveIntegerField()
+    n_relevant = models.PositiveIntegerField()
+    fitted_on = models.JSONField()
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["judge", "-created_at", "-id"]
+        constraints = [
+            models.CheckConstraint(condition=Q(method__in=["isotonic", "platt"]), name="calibration_method_valid"),
+            models.CheckConstraint(condition=Q(n_relevant__lte=F("n")), name="calibration_relevant_within_n"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.judge} {self.method} ({self.created_at:%Y-%m-%d %H:%M})"
+
+
+class ValidationResult(models.Model):
+    """The validation report of a project, cached: recomputed by a worker after labels or judgments change
+    (`requested_at` later than `computed_at` means a newer one is on its way)."""
+
+    project = models.OneToOneField("labeling.Project", on_delete=models.CASCADE, related_name="validation_result")
+    data = models.JSONField(null=True, blank=True)
+    computed_at = models.DateTimeField(null=True, blank=True)
+    requested_at = models.DateTimeField(null=True, blank=True)
+    error = models.TextField(blank=True)
+
+    def __str__(self) -> str:
+        return f"validation of {self.project}"
+
+    @property
+    def is_stale(self) -> bool:
+        return self.computed_at is None or (self.requested_at is not None and self.requested_at > self.computed_at)
+
+
+class ScoringJob(models.Model):
+    """One run of a judge over a project's pairs, split into chunks of one query's pairs that workers score
+    independently; progress is the sum of finished chunks."""
+
+    class Scope(models.TextChoices):
+        ALL = "all", "all pairs"
+        MISSING = "missing", "pairs not yet judged under the current definition"
+        SELECTION = "selection", "selected pairs"
+
+    class Status(models.TextChoices):
+        RUNNING = "running", "running"
+        DONE = "done", "done"
+        CANCELLED = "cancelled", "cancelled"
+
+    project = models.ForeignKey("labeling.Project", on_delete=models.CASCADE, related_name="scoring_jobs")
+    judge = models.ForeignKey(Judge, on_delete=models.CASCADE, related_name="scoring_jobs")
+    scope = models.CharField(max_length=16, choices=Scope.choices)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.RUNNING)
+    total = models.PositiveIntegerField(default=0)
+    done = models.PositiveIntegerField(default=0)
+    failed = models.PositiveIntegerField(default=0)
+    last_error = models.TextField(blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    first_result_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.CheckConstraint(condition=Q(done__lte=F("total")), name="job_done_within_total"),
+            models.CheckConstraint(condition=Q(failed__lte=F("done")), name="job_failed_within_done"),
+        ]
+
+    def __str__(self) -> str:
+        return f"job {self.id}: {self.judge} on {self.project} ({self.status})"
+
+
+class ScoringChunk(models.Model):
+    """Pairs of one query that one task scores and writes in one transaction; `finished_at` makes a re-run
+    (a redelivered message, a resumed job) write nothing twice."""
+
+    job = models.ForeignKey(ScoringJob, on_delete=models.CASCADE, related_name="chunks")
+    query = models.ForeignKey("labeling.Query", on_delete=models.CASCADE, related_name="+")
+    pair_ids = models.JSONField()
+    size = models.PositiveIntegerField()
+    attempts = models.PositiveIntegerField(default=0)
+    failed = models.BooleanField(default=False)
+    error = models.TextField(blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["job", "id"]
+        indexes = [models.Index(fields=["job", "finished_at"], name="chunk_job_finished")]
+
+    def __str__(self) -> str:
+        return f"chunk {self.id} of job {self.job_id} ({self.size} pairs)"

@@ -1,0 +1,1 @@
+"""HTML pages, one module per screen family; labeling/urls.py maps them."""
