@@ -77,3 +77,12 @@ class Verdict:
     @property
     def low_mass(self) -> bool:
         return self.yes_no_mass is not None and self.yes_no_mass < LOW_MASS
+
+
+@dataclass(frozen=True)
+class Generation:
+    """One chat completion: the generated text and, where the backend reports them, its token counts."""
+
+    text: str
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None

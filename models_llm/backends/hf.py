@@ -4,7 +4,8 @@ Tok reads P(Yes) / (P(Yes) + P(No)) from the next-token distribution after "[Gue
 and parses the answer. The part of the prompt that all pairs of a query share is run once per query and its
 KV cache reused for every paragraph, and Tok runs the paragraphs in right-padded batches against it. Both
 change only speed: the plain paths (`score_tok_plain`, `score_generate_naive`) feed the same token ids
-through one forward pass or one `generate()` per pair, and the tests hold the two to the same numbers."""
+through one forward pass or one `generate()` per pair, and the tests hold the two to the same numbers.
+`generate_chat` completes prompts built elsewhere (the ensemble strategies) greedily, without the cache."""
 from __future__ import annotations
 
 import copy
@@ -23,7 +24,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache, Gene
 from models_llm.backends import ScorerConfigError
 from models_llm.parsing import AnswerParseError, parse_ask_answer
 from models_llm.prompts import build_prompt
-from models_llm.types import JudgeConfig, Method, PairInput, Verdict
+from models_llm.types import Generation, JudgeConfig, Method, PairInput, Verdict
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -283,6 +284,15 @@ class HFScorer:
                 continue
             verdicts.append(self._ask_verdict(pair, self._generate(encoded.ids, None), len(encoded.ids)))
         return verdicts
+
+    @torch.inference_mode()
+    def generate_chat(self, messages: Sequence[dict[str, str]]) -> Generation:
+        """The greedy answer (at most config.max_new_tokens) to chat `messages`, with its token counts."""
+        text = self.tokenizer.apply_chat_template(list(messages), add_generation_prompt=True, tokenize=False)
+        ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
+        new = self._generate(ids, None)[len(ids) :]
+        text = self.tokenizer.decode(new, skip_special_tokens=True)
+        return Generation(text=text, prompt_tokens=len(ids), completion_tokens=len(new))
 
     def close(self) -> None:
         """Free the model's memory; the scorer cannot score afterwards."""

@@ -13,7 +13,9 @@ parse is a `parse_error` verdict with the raw text, never a guess.
 Requests run on a thread pool of `config.concurrency` workers, so at most that many are in flight. 429, 5xx,
 timeouts and connection errors are retried with exponential backoff and jitter (a Retry-After header is
 obeyed) up to `config.max_retries` times, then TransientScoringError; any other 4xx is a configuration
-problem (ScorerConfigError with the server's message, no retry)."""
+problem (ScorerConfigError with the server's message, no retry).
+
+`generate_chat` sends prompts built elsewhere (the ensemble strategies) and returns the answer text."""
 from __future__ import annotations
 
 import math
@@ -32,7 +34,7 @@ import httpx2
 from models_llm.backends import ScorerConfigError, TransientScoringError
 from models_llm.parsing import AnswerParseError, parse_ask_answer
 from models_llm.prompts import build_prompt
-from models_llm.types import JudgeConfig, PairInput, Verdict
+from models_llm.types import Generation, JudgeConfig, PairInput, Verdict
 
 TOP_LOGPROBS = 20  # the most OpenAI allows
 TOK_INSTRUCTION = '\n\nReply with only the word that follows "{prefix}": Yes or No.'
@@ -198,6 +200,21 @@ class OpenAIScorer:
             for future in futures:
                 future.cancel()
             raise
+
+    def generate_chat(self, messages: Sequence[dict[str, str]]) -> Generation:
+        """The greedy answer (at most config.max_new_tokens) to chat `messages`, with the server's token
+        counts. Transient failures are retried as for `score`; an answer that is not a chat completion is a
+        ScorerConfigError (the URL points at something else)."""
+        body = {"model": self.config.model, "messages": list(messages), "max_tokens": self.config.max_new_tokens,
+                "temperature": 0}
+        response = self._post(body)
+        try:
+            text = _content(response)
+        except _MalformedResponse as exc:
+            problem = f"{self.url} answered 2xx with something that is not a chat completion: {exc}"
+            raise ScorerConfigError(problem) from None
+        prompt_tokens, completion_tokens = _usage(response)
+        return Generation(text=self._redact(text), prompt_tokens=prompt_tokens, completion_tokens=completion_tokens)
 
     def close(self) -> None:
         """Stop the worker threads and close the HTTP connections."""
