@@ -99,6 +99,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "annotator.middleware.ContentSecurityPolicyMiddleware",
 ]
 
 ROOT_URLCONF = "annotator.urls"
@@ -185,6 +186,13 @@ if env_bool("SECURE_PROXY_SSL_HEADER", False):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 SESSION_COOKIE_HTTPONLY = True
 X_FRAME_OPTIONS = "DENY"
+# Sent on every response by annotator.middleware: scripts and styles only from our own static files (no
+# inline <script>, style= or on*= handlers in the templates), nothing framed, no plugins.
+CSP_POLICY = env_str(
+    "CSP_POLICY",
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; object-src 'none'; "
+    "base-uri 'self'; frame-ancestors 'none'; form-action 'self'",
+)
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
@@ -201,6 +209,8 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Relevance-judgment projects: queries, passages, pairs, human labels and LLM judgments.",
     "VERSION": "0.1.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    # Login is required everywhere; drf-spectacular would serve the schema to anyone.
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAuthenticated"],
 }
 
 # Celery: Redis in production; with no broker configured, kombu's filesystem transport under var/ lets a

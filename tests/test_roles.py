@@ -1,0 +1,124 @@
+"""The role matrix: every URL of the labeling app and its API, requested by an anonymous visitor, a logged-in
+non-member and a viewer, an expert and an admin of the project, gets the outcome the table below says, and a
+refused request changes nothing in the database. A URL missing from the table fails the suite."""
+from __future__ import annotations
+
+import pytest
+from django.apps import apps
+from django.contrib.auth import get_user_model
+from django.urls import reverse
+from rest_framework.authtoken.models import Token
+
+from tests.url_matrix import ADMIN, ANONYMOUS, EXPERT, OUTSIDER, ROLES, VIEWER, all_routes, build_world
+
+pytestmark = pytest.mark.django_db
+
+# Who may use an endpoint, from the most open to the most closed.
+PUBLIC = "public"  # anyone, logged in or not: the API's token login
+LOGGED_IN = "logged-in"  # any logged-in user; no project in the URL
+MEMBER = "member"  # viewers, experts and admins of the project
+ANNOTATOR = "annotator"  # experts and admins: the annotation workspace and the label/queue API
+ADMIN_ONLY = "admin"  # project admins: judges, jobs, definitions, calibration, settings
+
+ALLOWED = {
+    PUBLIC: set(ROLES),
+    LOGGED_IN: {OUTSIDER, VIEWER, EXPERT, ADMIN},
+    MEMBER: {VIEWER, EXPERT, ADMIN},
+    ANNOTATOR: {EXPERT, ADMIN},
+    ADMIN_ONLY: {ADMIN},
+}
+
+# URL name -> {HTTP method: who may}. GET for reads, POST for writes (sent with empty data).
+MATRIX: dict[str, dict[str, str]] = {
+    "labeling:project_list": {"GET": LOGGED_IN},
+    "labeling:project_detail": {"GET": MEMBER},
+    "labeling:workspace": {"GET": ANNOTATOR},
+    "labeling:workspace_submit": {"POST": ANNOTATOR},
+    "labeling:workspace_skip": {"POST": ANNOTATOR},
+    "labeling:workspace_undo": {"POST": ANNOTATOR},
+    "labeling:adjudication": {"GET": ADMIN_ONLY},
+    "labeling:adjudication_set": {"POST": ADMIN_ONLY},
+    "labeling:members": {"GET": ADMIN_ONLY, "POST": ADMIN_ONLY},
+    "labeling:member_remove": {"POST": ADMIN_ONLY},
+    "labeling:settings": {"GET": ADMIN_ONLY, "POST": ADMIN_ONLY},
+    "labeling:validation": {"GET": MEMBER},
+    # Asking for a recomputation changes no data, only when the cached report is rebuilt: viewers may.
+    "labeling:validation_refresh": {"POST": MEMBER},
+    "labeling:judge_calibrate": {"POST": ADMIN_ONLY},
+    "labeling:judges": {"GET": MEMBER},
+    "labeling:judge_create": {"POST": ADMIN_ONLY},
+    "labeling:job_start": {"POST": ADMIN_ONLY},
+    "labeling:job_cancel": {"POST": ADMIN_ONLY},
+    "labeling:definition": {"GET": MEMBER, "POST": ADMIN_ONLY},
+    "labeling:definition_rescore": {"POST": ADMIN_ONLY},
+    "api:token": {"POST": PUBLIC},
+    "api:schema": {"GET": LOGGED_IN},
+    "api:project-list": {"GET": LOGGED_IN},
+    "api:project-detail": {"GET": MEMBER},
+    "api:query-list": {"GET": MEMBER},
+    "api:passage-list": {"GET": MEMBER},
+    "api:pair-list": {"GET": MEMBER},
+    "api:queue-next": {"GET": ANNOTATOR},
+    "api:queue-skip": {"POST": ANNOTATOR},
+    "api:label-list": {"GET": MEMBER, "POST": ANNOTATOR},
+    "api:label-undo": {"POST": ANNOTATOR},
+    "api:validation": {"GET": MEMBER},
+    "api:job-list": {"GET": MEMBER, "POST": ADMIN_ONLY},
+    "api:job-detail": {"GET": MEMBER},
+    "api:definition-list": {"GET": MEMBER, "POST": ADMIN_ONLY},
+}
+
+ROUTES = {route.name: route for route in all_routes()}
+# A request that passed the role check may still find its empty data wrong (400) or redirect after the write.
+PASSED = {"GET": {200, 204}, "POST": {200, 201, 204, 302, 400}}
+
+
+def _snapshot() -> dict[str, list[dict]]:
+    """Every row the app owns, plus users and API tokens: a refused request must leave all of them as they were."""
+    models = [*apps.get_app_config("labeling").get_models(), get_user_model(), Token]
+    return {model._meta.label: list(model.objects.order_by("pk").values()) for model in models}
+
+
+def test_every_url_is_in_the_table():
+    missing = sorted(set(ROUTES) - set(MATRIX))
+    stale = sorted(set(MATRIX) - set(ROUTES))
+    assert not missing, f"URL names missing from the role matrix in tests/test_roles.py: {missing}"
+    assert not stale, f"the role matrix names URLs that no longer exist: {stale}"
+
+
+def test_the_table_lists_every_method_a_class_view_handles():
+    unlisted = {
+        name: sorted(route.class_methods - set(MATRIX.get(name, {})))
+        for name, route in ROUTES.items()
+        if route.class_methods is not None and route.class_methods - set(MATRIX.get(name, {}))
+    }
+    assert not unlisted, f"methods missing from the role matrix: {unlisted}"
+
+
+@pytest.mark.parametrize("role", ROLES)
+@pytest.mark.parametrize(("name", "method"), [(name, method) for name, methods in MATRIX.items() for method in methods])
+def test_each_role_gets_what_the_table_says(client, name, method, role):
+    if name not in ROUTES:
+        pytest.fail(f"{name} is in the role matrix but not routed")
+    route = ROUTES[name]
+    world = build_world()
+    if world.users[role] is not None:
+        client.force_login(world.users[role])
+    url = world.url(route)
+    before = _snapshot()
+    response = client.get(url) if method == "GET" else client.post(url, {})
+
+    if role in ALLOWED[MATRIX[name][method]]:
+        assert response.status_code in PASSED[method], f"{role} {method} {url}: {response.status_code}"
+        return
+    if role == ANONYMOUS and not route.is_api:
+        assert response.status_code == 302
+        assert response["Location"].startswith(f"{reverse('login')}?next=")
+    elif role == ANONYMOUS:
+        assert response.status_code in {401, 403}
+    elif role == OUTSIDER:
+        # A project the user is not a member of does not exist for them.
+        assert response.status_code == 404
+    else:
+        assert response.status_code == 403
+    assert _snapshot() == before, f"refused {role} {method} {url} changed the database"

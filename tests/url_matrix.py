@@ -1,0 +1,136 @@
+"""Every URL of the labeling app and its API, reversed against one small project in which each role has a user:
+the role matrix, the security headers and the escaping tests walk the same list, so a new endpoint is checked
+by all three as soon as it is routed."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from django.urls import URLPattern, URLResolver, reverse
+from django.utils import timezone
+
+from labeling import urls as html_urls
+from labeling.api import urls as api_urls
+from labeling.models import Judge, Membership, Pair, Project, Query, ScoringJob
+from labeling.services.validation import validation_result_ensure
+from tests.factories import (
+    JudgeFactory,
+    JudgmentFactory,
+    LabelFactory,
+    MembershipFactory,
+    PairFactory,
+    PassageFactory,
+    ProjectFactory,
+    QueryFactory,
+    RelevanceDefinitionFactory,
+    UserFactory,
+)
+
+ANONYMOUS, OUTSIDER = "anonymous", "non-member"
+VIEWER, EXPERT, ADMIN = Membership.Role.VIEWER.value, Membership.Role.EXPERT.value, Membership.Role.ADMIN.value
+ROLES = (ANONYMOUS, OUTSIDER, VIEWER, EXPERT, ADMIN)
+
+
+@dataclass(frozen=True)
+class Route:
+    name: str  # namespaced: "labeling:workspace", "api:label-list"
+    pattern: URLPattern
+
+    @property
+    def is_api(self) -> bool:
+        return self.name.startswith("api:")
+
+    @property
+    def class_methods(self) -> set[str] | None:
+        """The HTTP methods a class-based view handles (None for a function view, which cannot be asked)."""
+        view_class = getattr(self.pattern.callback, "view_class", None) or getattr(self.pattern.callback, "cls", None)
+        if view_class is None:
+            return None
+        return {m.upper() for m in ("get", "post", "put", "patch", "delete") if hasattr(view_class, m)}
+
+
+def _walk(patterns: list, namespace: str) -> list[Route]:
+    routes = []
+    for entry in patterns:
+        if isinstance(entry, URLResolver):
+            inner = f"{namespace}:{entry.namespace}" if entry.namespace else namespace
+            routes += _walk(entry.url_patterns, inner)
+        elif entry.name:
+            routes.append(Route(f"{namespace}:{entry.name}", entry))
+    return routes
+
+
+def all_routes() -> list[Route]:
+    return _walk(html_urls.urlpatterns, html_urls.app_name) + _walk(api_urls.urlpatterns, api_urls.app_name)
+
+
+@dataclass
+class World:
+    project: Project
+    query: Query
+    pair: Pair
+    conflict: Pair  # two experts disagree on it: the adjudication queue has an item
+    judge: Judge
+    job: ScoringJob
+    member: object  # an expert other than the role users: the one a member removal targets
+    users: dict[str, object] = field(default_factory=dict)
+
+    def kwargs(self, route: Route) -> dict[str, object]:
+        values = {
+            "slug": self.project.slug,
+            "query_id": self.query.id,
+            "query_external_id": self.query.external_id,
+            "pair_id": self.conflict.id,
+            "judge": self.judge.name,
+            "job_id": self.job.id,
+            "user_id": self.member.id,
+        }
+        missing = set(route.pattern.pattern.converters) - set(values)
+        assert not missing, f"{route.name}: no fixture value for URL argument(s) {sorted(missing)}; add them to World"
+        return {name: values[name] for name in route.pattern.pattern.converters}
+
+    def url(self, route: Route) -> str:
+        return reverse(route.name, kwargs=self.kwargs(route))
+
+
+def build_world(
+    *,
+    query_text: str = "Which emission targets does the company set?",
+    definition_text: str = "Numeric targets for greenhouse gas emissions.",
+    passage_title: str = "Targets",
+    passage_text: str = "We cut emissions by 40% by 2030.",
+    note: str = "clear target",
+    name: str = "Climate",
+    judge_name: str = "judge-a",
+    member_name: str = "alice",
+    with_report: bool = False,
+) -> World:
+    """One project with a member of every role, a query with a definition, three pairs (one labelled by the
+    expert, one labelled 0 and 2 by two other experts), a judge with judgments and a running scoring job."""
+    project = ProjectFactory(name=name, description=name)
+    query = QueryFactory(project=project, text=query_text, metadata={"topic": name})
+    RelevanceDefinitionFactory(query=query, text=definition_text)
+    pairs = [
+        PairFactory(project=project, query=query,
+                    passage=PassageFactory(project=project, title=passage_title, text=f"{passage_text} ({i})"))
+        for i in range(3)
+    ]
+    users = {ANONYMOUS: None, OUTSIDER: UserFactory(username="outsider")}
+    for role in (VIEWER, EXPERT, ADMIN):
+        users[role] = UserFactory(username=role)
+        MembershipFactory(project=project, user=users[role], role=role)
+    alice, bob = UserFactory(username=member_name), UserFactory(username="bob")
+    for user in (alice, bob):
+        MembershipFactory(project=project, user=user, role=EXPERT)
+    now = timezone.now()
+    LabelFactory(pair=pairs[0], annotator=users[EXPERT], grade=2, note=note, created_at=now)
+    LabelFactory(pair=pairs[1], annotator=alice, grade=0, note=note, created_at=now)
+    LabelFactory(pair=pairs[1], annotator=bob, grade=2, note=note, created_at=now)
+    judge = JudgeFactory(project=project, name=judge_name, prompt=name)
+    for pair, p in zip(pairs, (0.9, 0.4, 0.1)):
+        JudgmentFactory(pair=pair, judge=judge, p_relevant=p)
+    job = ScoringJob.objects.create(project=project, judge=judge, scope=ScoringJob.Scope.ALL, total=3, done=1,
+                                    failed=1, last_error=name, created_by=users[ADMIN])
+    if with_report:
+        validation_result_ensure(project=project)
+    return World(project=project, query=query, pair=pairs[0], conflict=pairs[1], judge=judge, job=job,
+                 member=alice, users=users)
