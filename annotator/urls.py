@@ -1,8 +1,17 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
+from django.http import HttpRequest, HttpResponsePermanentRedirect
+from django.templatetags.static import static
 from django.urls import include, path
 
+def favicon(request: HttpRequest) -> HttpResponsePermanentRedirect:
+    # Resolved per request: with hashed static names the manifest exists only after collectstatic.
+    return HttpResponsePermanentRedirect(static("favicon.svg"))
+
+
 urlpatterns = [
+    # Browsers ask for /favicon.ico on pages without an icon link (JSON, errors): answer with the one we have.
+    path("favicon.ico", favicon),
     path("admin/", admin.site.urls),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),

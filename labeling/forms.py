@@ -6,6 +6,9 @@ import json
 from django import forms
 
 from labeling.models import Judge, Project
+from labeling.models.project import QUEUE_STRATEGIES
+from labeling.selectors.queue_settings import queue_mix_percentages
+from labeling.services.projects import LABELS_PER_ITEM_MAX, LEASE_MINUTES_MAX
 
 
 class JudgeForm(forms.Form):
@@ -61,4 +64,90 @@ class JudgeForm(forms.Form):
             "adapter": data["adapter"] or None,
             "base_url": data["base_url"] or None,
             "api_key_env": data["api_key_env"] or None,
+        }
+
+
+QUEUE_STRATEGY_HELP = {
+    "uncertain": "pairs whose P from the queue judge is closest to 0.5",
+    "disagreement": "pairs with the largest spread of P across judges",
+    "conflict": "pairs where a label contradicts the queue judge (a review by another expert)",
+    "random": "a uniform sample of the pool: the unbiased validation sample",
+    "stratified": "equal numbers of pairs per decile of the queue judge's P",
+    "sequential": "the pool query by query, in import order",
+}
+
+
+def _percent(share: float) -> float | int:
+    # 0.2 shows as "20", not "20.0"; a share set elsewhere (API, admin) keeps its decimals instead of being rounded.
+    value = round(share * 100, 2)
+    return int(value) if value == int(value) else value
+
+
+class QueueSettingsForm(forms.Form):
+    """The project's queue settings. Shares are whole percentages, relative to each other: the queues are
+    served in proportion to them."""
+
+    queue_judge = forms.ModelChoiceField(
+        queryset=Judge.objects.none(), required=False, empty_label="(none)",
+        help_text="the judge whose P the uncertain, conflict and stratified queues use",
+    )
+    labels_per_item = forms.IntegerField(
+        min_value=1, max_value=LABELS_PER_ITEM_MAX, label="Labels per overlap item (k)",
+        help_text="labels from different experts wanted on an overlap item",
+    )
+    overlap_share = forms.FloatField(
+        min_value=0, max_value=100, label="Overlap items (%)",
+        widget=forms.NumberInput(attrs={"step": "any"}),
+        help_text="share of items that want k labels; the others want one",
+    )
+    lease_minutes = forms.IntegerField(
+        min_value=1, max_value=LEASE_MINUTES_MAX, label="Lease (minutes)",
+        help_text="how long an item stays reserved for the expert who opened it",
+    )
+    reveal_llm_after_submit = forms.BooleanField(
+        required=False, label="Show the expert the judge's P after they submit",
+        help_text="off: experts label blind, never seeing an LLM's opinion",
+    )
+
+    def __init__(self, *args, project: Project, **kwargs) -> None:
+        kwargs.setdefault("initial", self._initial(project))
+        super().__init__(*args, **kwargs)
+        self.fields["queue_judge"].queryset = Judge.objects.filter(project=project).order_by("name")
+        shares = {
+            f"share_{name}": forms.IntegerField(
+                min_value=0, max_value=100, label=name, help_text=QUEUE_STRATEGY_HELP[name]
+            )
+            for name in QUEUE_STRATEGIES
+        }
+        self.fields = {**shares, **self.fields}
+
+    @staticmethod
+    def _initial(project: Project) -> dict:
+        shares = {f"share_{name}": percent for name, percent in queue_mix_percentages(project.queue_mix).items()}
+        return {
+            **shares,
+            "queue_judge": project.queue_judge_id,
+            "labels_per_item": project.labels_per_item,
+            "overlap_share": _percent(project.overlap_share),
+            "lease_minutes": project.lease_minutes,
+            "reveal_llm_after_submit": project.reveal_llm_after_submit,
+        }
+
+    def share_fields(self) -> list[forms.BoundField]:
+        return [self[f"share_{name}"] for name in QUEUE_STRATEGIES]
+
+    def other_fields(self) -> list[forms.BoundField]:
+        return [self[name] for name in self.fields if not name.startswith("share_")]
+
+    def service_arguments(self) -> dict:
+        data = self.cleaned_data
+        judge = data["queue_judge"]
+        return {
+            # Strategies left at 0 are dropped, so the stored mix reads like the default {'uncertain': 80, ...}.
+            "queue_mix": {name: data[f"share_{name}"] for name in QUEUE_STRATEGIES if data[f"share_{name}"]},
+            "queue_judge_id": judge.pk if judge is not None else None,
+            "labels_per_item": data["labels_per_item"],
+            "overlap_share": data["overlap_share"] / 100,
+            "lease_minutes": data["lease_minutes"],
+            "reveal_llm_after_submit": data["reveal_llm_after_submit"],
         }

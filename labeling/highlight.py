@@ -20,10 +20,22 @@ class Segment:
     hit: bool
 
 
+def _singular_stem(word: str) -> str:
+    """A plural's stem, so the singular matches too ("targets" -> "target", "companies" -> "compan")."""
+    if len(word) <= 4 or not word.endswith("s") or word.endswith("ss"):
+        return word
+    if word.endswith("ies"):
+        return word[:-3]
+    if word.endswith(("ches", "shes", "xes", "sses")):
+        return word[:-2]
+    return word[:-1]
+
+
 def query_terms(query: str) -> list[str]:
-    """The query's content words, lower-cased, longest first, without duplicates or stopwords."""
+    """The query's content words, lower-cased and plurals reduced to their stem, longest first, without
+    duplicates or stopwords."""
     words = {w.lower() for w in _WORD.findall(query)}
-    terms = [w for w in words if len(w) >= MIN_TERM_CHARS and w not in STOPWORDS]
+    terms = {_singular_stem(w) for w in words if len(w) >= MIN_TERM_CHARS and w not in STOPWORDS}
     return sorted(terms, key=lambda w: (-len(w), w))
 
 

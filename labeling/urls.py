@@ -1,12 +1,26 @@
 from django.urls import path
 
+from labeling.views import adjudication, definitions, members
 from labeling.views import projects as views
+from labeling.views import settings
+from labeling.views import workspace
 
 app_name = "labeling"
 
 urlpatterns = [
     path("", views.project_list, name="project_list"),
     path("projects/<slug:slug>/", views.project_detail, name="project_detail"),
+    path("projects/<slug:slug>/annotate/", workspace.workspace, name="workspace"),
+    path("projects/<slug:slug>/annotate/submit/", workspace.workspace_submit, name="workspace_submit"),
+    path("projects/<slug:slug>/annotate/skip/", workspace.workspace_skip, name="workspace_skip"),
+    path("projects/<slug:slug>/annotate/undo/", workspace.workspace_undo, name="workspace_undo"),
+    path("projects/<slug:slug>/adjudication/", adjudication.adjudication_page, name="adjudication"),
+    path(
+        "projects/<slug:slug>/adjudication/<int:pair_id>/", adjudication.adjudication_set_view, name="adjudication_set"
+    ),
+    path("projects/<slug:slug>/members/", members.members_page, name="members"),
+    path("projects/<slug:slug>/members/<int:user_id>/remove/", members.member_remove_view, name="member_remove"),
+    path("projects/<slug:slug>/settings/", settings.queue_settings_page, name="settings"),
     path("projects/<slug:slug>/validation/", views.validation_dashboard, name="validation"),
     path("projects/<slug:slug>/validation/refresh/", views.validation_refresh, name="validation_refresh"),
     path("projects/<slug:slug>/judges/<path:judge>/calibrate/", views.judge_calibrate_view, name="judge_calibrate"),
@@ -14,4 +28,10 @@ urlpatterns = [
     path("projects/<slug:slug>/judges/new/", views.judge_create_view, name="judge_create"),
     path("projects/<slug:slug>/judges/<path:judge>/score/", views.job_start_view, name="job_start"),
     path("projects/<slug:slug>/jobs/<int:job_id>/cancel/", views.job_cancel_view, name="job_cancel"),
+    path("projects/<slug:slug>/queries/<int:query_id>/definition/", definitions.definition_page, name="definition"),
+    path(
+        "projects/<slug:slug>/queries/<int:query_id>/definition/rescore/<path:judge>/",
+        definitions.stale_rescore_view,
+        name="definition_rescore",
+    ),
 ]

@@ -2,3 +2,41 @@
 import os
 
 os.environ.setdefault("DEBUG", "1")
+
+import pytest
+
+
+@pytest.fixture
+def private_broker(tmp_path):
+    """A broker of this test's own when the broker is a folder: a demo worker running beside the tests must not
+    take its tasks, and the next test must not find its leftovers. Yields the folder (None on Redis).
+
+    Celery keeps a pool of producer connections built from the transport options in force when it was first used,
+    so the pool is closed on the way in and out: otherwise a second test in the same process would keep sending to
+    the first test's folder."""
+    from annotator.celery import app
+
+    if not app.conf.broker_url.startswith("filesystem://"):
+        yield None
+        return
+    folder = tmp_path / "broker"
+    for sub in ("queue", "processed", "control"):
+        (folder / sub).mkdir(parents=True)
+    before = app.conf.broker_transport_options
+
+    def reset_pool():
+        if app._pool is not None:
+            app._pool.force_close_all()
+            app._pool = None
+
+    reset_pool()
+    app.conf.broker_transport_options = {
+        "data_folder_in": str(folder / "queue"), "data_folder_out": str(folder / "queue"),
+        "processed_folder": str(folder / "processed"), "control_folder": str(folder / "control"),
+        "polling_interval": 0.2,
+    }
+    try:
+        yield folder
+    finally:
+        reset_pool()
+        app.conf.broker_transport_options = before

@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 from django.db import connection
 
-from annotator.celery import app
 from labeling.models import Judgment, ScoringJob
 from labeling.services.scoring import scoring_job_create, scoring_job_resume
 from tests.scoring_fixtures import small_scoring_project, smollm2_judge
@@ -27,18 +26,11 @@ def database_url() -> str:
 
 
 @pytest.fixture
-def broker(tmp_path):
+def broker(private_broker):
     """Worker processes and this test share a broker of their own (a folder, or the configured Redis)."""
     env = {**os.environ, "DATABASE_URL": database_url(), "DEBUG": "1", "SCORING_CHUNK_PAIRS": "5"}
-    if app.conf.broker_url.startswith("filesystem://"):
-        folder = tmp_path / "broker"
-        for sub in ("queue", "processed", "control"):
-            (folder / sub).mkdir(parents=True)
-        app.conf.broker_transport_options = {
-            "data_folder_in": str(folder / "queue"), "data_folder_out": str(folder / "queue"),
-            "processed_folder": str(folder / "processed"), "control_folder": str(folder / "control"),
-        }
-        env["CELERY_BROKER_DIR"] = str(folder)
+    if private_broker is not None:
+        env["CELERY_BROKER_DIR"] = str(private_broker)
     return env
 
 

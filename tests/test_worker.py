@@ -13,17 +13,7 @@ pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
 
 @pytest.fixture
-def worker(tmp_path):
-    if app.conf.broker_url.startswith("filesystem://"):
-        # A broker folder of its own: a demo worker running beside the tests must not take this test's task.
-        folder = tmp_path / "broker"
-        for sub in ("queue", "processed", "control"):
-            (folder / sub).mkdir(parents=True)
-        app.conf.broker_transport_options = {
-            "data_folder_in": str(folder / "queue"), "data_folder_out": str(folder / "queue"),
-            "processed_folder": str(folder / "processed"), "control_folder": str(folder / "control"),
-            "polling_interval": 0.2,
-        }
+def worker(private_broker):
     with start_worker(app, pool="solo", perform_ping_check=False, shutdown_timeout=30):
         yield
 

@@ -1,10 +1,10 @@
-"""JSON shapes of the API: rows the selectors loaded, and the one write (starting a scoring job)."""
+"""JSON shapes of the API: rows the selectors loaded, and the writes (starting a scoring job, saving a definition)."""
 from __future__ import annotations
 
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from labeling.models import Pair, PairSource, Passage, Query
+from labeling.models import Pair, PairSource, Passage, Query, RelevanceDefinition
 
 
 class GradeSerializer(serializers.Serializer):
@@ -97,3 +97,22 @@ class ScoringJobSerializer(serializers.Serializer):
     finished_at = serializers.DateTimeField(source="job.finished_at")
     pairs_per_s = serializers.FloatField(allow_null=True)
     eta_s = serializers.FloatField(allow_null=True)
+
+
+class DefinitionSerializer(serializers.Serializer):
+    """One version of a query's relevance definition; `current_version` in the context marks the current one."""
+
+    version = serializers.IntegerField()
+    text = serializers.CharField()
+    author = serializers.CharField(source="author.username", allow_null=True, default=None,
+                                   help_text="Null for definitions that came with an import.")
+    created_at = serializers.DateTimeField()
+    is_current = serializers.SerializerMethodField()
+
+    def get_is_current(self, definition: RelevanceDefinition) -> bool:
+        return definition.version == self.context["current_version"]
+
+
+class DefinitionCreateSerializer(serializers.Serializer):
+    # Blank and whitespace are passed on: the service's message says what is wrong, as in the browser.
+    text = serializers.CharField(allow_blank=True, trim_whitespace=False)

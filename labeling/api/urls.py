@@ -2,7 +2,7 @@ from django.urls import path
 from drf_spectacular.views import SpectacularAPIView
 from rest_framework.authtoken.views import obtain_auth_token
 
-from labeling.api import views
+from labeling.api import labels, views
 
 app_name = "api"
 
@@ -14,7 +14,16 @@ urlpatterns = [
     path("projects/<slug:slug>/queries/", views.QueryListView.as_view(), name="query-list"),
     path("projects/<slug:slug>/passages/", views.PassageListView.as_view(), name="passage-list"),
     path("projects/<slug:slug>/pairs/", views.PairListView.as_view(), name="pair-list"),
+    path("projects/<slug:slug>/queue/next/", labels.QueueNextView.as_view(), name="queue-next"),
+    path("projects/<slug:slug>/queue/skip/", labels.QueueSkipView.as_view(), name="queue-skip"),
+    path("projects/<slug:slug>/labels/", labels.LabelListView.as_view(), name="label-list"),
+    path("projects/<slug:slug>/labels/undo/", labels.LabelUndoView.as_view(), name="label-undo"),
     path("projects/<slug:slug>/validation/", views.ValidationView.as_view(), name="validation"),
     path("projects/<slug:slug>/jobs/", views.ScoringJobListView.as_view(), name="job-list"),
     path("projects/<slug:slug>/jobs/<int:job_id>/", views.ScoringJobDetailView.as_view(), name="job-detail"),
+    path(
+        "projects/<slug:slug>/queries/<path:query_external_id>/definitions/",
+        views.DefinitionListView.as_view(),
+        name="definition-list",
+    ),
 ]

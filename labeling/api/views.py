@@ -14,6 +14,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from labeling.api.serializers import (
+    DefinitionCreateSerializer,
+    DefinitionSerializer,
     PairSerializer,
     PassageSerializer,
     ProjectSerializer,
@@ -22,6 +24,7 @@ from labeling.api.serializers import (
     ScoringJobSerializer,
 )
 from labeling.models import Judge, Membership, Pair, Passage, Project, Query, ScoringJob
+from labeling.selectors.definitions import definition_history
 from labeling.selectors.projects import (
     pairs_for_project,
     passages_for_project,
@@ -32,6 +35,7 @@ from labeling.selectors.projects import (
 )
 from labeling.selectors.scoring import job_progress, jobs_for_project
 from labeling.selectors.validation import report_for_judges
+from labeling.services.definitions import DefinitionError, definition_save
 from labeling.services.scoring import ScoringError, scoring_job_create
 from labeling.services.validation import validation_result_ensure
 
@@ -180,3 +184,33 @@ class ScoringJobDetailView(APIView):
         project = get_object_or_404(projects_visible_to(user=request.user), slug=slug)
         job = get_object_or_404(ScoringJob.objects.select_related("judge"), project=project, id=job_id)
         return Response(ScoringJobSerializer(job_progress(job)).data)
+
+
+class DefinitionListView(APIView):
+    """A query's relevance definition versions, newest first (any member). POST `text` saves a new version
+    (project admins); an empty text or one unchanged from the current version is refused with 400."""
+
+    def _query(self, request: Request, slug: str, query_external_id: str) -> tuple[Project, Query]:
+        project = get_object_or_404(projects_visible_to(user=request.user), slug=slug)
+        return project, get_object_or_404(Query, project=project, external_id=query_external_id)
+
+    @extend_schema(responses={200: DefinitionSerializer(many=True)})
+    def get(self, request: Request, slug: str, query_external_id: str) -> Response:
+        _, query = self._query(request, slug, query_external_id)
+        history = list(definition_history(query=query))
+        context = {"current_version": history[0].version if history else None}
+        return Response(DefinitionSerializer(history, many=True, context=context).data)
+
+    @extend_schema(request=DefinitionCreateSerializer, responses={201: DefinitionSerializer})
+    def post(self, request: Request, slug: str, query_external_id: str) -> Response:
+        project, query = self._query(request, slug, query_external_id)
+        if project_role(user=request.user, project=project) != Membership.Role.ADMIN:
+            raise PermissionDenied("Only a project admin can change a definition.")
+        body = DefinitionCreateSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        try:
+            definition = definition_save(query=query, text=body.validated_data["text"], author=request.user)
+        except DefinitionError as exc:
+            raise ValidationError({"text": [str(exc)]}) from None
+        data = DefinitionSerializer(definition, context={"current_version": definition.version}).data
+        return Response(data, status=201)

@@ -79,6 +79,9 @@ def validation_refresh(*, project_id: int) -> ValidationResult | None:
         raise
     ValidationResult.objects.filter(id=result.id).update(data=data, computed_at=started, error="")
     result.refresh_from_db()
+    if result.is_stale:
+        # Labels arrived while computing and did not enqueue a run of their own (one was pending): run again.
+        transaction.on_commit(lambda: validation_refresh_task.delay(project_id))
     return result
 
 
@@ -89,6 +92,25 @@ def validation_request_refresh(*, project: Project) -> None:
     if not updated:
         ValidationResult.objects.get_or_create(project=project, defaults={"requested_at": now})
     transaction.on_commit(lambda: validation_refresh_task.delay(project.id))
+
+
+def _mark_stale_and_enqueue(project_id: int) -> None:
+    now = timezone.now()
+    result, _ = ValidationResult.objects.get_or_create(project_id=project_id)
+    already_pending = result.requested_at is not None and (
+        result.computed_at is None or result.requested_at > result.computed_at
+    )
+    ValidationResult.objects.filter(id=result.id).update(requested_at=now)
+    if not already_pending:
+        validation_refresh_task.delay(project_id)
+
+
+def validation_request_refresh_soon(*, project: Project) -> None:
+    """Like validation_request_refresh, for frequent writes (every expert label): after this transaction
+    commits, mark the report stale and enqueue a recomputation only when none is pending already; a
+    recomputation that finds newer requests when it finishes runs again (validation_refresh)."""
+    project_id = project.id
+    transaction.on_commit(lambda: _mark_stale_and_enqueue(project_id))
 
 
 @transaction.atomic

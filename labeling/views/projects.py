@@ -15,6 +15,8 @@ from django.views.decorators.http import require_POST
 from labeling.charts import f1_curve_chart, reliability_chart
 from labeling.forms import JudgeForm
 from labeling.models import Judge, Membership, Project, ScoringJob, ValidationResult
+from labeling.selectors.adjudication import adjudication_counts
+from labeling.selectors.definitions import stale_counts_for_queries
 
 from labeling.selectors.projects import (
     project_list_for_user,
@@ -23,6 +25,7 @@ from labeling.selectors.projects import (
     projects_visible_to,
     queries_with_current_definition,
 )
+from labeling.selectors.queue_settings import queue_settings_summary
 from labeling.selectors.scoring import job_progress, jobs_for_project, judges_for_project
 from labeling.selectors.validation import METRIC_ROWS, human_rows, metric_rows, validation_result_for
 from labeling.services.judges import JudgeError, judge_create
@@ -46,18 +49,24 @@ def project_detail(request: HttpRequest, slug: str) -> HttpResponse:
     queries_page = Paginator(queries_with_current_definition(project=project), QUERIES_PER_PAGE).get_page(
         request.GET.get("page")
     )
+    table = {
+        "project": project,
+        "queries_page": queries_page,
+        "query_rows": stale_counts_for_queries(project=project, queries=queries_page),
+    }
     if request.htmx and not request.htmx.history_restore_request:
         # Paging through the queries swaps only the table; a history restore needs the whole page.
-        return render(
-            request, "labeling/project_detail.html#query-table", {"project": project, "queries_page": queries_page}
-        )
+        return render(request, "labeling/project_detail.html#query-table", table)
     (summary,) = project_summaries(projects=[project])
     context = {
-        "project": project,
+        **table,
         "counts": summary.counts,
         "scale": project.label_scale,
-        "queries_page": queries_page,
+        "is_admin": project_role(user=request.user, project=project) == Membership.Role.ADMIN,
+        "queue_summary": queue_settings_summary(project=project),
     }
+    if context["is_admin"]:
+        context["adjudication_counts"] = adjudication_counts(project=project)
     return render(request, "labeling/project_detail.html", context)
 
 

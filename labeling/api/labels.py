@@ -1,0 +1,185 @@
+"""API for experts: claim the next item from a queue, submit labels (idempotent by a client key), skip, undo,
+and list labels. Experts see only their own labels (blind first); admins and viewers see all."""
+from __future__ import annotations
+
+from django.db.models import QuerySet
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import generics, serializers
+from rest_framework.exceptions import PermissionDenied, ValidationError
+from rest_framework.pagination import CursorPagination
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from labeling.models import Label, Membership, Project
+from labeling.models.project import QUEUE_STRATEGIES
+from labeling.selectors.projects import project_role, projects_visible_to
+from labeling.services.labels import Claim, LabelError, item_skip, label_submit, label_undo, queue_next_for_annotator
+
+ANNOTATING_ROLES = (Membership.Role.ADMIN, Membership.Role.EXPERT)
+
+
+class ItemSerializer(serializers.Serializer):
+    """A leased item: what the expert reads, and the lease."""
+
+    pair_id = serializers.IntegerField(source="pair.id")
+    queue = serializers.CharField()
+    validation_sample = serializers.SerializerMethodField()
+    lease_expires_at = serializers.DateTimeField(source="lease.expires_at")
+    query = serializers.SerializerMethodField()
+    passage = serializers.SerializerMethodField()
+    definition = serializers.SerializerMethodField()
+
+    def get_validation_sample(self, claim: Claim) -> bool:
+        return claim.queue == "random"
+
+    def get_query(self, claim: Claim) -> dict:
+        return {"external_id": claim.pair.query.external_id, "text": claim.pair.query.text}
+
+    def get_passage(self, claim: Claim) -> dict:
+        passage = claim.pair.passage
+        return {"external_id": passage.external_id, "title": passage.title, "text": passage.text}
+
+    def get_definition(self, claim: Claim) -> dict | None:
+        if claim.definition is None:
+            return None
+        return {"id": claim.definition.id, "version": claim.definition.version, "text": claim.definition.text}
+
+
+class LabelInSerializer(serializers.Serializer):
+    pair_id = serializers.IntegerField()
+    grade = serializers.IntegerField()
+    note = serializers.CharField(required=False, allow_blank=True, default="", trim_whitespace=True)
+    unsure = serializers.BooleanField(required=False, default=False)
+    time_spent_seconds = serializers.FloatField(required=False, allow_null=True, default=None)
+    client_key = serializers.CharField(required=False, allow_blank=True, default="", max_length=64)
+    definition_id = serializers.IntegerField(required=False, allow_null=True, default=None)
+
+
+class LabelSerializer(serializers.ModelSerializer):
+    annotator = serializers.CharField(source="annotator.username")
+    definition_version = serializers.IntegerField(source="definition.version", allow_null=True, default=None)
+    current = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Label
+        fields = ["id", "pair_id", "annotator", "grade", "role", "note", "unsure", "queue", "client_key",
+                  "definition_version", "time_spent_seconds", "created_at", "undone", "current"]
+
+    def get_current(self, label: Label) -> bool:
+        return label.superseded_at is None
+
+
+class SkipSerializer(serializers.Serializer):
+    pair_id = serializers.IntegerField()
+
+
+def _project_for_annotating(request: Request, slug: str) -> Project:
+    project = get_object_or_404(projects_visible_to(user=request.user), slug=slug)
+    if project_role(user=request.user, project=project) not in ANNOTATING_ROLES:
+        raise PermissionDenied("Only the project's experts and admins annotate.")
+    return project
+
+
+class QueueNextView(APIView):
+    """Lease the next item for the caller (an expert or admin) and return it with its current definition. An
+    item the caller already holds comes back first. 204 when the queue has nothing left for them."""
+
+    @extend_schema(
+        parameters=[OpenApiParameter("strategy", str, enum=list(QUEUE_STRATEGIES),
+                                     description="one queue (default: the project's mix)")],
+        responses={200: ItemSerializer, 204: None},
+    )
+    def get(self, request: Request, slug: str) -> Response:
+        project = _project_for_annotating(request, slug)
+        try:
+            claim = queue_next_for_annotator(
+                project=project, annotator=request.user, strategy=request.query_params.get("strategy") or None
+            )
+        except LabelError as exc:
+            raise ValidationError({"strategy": str(exc)}) from None
+        if claim is None:
+            return Response(status=204)
+        return Response(ItemSerializer(claim).data)
+
+
+class QueueSkipView(APIView):
+    """Pass on an item: the caller is not given it again."""
+
+    @extend_schema(request=SkipSerializer, responses={204: None})
+    def post(self, request: Request, slug: str) -> Response:
+        project = _project_for_annotating(request, slug)
+        body = SkipSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        try:
+            item_skip(project=project, annotator=request.user, pair_id=body.validated_data["pair_id"])
+        except LabelError as exc:
+            raise ValidationError({"pair_id": str(exc)}) from None
+        return Response(status=204)
+
+
+class LabelCursorPagination(CursorPagination):
+    ordering = "id"
+
+
+class LabelListView(generics.ListAPIView):
+    """GET lists labels, history included (`current` marks the one in force): an expert sees only their own,
+    admins and viewers see everyone's; filter by `pair`, `annotator` or `current=true`. POST stores the
+    caller's label; with a `client_key`, the same key again returns the stored label (200) instead of
+    writing a second one (201)."""
+
+    serializer_class = LabelSerializer
+    pagination_class = LabelCursorPagination
+
+    def _project(self) -> Project:
+        return get_object_or_404(projects_visible_to(user=self.request.user), slug=self.kwargs["slug"])
+
+    @extend_schema(parameters=[
+        OpenApiParameter("pair", int), OpenApiParameter("annotator", str), OpenApiParameter("current", bool),
+    ])
+    def get(self, request: Request, *args, **kwargs) -> Response:
+        return super().get(request, *args, **kwargs)
+
+    def get_queryset(self) -> QuerySet[Label]:
+        if getattr(self, "swagger_fake_view", False):
+            return Label.objects.none()
+        project = self._project()
+        labels = Label.objects.filter(pair__project=project).select_related("annotator", "definition")
+        if project_role(user=self.request.user, project=project) == Membership.Role.EXPERT:
+            labels = labels.filter(annotator=self.request.user)
+        params = self.request.query_params
+        if params.get("pair"):
+            try:
+                labels = labels.filter(pair_id=int(params["pair"]))
+            except ValueError:
+                raise ValidationError({"pair": f"must be an item id, got {params['pair']!r}"}) from None
+        if params.get("annotator"):
+            labels = labels.filter(annotator__username=params["annotator"])
+        if params.get("current") in ("true", "1"):
+            labels = labels.filter(superseded_at__isnull=True)
+        return labels
+
+    @extend_schema(request=LabelInSerializer, responses={201: LabelSerializer, 200: LabelSerializer})
+    def post(self, request: Request, slug: str) -> Response:
+        project = _project_for_annotating(request, slug)
+        body = LabelInSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        try:
+            result = label_submit(project=project, annotator=request.user, **body.validated_data)
+        except LabelError as exc:
+            raise ValidationError({"detail": str(exc)}) from None
+        return Response(LabelSerializer(result.label).data, status=201 if result.created else 200)
+
+
+class LabelUndoView(APIView):
+    """Withdraw the caller's most recent label (kept in the history as undone); its item is leased back to
+    them. 204 when there is nothing to undo."""
+
+    @extend_schema(request=None, responses={200: LabelSerializer, 204: None})
+    def post(self, request: Request, slug: str) -> Response:
+        project = _project_for_annotating(request, slug)
+        undone = label_undo(project=project, annotator=request.user)
+        if undone is None:
+            return Response(status=204)
+        return Response(LabelSerializer(undone).data)

@@ -1,0 +1,215 @@
+"""Experts' writes: claiming the next item (a lease), submitting, undoing and skipping labels. Claims lock one
+candidate pair row at a time with SKIP LOCKED in a short transaction, so concurrent experts never get the same
+leased item and nobody holds a transaction while a person reads."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import IntegrityError, transaction
+from django.db.models import QuerySet
+from django.utils import timezone
+
+from labeling.models import Label, Lease, Pair, Project, RelevanceDefinition
+from labeling.models.project import QUEUE_STRATEGIES
+from labeling.selectors.queues import eligible_pairs, queue_candidates, strategy_order
+from labeling.services.validation import validation_request_refresh_soon
+
+CANDIDATES_PER_TRY = 20
+MAX_NOTE_CHARS = 10_000
+MAX_TIME_SPENT_SECONDS = 24 * 3600
+MAX_CLIENT_KEY_CHARS = 64
+
+
+class LabelError(ValueError):
+    """A label or claim that cannot be made as asked (bad grade, unknown item, reused key...)."""
+
+
+@dataclass(frozen=True)
+class Claim:
+    """An item leased to an expert: the pair (with query and passage loaded), its current definition and the
+    queue that served it."""
+
+    lease: Lease
+    pair: Pair
+    definition: RelevanceDefinition | None
+
+    @property
+    def queue(self) -> str:
+        return self.lease.queue
+
+
+@dataclass(frozen=True)
+class SubmitResult:
+    label: Label
+    created: bool
+
+
+def current_definition(query_id: int) -> RelevanceDefinition | None:
+    return RelevanceDefinition.objects.filter(query_id=query_id).order_by("-version").first()
+
+
+def _claim_for(lease: Lease) -> Claim:
+    pair = Pair.objects.select_related("query", "passage").get(id=lease.pair_id)
+    return Claim(lease=lease, pair=pair, definition=current_definition(pair.query_id))
+
+
+def _held_lease(*, project: Project, annotator: AbstractBaseUser, strategy: str | None, now: datetime) -> Lease | None:
+    held = Lease.objects.filter(annotator=annotator, pair__project=project, skipped=False, expires_at__gt=now)
+    if strategy is not None:
+        held = held.filter(queue=strategy)
+    return held.order_by("claimed_at", "id").first()
+
+
+def _try_claim(*, project: Project, annotator: AbstractBaseUser, strategy: str, pair_id: int,
+               eligible: QuerySet[Pair], now: datetime) -> Lease | None:
+    """Lease `pair_id` if nobody holds its row lock and it is still eligible once locked (checked by a new
+    statement, which sees what a claim that held the lock committed)."""
+    with transaction.atomic():
+        locked = Pair.objects.select_for_update(skip_locked=True).filter(id=pair_id, project=project)
+        if not locked.values_list("id", flat=True).first():
+            return None
+        if not eligible.filter(id=pair_id).exists():
+            return None
+        expires = now + timedelta(minutes=project.lease_minutes)
+        lease, _ = Lease.objects.update_or_create(
+            pair_id=pair_id, annotator=annotator,
+            defaults={"queue": strategy, "claimed_at": now, "expires_at": expires, "skipped": False},
+        )
+        return lease
+
+
+def queue_next_for_annotator(*, project: Project, annotator: AbstractBaseUser, strategy: str | None = None,
+                             now: datetime | None = None) -> Claim | None:
+    """The item the expert should label next, leased to them: an unexpired lease they already hold (a reload,
+    an undo) first, else the first claimable candidate of the asked strategy, or of the project's mix in the
+    order of the strategies furthest below their share. None when every queue is empty for them."""
+    now = now or timezone.now()
+    if strategy is not None and strategy not in QUEUE_STRATEGIES:
+        raise LabelError(f"unknown strategy {strategy!r}; one of {', '.join(QUEUE_STRATEGIES)}")
+    held = _held_lease(project=project, annotator=annotator, strategy=strategy, now=now)
+    if held is not None:
+        return _claim_for(held)
+    strategies = [strategy] if strategy is not None else strategy_order(project=project, annotator=annotator)
+    for name in strategies:
+        eligible = eligible_pairs(project=project, annotator=annotator, now=now, for_review=name == "conflict")
+        # Candidates another expert claims meanwhile are skipped (row locked) or found ineligible once locked;
+        # a second round fetches fresh candidates in case all of the first were taken.
+        for _ in range(2):
+            candidates = queue_candidates(
+                project=project, annotator=annotator, strategy=name, now=now, limit=CANDIDATES_PER_TRY,
+                eligible=eligible,
+            )
+            if not candidates:
+                break
+            for pair_id in candidates:
+                lease = _try_claim(project=project, annotator=annotator, strategy=name, pair_id=pair_id,
+                                   eligible=eligible, now=now)
+                if lease is not None:
+                    return _claim_for(lease)
+    return None
+
+
+def _validated(project: Project, grade: object, note: str, time_spent_seconds: float | None,
+               client_key: str) -> int:
+    scale = project.label_scale
+    if isinstance(grade, bool) or not isinstance(grade, int) or grade not in scale.values:
+        raise LabelError(f"grade {grade!r} is not on this project's scale; the grades are {list(scale.values)}")
+    if len(note) > MAX_NOTE_CHARS:
+        raise LabelError(f"the note has {len(note):,} characters; the limit is {MAX_NOTE_CHARS:,}")
+    if time_spent_seconds is not None and not 0 <= time_spent_seconds <= MAX_TIME_SPENT_SECONDS:
+        raise LabelError(f"time spent must be between 0 and {MAX_TIME_SPENT_SECONDS} seconds, "
+                         f"got {time_spent_seconds!r}")
+    if len(client_key) > MAX_CLIENT_KEY_CHARS:
+        raise LabelError(f"the idempotency key is longer than {MAX_CLIENT_KEY_CHARS} characters")
+    return grade
+
+
+def _by_key(annotator: AbstractBaseUser, client_key: str, pair_id: int) -> Label | None:
+    existing = Label.objects.filter(annotator=annotator, client_key=client_key).first()
+    if existing is not None and existing.pair_id != pair_id:
+        raise LabelError(f"idempotency key {client_key!r} was already used for another item")
+    return existing
+
+
+def label_submit(*, project: Project, annotator: AbstractBaseUser, pair_id: int, grade: int, note: str = "",
+                 unsure: bool = False, time_spent_seconds: float | None = None, client_key: str = "",
+                 definition_id: int | None = None, now: datetime | None = None) -> SubmitResult:
+    """Store the expert's label on a pair of the project and release their lease on it. A label they gave the
+    pair before is superseded (history is kept). With a `client_key`, submitting the same key again returns
+    the stored label and writes nothing. `definition_id` is the definition version the expert was shown
+    (default: the current one)."""
+    now = now or timezone.now()
+    grade = _validated(project, grade, note, time_spent_seconds, client_key)
+    try:
+        with transaction.atomic():
+            # The pair row lock serializes submissions of one item, so a repeated key is seen, not raced.
+            pair = Pair.objects.select_for_update().filter(id=pair_id, project=project).first()
+            if pair is None:
+                raise LabelError(f"item {pair_id!r} is not in project {project.slug!r}")
+            if client_key:
+                existing = _by_key(annotator, client_key, pair_id)
+                if existing is not None:
+                    return SubmitResult(label=existing, created=False)
+            if definition_id is None:
+                definition = current_definition(pair.query_id)
+            else:
+                definition = RelevanceDefinition.objects.filter(id=definition_id, query_id=pair.query_id).first()
+                if definition is None:
+                    raise LabelError(f"definition {definition_id!r} is not a version of this item's query")
+            lease = Lease.objects.filter(pair=pair, annotator=annotator).first()
+            Label.objects.filter(pair=pair, annotator=annotator, superseded_at__isnull=True).update(superseded_at=now)
+            label = Label.objects.create(
+                pair=pair, annotator=annotator, grade=grade, role=Label.Role.ANNOTATOR, definition=definition,
+                note=note, unsure=unsure, time_spent_seconds=time_spent_seconds, client_key=client_key,
+                queue=lease.queue if lease is not None else "", created_at=now,
+            )
+            if lease is not None:
+                lease.delete()
+            validation_request_refresh_soon(project=project)
+    except IntegrityError:
+        # Two submissions with one key on a backend without row locks: the loser returns the winner's label.
+        existing = _by_key(annotator, client_key, pair_id) if client_key else None
+        if existing is None:
+            raise
+        return SubmitResult(label=existing, created=False)
+    return SubmitResult(label=label, created=True)
+
+
+@transaction.atomic
+def label_undo(*, project: Project, annotator: AbstractBaseUser, now: datetime | None = None) -> Label | None:
+    """Withdraw the expert's most recent label in the project (kept in the history, marked undone) and lease
+    its item back to them, so it is the next one they see. Items they were holding go back to the pool.
+    None when there is nothing to undo."""
+    now = now or timezone.now()
+    last = (
+        Label.objects.select_for_update()
+        .filter(pair__project=project, annotator=annotator, role=Label.Role.ANNOTATOR, superseded_at__isnull=True)
+        .order_by("-created_at", "-id")
+        .first()
+    )
+    if last is None:
+        return None
+    Label.objects.filter(id=last.id).update(superseded_at=now, undone=True)
+    Lease.objects.filter(annotator=annotator, pair__project=project, skipped=False).exclude(pair_id=last.pair_id).delete()
+    Lease.objects.update_or_create(
+        pair_id=last.pair_id, annotator=annotator,
+        defaults={"queue": last.queue, "claimed_at": now,
+                  "expires_at": now + timedelta(minutes=project.lease_minutes), "skipped": False},
+    )
+    validation_request_refresh_soon(project=project)
+    last.refresh_from_db()
+    return last
+
+
+@transaction.atomic
+def item_skip(*, project: Project, annotator: AbstractBaseUser, pair_id: int, now: datetime | None = None) -> None:
+    """The expert passes on an item: it is not given to them again and goes back to the others."""
+    now = now or timezone.now()
+    if not Pair.objects.filter(id=pair_id, project=project).exists():
+        raise LabelError(f"item {pair_id!r} is not in project {project.slug!r}")
+    Lease.objects.update_or_create(
+        pair_id=pair_id, annotator=annotator,
+        defaults={"queue": "", "claimed_at": now, "expires_at": now, "skipped": True},
+    )

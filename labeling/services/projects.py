@@ -1,0 +1,124 @@
+"""Project writes: the settings a project's admin chooses for how experts' queues are filled."""
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.core.exceptions import PermissionDenied
+from django.db import transaction
+
+from labeling.models import Judge, Membership, Project
+from labeling.models.project import QUEUE_STRATEGIES
+from labeling.selectors.projects import project_role
+from labeling.selectors.queue_settings import STRATEGIES_NEEDING_JUDGE, judges_with_judgments
+
+LABELS_PER_ITEM_MAX = 10
+LEASE_MINUTES_MAX = 240
+
+
+class ProjectSettingsError(ValueError):
+    """Queue settings that cannot be saved; `errors` maps each bad field to a message naming it."""
+
+    def __init__(self, errors: dict[str, str]) -> None:
+        super().__init__("; ".join(f"{field}: {message}" for field, message in errors.items()))
+        self.errors = errors
+
+
+class ProjectSettingsForbidden(PermissionDenied):
+    """Someone other than a project admin tried to change the settings."""
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _mix_error(mix: object) -> str | None:
+    if not isinstance(mix, Mapping):
+        return "give a share for each strategy, e.g. {'uncertain': 80, 'random': 20}"
+    unknown = sorted(str(name) for name in mix if name not in QUEUE_STRATEGIES)
+    if unknown:
+        return f"unknown strategy {', '.join(map(repr, unknown))}; the strategies are {', '.join(QUEUE_STRATEGIES)}"
+    for name, share in mix.items():
+        if not _is_number(share) or share < 0:
+            return f"the share of {name!r} must be a number >= 0, not {share!r}"
+    # A strategy left out has share 0, so an empty mix is all zeros too.
+    if sum(mix.values()) <= 0:
+        return "the shares are all 0: give at least one strategy a share above 0"
+    return None
+
+
+def _judge_errors(*, project: Project, mix: Mapping[str, float], judge: Judge | None) -> dict[str, str]:
+    errors = {}
+    needing = [name for name in STRATEGIES_NEEDING_JUDGE if mix.get(name, 0) > 0]
+    if needing and judge is None:
+        if len(needing) == 1:
+            which = f"the {needing[0]} queue ranks pairs by the queue judge's P: choose a queue judge or set its share"
+        else:
+            names = f"{', '.join(needing[:-1])} and {needing[-1]}"
+            which = f"the {names} queues rank pairs by the queue judge's P: choose a queue judge or set their shares"
+        errors["queue_judge"] = f"{which} to 0"
+    if mix.get("disagreement", 0) > 0:
+        judged = list(judges_with_judgments(project=project).values_list("name", flat=True))
+        if len(judged) < 2:
+            having = f"only {judged[0]!r} has" if judged else "none has"
+            errors["queue_mix"] = (
+                "the disagreement queue compares the P of at least 2 judges, but of this project's judges "
+                f"{having} judgments: score the pool with a second judge or set the disagreement share to 0"
+            )
+    return errors
+
+
+@transaction.atomic
+def project_queue_settings_update(
+    *,
+    project: Project,
+    by: AbstractBaseUser,
+    queue_mix: Mapping[str, float],
+    queue_judge_id: int | None,
+    labels_per_item: int,
+    overlap_share: float,
+    lease_minutes: int,
+    reveal_llm_after_submit: bool,
+) -> Project:
+    """Set how experts' queues are filled. Shares are relative weights, stored as given. Every field is
+    checked before anything is written; ProjectSettingsError lists each bad field with its reason. `by` must be
+    an admin of the project (or a superuser), else ProjectSettingsForbidden: the API and the CLI get the same rule."""
+    if project_role(user=by, project=project) != Membership.Role.ADMIN:
+        raise ProjectSettingsForbidden("only a project admin can change the queue settings")
+    # The row lock serializes two admins saving at once, so the checks below see the state they overwrite.
+    locked = Project.objects.select_for_update().get(pk=project.pk)
+    errors: dict[str, str] = {}
+    mix_error = _mix_error(queue_mix)
+    if mix_error:
+        errors["queue_mix"] = mix_error
+    judge = None
+    if queue_judge_id is not None:
+        judge = Judge.objects.filter(project=locked, pk=queue_judge_id).first() if _is_int(queue_judge_id) else None
+        if judge is None:
+            errors["queue_judge"] = f"judge {queue_judge_id!r} is not a judge of project {locked.slug!r}"
+    if not errors:
+        errors.update(_judge_errors(project=locked, mix=queue_mix, judge=judge))
+    if not _is_int(labels_per_item) or not 1 <= labels_per_item <= LABELS_PER_ITEM_MAX:
+        errors["labels_per_item"] = f"k (labels per item) must be a whole number from 1 to {LABELS_PER_ITEM_MAX}"
+    if not _is_number(overlap_share) or not 0 <= overlap_share <= 1:
+        errors["overlap_share"] = "the overlap share must be between 0 and 1 (0% to 100% of items)"
+    if not _is_int(lease_minutes) or not 1 <= lease_minutes <= LEASE_MINUTES_MAX:
+        errors["lease_minutes"] = f"the lease must be a whole number of minutes from 1 to {LEASE_MINUTES_MAX}"
+    if not isinstance(reveal_llm_after_submit, bool):
+        errors["reveal_llm_after_submit"] = "reveal the judge's P after submitting must be true or false"
+    if errors:
+        raise ProjectSettingsError(errors)
+    locked.queue_mix = dict(queue_mix)
+    locked.queue_judge = judge
+    locked.labels_per_item = labels_per_item
+    locked.overlap_share = float(overlap_share)
+    locked.lease_minutes = lease_minutes
+    locked.reveal_llm_after_submit = reveal_llm_after_submit
+    locked.save(update_fields=[
+        "queue_mix", "queue_judge", "labels_per_item", "overlap_share", "lease_minutes", "reveal_llm_after_submit",
+    ])
+    return locked

@@ -1,0 +1,47 @@
+"""The project's queue settings page (admins): the queue mix, the queue judge, overlap, leases and blindness."""
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_http_methods
+
+from labeling.forms import QueueSettingsForm
+from labeling.models import Membership, Project
+from labeling.selectors.projects import project_role, projects_visible_to
+from labeling.selectors.queue_settings import queue_settings_summary
+from labeling.services.projects import ProjectSettingsError, project_queue_settings_update
+
+
+def _admin_project(request: HttpRequest, slug: str) -> Project:
+    # Scoping to the visible projects makes a non-member's request a 404; an expert or viewer gets 403.
+    project = get_object_or_404(projects_visible_to(user=request.user), slug=slug)
+    if project_role(user=request.user, project=project) != Membership.Role.ADMIN:
+        raise PermissionDenied("Only a project admin can change the queue settings.")
+    return project
+
+
+def _render(request: HttpRequest, project: Project, form: QueueSettingsForm, status: int = 200) -> HttpResponse:
+    context = {"project": project, "form": form, "summary": queue_settings_summary(project=project)}
+    return render(request, "labeling/settings.html", context, status=status)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def queue_settings_page(request: HttpRequest, slug: str) -> HttpResponse:
+    project = _admin_project(request, slug)
+    if request.method == "GET":
+        return _render(request, project, QueueSettingsForm(project=project))
+    form = QueueSettingsForm(request.POST, project=project)
+    if form.is_valid():
+        try:
+            project_queue_settings_update(project=project, by=request.user, **form.service_arguments())
+        except ProjectSettingsError as exc:
+            for field, message in exc.errors.items():
+                form.add_error(field if field in form.fields else None, message)
+        else:
+            messages.success(request, "Queue settings saved")
+            return redirect("labeling:settings", slug=project.slug)
+    return _render(request, project, form, status=400)

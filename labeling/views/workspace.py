@@ -1,0 +1,159 @@
+"""The experts' annotation workspace: one item at a time from the project's queues; submitting, skipping or
+undoing swaps in the next item (htmx) or redirects back to the page (plain forms)."""
+from __future__ import annotations
+
+import uuid
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.utils import timezone
+from django.views.decorators.http import require_POST
+
+from labeling.highlight import highlight_segments
+from labeling.models import Judgment, Lease, Membership, Project
+from labeling.selectors.projects import project_role, projects_visible_to
+from labeling.selectors.queues import queue_progress
+from labeling.services.labels import (
+    Claim,
+    LabelError,
+    item_skip,
+    label_submit,
+    label_undo,
+    queue_next_for_annotator,
+)
+
+ANNOTATING_ROLES = (Membership.Role.ADMIN, Membership.Role.EXPERT)
+
+
+def _annotating_project(request: HttpRequest, slug: str) -> Project:
+    project = get_object_or_404(projects_visible_to(user=request.user), slug=slug)
+    if project_role(user=request.user, project=project) not in ANNOTATING_ROLES:
+        raise PermissionDenied("Only the project's experts and admins annotate.")
+    return project
+
+
+def _revealed(project: Project, pair_id: int, grade: int) -> dict | None:
+    """What the expert may see after submitting (project setting): the judge's P for the item they labelled."""
+    if not project.reveal_llm_after_submit or project.queue_judge_id is None:
+        return None
+    judgment = (
+        Judgment.objects.filter(pair_id=pair_id, judge_id=project.queue_judge_id, status=Judgment.Status.OK)
+        .order_by("-created_at", "-id")
+        .first()
+    )
+    return {
+        "grade": project.label_scale.grade(grade),
+        "judge": project.queue_judge.name,
+        "p": None if judgment is None else judgment.p_relevant,
+    }
+
+
+def _context(request: HttpRequest, project: Project, claim: Claim | None, **extra: object) -> dict:
+    now = timezone.now()
+    context = {
+        "project": project,
+        "scale": project.label_scale,
+        "claim": claim,
+        "progress": queue_progress(project=project, annotator=request.user, now=now),
+        "queue_param": request.GET.get("queue", "") or request.POST.get("queue", ""),
+        **extra,
+    }
+    if claim is not None:
+        pair = claim.pair
+        context.update(
+            client_key=uuid.uuid4().hex,
+            passage_segments=highlight_segments(pair.passage.text, pair.query.text),
+            title_segments=highlight_segments(pair.passage.title, pair.query.text),
+            lease_seconds_left=max(0, int((claim.lease.expires_at - now).total_seconds())),
+        )
+    return context
+
+
+def _render_next(request: HttpRequest, project: Project, status: int = 200, **extra: object) -> HttpResponse:
+    queue = request.GET.get("queue") or request.POST.get("queue") or None
+    try:
+        claim = queue_next_for_annotator(project=project, annotator=request.user, strategy=queue)
+    except LabelError as exc:
+        claim, status, extra = None, 400, {**extra, "error": str(exc)}
+    context = _context(request, project, claim, **extra)
+    template = "labeling/workspace.html#item" if request.htmx and not request.htmx.history_restore_request else (
+        "labeling/workspace.html"
+    )
+    return render(request, template, context, status=status)
+
+
+def _after_post(request: HttpRequest, project: Project, **extra: object) -> HttpResponse:
+    if request.htmx:
+        return _render_next(request, project, **extra)
+    url = reverse("labeling:workspace", kwargs={"slug": project.slug})
+    queue = request.POST.get("queue")
+    return redirect(f"{url}?queue={queue}" if queue else url)
+
+
+@login_required
+def workspace(request: HttpRequest, slug: str) -> HttpResponse:
+    project = _annotating_project(request, slug)
+    return _render_next(request, project)
+
+
+def _int(value: str | None, what: str) -> int:
+    try:
+        return int(value or "")
+    except ValueError:
+        raise LabelError(f"{what} must be a whole number, got {value!r}") from None
+
+
+@login_required
+@require_POST
+def workspace_submit(request: HttpRequest, slug: str) -> HttpResponse:
+    project = _annotating_project(request, slug)
+    now = timezone.now()
+    try:
+        pair_id = _int(request.POST.get("pair_id"), "the item id")
+        grade = _int(request.POST.get("grade"), "the grade")
+        definition = request.POST.get("definition_id") or None
+        lease = Lease.objects.filter(pair_id=pair_id, annotator=request.user, skipped=False).first()
+        result = label_submit(
+            project=project, annotator=request.user, pair_id=pair_id, grade=grade,
+            note=request.POST.get("note", "").strip(), unsure=request.POST.get("unsure") == "on",
+            time_spent_seconds=None if lease is None else (now - lease.claimed_at).total_seconds(),
+            client_key=request.POST.get("client_key", ""),
+            definition_id=None if definition is None else _int(definition, "the definition id"), now=now,
+        )
+    except LabelError as exc:
+        if request.htmx:
+            return _render_next(request, project, status=400, error=str(exc))
+        messages.error(request, str(exc))
+        return _after_post(request, project)
+    revealed = _revealed(project, result.label.pair_id, result.label.grade)
+    if not request.htmx:
+        messages.success(request, "Label saved.")
+    return _after_post(request, project, saved=result.label, revealed=revealed)
+
+
+@login_required
+@require_POST
+def workspace_skip(request: HttpRequest, slug: str) -> HttpResponse:
+    project = _annotating_project(request, slug)
+    try:
+        item_skip(project=project, annotator=request.user, pair_id=_int(request.POST.get("pair_id"), "the item id"))
+    except LabelError as exc:
+        if request.htmx:
+            return _render_next(request, project, status=400, error=str(exc))
+        messages.error(request, str(exc))
+    return _after_post(request, project, notice="Skipped; you will not be given that item again.")
+
+
+@login_required
+@require_POST
+def workspace_undo(request: HttpRequest, slug: str) -> HttpResponse:
+    project = _annotating_project(request, slug)
+    undone = label_undo(project=project, annotator=request.user)
+    notice = "Undid your last label; label the item again." if undone else "Nothing to undo."
+    if not request.htmx:
+        messages.info(request, notice)
+    return _after_post(request, project, notice=notice)

@@ -1,0 +1,132 @@
+"""The experts' API: queue/next, labels (idempotent by client key), skip, undo, and who sees which labels."""
+from __future__ import annotations
+
+import pytest
+from rest_framework.test import APIClient
+
+from labeling.models import Label, Lease
+from tests.factories import (
+    MembershipFactory,
+    PairFactory,
+    ProjectFactory,
+    QueryFactory,
+    RelevanceDefinitionFactory,
+    UserFactory,
+)
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def project():
+    project = ProjectFactory(queue_mix={"sequential": 100})
+    query = QueryFactory(project=project, external_id="q1", text="What are the targets?")
+    RelevanceDefinitionFactory(query=query, text="Any numeric target.")
+    for _ in range(2):
+        PairFactory(project=project, query=query)
+    return project
+
+
+def _client(project, role="expert", name="alice"):
+    user = UserFactory(username=name)
+    MembershipFactory(project=project, user=user, role=role)
+    client = APIClient()
+    client.force_authenticate(user)
+    return client, user
+
+
+def test_next_leases_an_item_and_returns_it_with_its_definition(project):
+    client, alice = _client(project)
+    response = client.get(f"/api/projects/{project.slug}/queue/next/")
+    body = response.json()
+    first = project.pairs.order_by("id").first()
+    assert response.status_code == 200
+    assert body["pair_id"] == first.id and body["queue"] == "sequential" and body["validation_sample"] is False
+    assert body["query"] == {"external_id": "q1", "text": "What are the targets?"}
+    assert body["definition"]["text"] == "Any numeric target." and body["definition"]["version"] == 1
+    assert body["passage"]["external_id"] == first.passage.external_id
+    assert Lease.objects.get().annotator == alice
+    assert client.get(f"/api/projects/{project.slug}/queue/next/").json()["pair_id"] == first.id
+
+
+def test_random_items_are_marked_as_the_validation_sample(project):
+    client, _ = _client(project)
+    body = client.get(f"/api/projects/{project.slug}/queue/next/?strategy=random").json()
+    assert body["queue"] == "random" and body["validation_sample"] is True
+
+
+def test_an_unknown_strategy_is_a_400_naming_the_valid_ones(project):
+    client, _ = _client(project)
+    response = client.get(f"/api/projects/{project.slug}/queue/next/?strategy=vibes")
+    assert response.status_code == 400 and "uncertain" in response.json()["strategy"]
+    assert not Lease.objects.exists()
+
+
+def test_labels_post_is_idempotent_by_client_key(project):
+    client, alice = _client(project)
+    item = client.get(f"/api/projects/{project.slug}/queue/next/").json()
+    body = {"pair_id": item["pair_id"], "grade": 2, "client_key": "k-1", "note": "fine", "time_spent_seconds": 4.2}
+    first = client.post(f"/api/projects/{project.slug}/labels/", body, format="json")
+    again = client.post(f"/api/projects/{project.slug}/labels/", body, format="json")
+    assert (first.status_code, again.status_code) == (201, 200)
+    assert first.json()["id"] == again.json()["id"] and first.json()["queue"] == "sequential"
+    assert first.json()["definition_version"] == 1
+    assert Label.objects.filter(annotator=alice).count() == 1
+
+
+def test_a_bad_label_is_a_400_and_stores_nothing(project):
+    client, _ = _client(project)
+    pair = project.pairs.first()
+    response = client.post(f"/api/projects/{project.slug}/labels/", {"pair_id": pair.id, "grade": 5}, format="json")
+    assert response.status_code == 400 and "not on this project's scale" in response.json()["detail"]
+    response = client.post(f"/api/projects/{project.slug}/labels/", {"grade": 1}, format="json")
+    assert response.status_code == 400 and "pair_id" in response.json()
+    assert not Label.objects.exists()
+
+
+def test_the_queue_runs_dry_with_204(project):
+    client, _ = _client(project)
+    for _ in range(2):
+        item = client.get(f"/api/projects/{project.slug}/queue/next/").json()
+        client.post(f"/api/projects/{project.slug}/labels/", {"pair_id": item["pair_id"], "grade": 0}, format="json")
+    assert client.get(f"/api/projects/{project.slug}/queue/next/").status_code == 204
+
+
+def test_skip_and_undo(project):
+    client, alice = _client(project)
+    first = client.get(f"/api/projects/{project.slug}/queue/next/").json()["pair_id"]
+    assert client.post(f"/api/projects/{project.slug}/queue/skip/", {"pair_id": first}, format="json").status_code == 204
+    second = client.get(f"/api/projects/{project.slug}/queue/next/").json()["pair_id"]
+    assert second != first
+    assert client.post(f"/api/projects/{project.slug}/labels/undo/").status_code == 204
+    client.post(f"/api/projects/{project.slug}/labels/", {"pair_id": second, "grade": 1}, format="json")
+    undone = client.post(f"/api/projects/{project.slug}/labels/undo/")
+    assert undone.status_code == 200 and undone.json()["undone"] is True and undone.json()["current"] is False
+    assert client.get(f"/api/projects/{project.slug}/queue/next/").json()["pair_id"] == second
+
+
+def test_experts_list_only_their_own_labels_admins_and_viewers_see_all(project):
+    alice_client, _ = _client(project, name="alice")
+    bob_client, _ = _client(project, name="bob")
+    for client in (alice_client, bob_client):
+        item = client.get(f"/api/projects/{project.slug}/queue/next/").json()
+        client.post(f"/api/projects/{project.slug}/labels/", {"pair_id": item["pair_id"], "grade": 1}, format="json")
+    mine = alice_client.get(f"/api/projects/{project.slug}/labels/").json()["results"]
+    assert [label["annotator"] for label in mine] == ["alice"]
+    for role in ("admin", "viewer"):
+        client, _ = _client(project, role=role, name=f"the-{role}")
+        listed = client.get(f"/api/projects/{project.slug}/labels/?current=true").json()["results"]
+        assert sorted(label["annotator"] for label in listed) == ["alice", "bob"]
+
+
+def test_viewers_cannot_claim_or_label_and_non_members_see_nothing(project):
+    viewer, _ = _client(project, role="viewer", name="vera")
+    pair = project.pairs.first()
+    assert viewer.get(f"/api/projects/{project.slug}/queue/next/").status_code == 403
+    assert viewer.post(f"/api/projects/{project.slug}/labels/", {"pair_id": pair.id, "grade": 1},
+                       format="json").status_code == 403
+    stranger = APIClient()
+    stranger.force_authenticate(UserFactory(username="mallory"))
+    assert stranger.get(f"/api/projects/{project.slug}/queue/next/").status_code == 404
+    assert stranger.get(f"/api/projects/{project.slug}/labels/").status_code == 404
+    assert not Label.objects.exists() and not Lease.objects.exists()

@@ -1,0 +1,109 @@
+"""The experts' day in a real browser (Debian's chromium driven by playwright): an expert labels three items
+with the keyboard and undoes one; an admin then adjudicates the conflict her label made. The database must
+hold exactly what was done."""
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+from playwright.sync_api import sync_playwright
+
+from labeling.models import Label, Lease
+from labeling.services.labels import label_submit
+from tests.factories import (
+    PASSWORD,
+    MembershipFactory,
+    PairFactory,
+    PassageFactory,
+    ProjectFactory,
+    QueryFactory,
+    RelevanceDefinitionFactory,
+    UserFactory,
+)
+
+CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.skipif(not shutil.which(CHROMIUM), reason=f"no chromium at {CHROMIUM} (Debian package chromium)"),
+]
+
+
+@pytest.fixture
+def browser(monkeypatch):
+    # live_server runs Django in a thread of this process, and playwright's sync API runs an event loop here.
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+def _log_in(browser, live_server, username: str):
+    page = browser.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
+    page.goto(f"{live_server.url}/accounts/login/")
+    page.fill("input[name=username]", username)
+    page.fill("input[name=password]", PASSWORD)
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{live_server.url}/")
+    return page, errors
+
+
+def test_an_expert_labels_with_the_keyboard_undoes_one_and_an_admin_adjudicates(browser, live_server):
+    project = ProjectFactory(queue_mix={"sequential": 100}, labels_per_item=2, overlap_share=1.0)
+    query = QueryFactory(project=project, text="Which emission targets does the company set?")
+    RelevanceDefinitionFactory(query=query, text="Numeric targets for greenhouse gas emissions.")
+    pairs = [
+        PairFactory(project=project, query=query,
+                    passage=PassageFactory(project=project, title=f"Passage {i}", text=f"Emission text number {i}."))
+        for i in range(4)
+    ]
+    alice, bob, admin = (UserFactory(username=name) for name in ("alice", "bob", "boss"))
+    MembershipFactory(project=project, user=alice, role="expert")
+    MembershipFactory(project=project, user=bob, role="expert")
+    MembershipFactory(project=project, user=admin, role="admin")
+    # Bob said the first item is irrelevant; Alice will say it is relevant: a conflict (0 and the top grade).
+    label_submit(project=project, annotator=bob, pair_id=pairs[0].id, grade=0)
+
+    page, errors = _log_in(browser, live_server, "alice")
+    page.goto(f"{live_server.url}/projects/{project.slug}/annotate/")
+    shown = []
+    for key in ("2", "0", "1"):
+        item = page.locator(".ws-item").get_attribute("data-pair")
+        shown.append(int(item))
+        page.keyboard.press(key)
+        # A selector, not a JavaScript string: the pages' Content-Security-Policy forbids eval.
+        page.wait_for_selector(f".ws-item:not([data-pair='{item}'])")
+    assert shown == [pairs[0].id, pairs[1].id, pairs[2].id]
+    assert page.locator("[data-count=done-today]").inner_text() == "3"
+    page.keyboard.press("u")
+    page.wait_for_selector(f".ws-item[data-pair='{pairs[2].id}']")
+    assert "Undid your last label" in page.locator("#workspace").inner_text()
+    page.keyboard.press("?")
+    assert page.locator("#shortcut-help").is_visible()
+    assert errors == []
+
+    mine = Label.objects.filter(annotator=alice).order_by("id")
+    assert [(label.pair_id, label.grade, label.superseded_at is None, label.undone) for label in mine] == [
+        (pairs[0].id, 2, True, False),
+        (pairs[1].id, 0, True, False),
+        (pairs[2].id, 1, False, True),
+    ]
+    assert list(Lease.objects.filter(annotator=alice).values_list("pair_id", flat=True)) == [pairs[2].id]
+
+    page, errors = _log_in(browser, live_server, "boss")
+    page.goto(f"{live_server.url}/projects/{project.slug}/adjudication/")
+    item = page.locator(f"[data-pair='{pairs[0].id}']")
+    assert "alice" in item.inner_text() and "bob" in item.inner_text()
+    item.locator("button[name=grade][value='1']").click()
+    page.wait_for_selector(f"[data-pair='{pairs[0].id}'] >> text=gold")
+    assert errors == []
+
+    gold = Label.objects.get(role=Label.Role.ADJUDICATOR)
+    assert (gold.pair_id, gold.grade, gold.annotator, gold.superseded_at) == (pairs[0].id, 1, admin, None)
+    assert Label.objects.count() == 5  # bob's, alice's three (one undone) and the gold grade: nothing else
