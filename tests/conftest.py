@@ -25,9 +25,13 @@ def private_broker(tmp_path):
     before = app.conf.broker_transport_options
 
     def reset_pool():
+        from kombu import pools
+
         if app._pool is not None:
             app._pool.force_close_all()
             app._pool = None
+        app.amqp._producer_pool = None
+        pools.reset()  # kombu's own registry of producer pools, keyed by connection
 
     reset_pool()
     app.conf.broker_transport_options = {
