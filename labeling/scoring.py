@@ -17,7 +17,7 @@ from models_llm.types import JudgeConfig, PairInput, Verdict
 # JudgeConfig fields a Judge keeps in its `parameters` JSON (backend, model and the template have columns).
 PARAMETER_FIELDS = (
     "method", "cot", "use_definition", "adapter", "device", "dtype", "batch_size", "max_new_tokens", "base_url",
-    "api_key_env", "timeout_s", "max_retries", "concurrency",
+    "api_key_env", "timeout_s", "max_retries", "concurrency", "strategies",
 )
 
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 Backend = Literal["hf", "openai", "embedding"]
-Method = Literal["tok", "ask", "embedding"]
+Method = Literal["tok", "ask", "embedding", "ensemble"]
 Status = Literal["ok", "parse_error", "failed"]
 
 # A Tok judgment whose Yes+No probability mass is below this put most of its mass on other tokens: the
@@ -34,12 +34,21 @@ class JudgeConfig:
     max_retries: int = 4
     concurrency: int = 4
     template: dict[str, str] = field(default_factory=dict)  # prompt template override (see prompts.py)
+    # ensemble: the DisastIR prompt strategies to run (empty: every strategy the query's intent uses)
+    strategies: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.backend not in ("hf", "openai", "embedding"):
             raise ValueError(f"backend must be hf, openai or embedding, got {self.backend!r}")
-        if self.method not in ("tok", "ask", "embedding"):
-            raise ValueError(f"method must be tok, ask or embedding, got {self.method!r}")
+        if self.method not in ("tok", "ask", "embedding", "ensemble"):
+            raise ValueError(f"method must be tok, ask, embedding or ensemble, got {self.method!r}")
+        if self.method == "ensemble" and self.backend not in ("hf", "openai"):
+            raise ValueError("the ensemble method needs a generative backend: hf or openai")
+        if not isinstance(self.strategies, tuple | list) or not all(isinstance(s, str) for s in self.strategies):
+            raise ValueError("strategies must be a list of strategy names")
+        if self.strategies and self.method != "ensemble":
+            raise ValueError("strategies are for the ensemble method")
+        object.__setattr__(self, "strategies", tuple(self.strategies))
         if (self.backend == "embedding") != (self.method == "embedding"):
             raise ValueError("the embedding backend and the embedding method go together")
         if not self.model:
@@ -73,6 +82,9 @@ class Verdict:
     yes_no_mass: float | None = None  # tok: P(Yes) + P(No) before normalising
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    score: float | None = None  # ensemble: mean score of the members on the intent's scale
+    spread: float | None = None  # ensemble: max - min of the members' P
+    calls: int | None = None  # model calls made for this verdict (cached ensemble members are not counted)
 
     @property
     def low_mass(self) -> bool:

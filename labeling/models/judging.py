@@ -18,6 +18,10 @@ class Judge(models.Model):
     prompt = models.TextField(blank=True)
     calibration = models.CharField(max_length=64, blank=True)
     parameters = models.JSONField(default=dict, blank=True)
+    price_in = models.FloatField(
+        null=True, blank=True, help_text="USD per million prompt tokens (API judges), for cost figures"
+    )
+    price_out = models.FloatField(null=True, blank=True, help_text="USD per million completion tokens")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -25,6 +29,11 @@ class Judge(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["project", "name"], name="judge_unique_name"),
             models.CheckConstraint(condition=~Q(name=""), name="judge_name_not_empty"),
+            models.CheckConstraint(
+                condition=(Q(price_in__isnull=True) | Q(price_in__gte=0))
+                & (Q(price_out__isnull=True) | Q(price_out__gte=0)),
+                name="judge_prices_not_negative",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -59,6 +68,12 @@ class Judgment(models.Model):
     )
     prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
     completion_tokens = models.PositiveIntegerField(null=True, blank=True)
+    score = models.FloatField(
+        null=True, blank=True, help_text="ensemble: the mean of the members' scores on the intent's scale"
+    )
+    spread = models.FloatField(
+        null=True, blank=True, help_text="ensemble: max - min of the members' P (0 when they agree)"
+    )
     created_at = models.DateTimeField()
 
     class Meta:
@@ -103,6 +118,78 @@ class Judgment(models.Model):
 
     def __str__(self) -> str:
         return f"{self.judge_id}:{self.pair_id}={self.p_relevant}"
+
+
+class MemberOutput(models.Model):
+    """What one prompt strategy of an ensemble judge answered on one pair under one definition version: every
+    model call (raw text, parsed value, tokens) and the strategy's final score or the parse error that stopped
+    it. Stored as soon as the strategy has run, so a re-run (a killed worker, a resumed job) calls no LLM twice."""
+
+    pair = models.ForeignKey("labeling.Pair", on_delete=models.CASCADE, related_name="+", db_index=False)
+    judge = models.ForeignKey(Judge, on_delete=models.CASCADE, related_name="member_outputs", db_index=False)
+    definition = models.ForeignKey(
+        "labeling.RelevanceDefinition", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    member = models.CharField(max_length=32, help_text="the prompt strategy: direct, cot or multi")
+    intent = models.CharField(max_length=16)
+    score = models.PositiveSmallIntegerField(null=True, blank=True)
+    max_score = models.PositiveSmallIntegerField()
+    error = models.TextField(blank=True)
+    steps = models.JSONField(help_text="one entry per model call: step, raw, value, prompt_tokens, completion_tokens")
+    prompt_tokens = models.PositiveIntegerField(default=0)
+    completion_tokens = models.PositiveIntegerField(default=0)
+    calls = models.PositiveSmallIntegerField(default=0)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["pair", "judge", "member"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["pair", "judge", "definition", "member"], condition=Q(definition__isnull=False),
+                name="member_output_unique_per_definition",
+            ),
+            models.UniqueConstraint(
+                fields=["pair", "judge", "member"], condition=Q(definition__isnull=True),
+                name="member_output_unique_no_definition",
+            ),
+            models.CheckConstraint(
+                condition=Q(score__isnull=True) | Q(score__lte=F("max_score")), name="member_output_score_in_scale"
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["judge", "pair"], name="member_output_judge_pair"),
+            models.Index(fields=["pair"], name="member_output_pair"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.judge_id}:{self.pair_id}:{self.member}={self.score}"
+
+
+class DefinitionDraft(models.Model):
+    """A request to a generative judge to draft (or, with `refine`, to improve from the passages experts
+    labelled relevant) a query's relevance definition; a worker writes the result as a draft version."""
+
+    query = models.ForeignKey("labeling.Query", on_delete=models.CASCADE, related_name="definition_drafts")
+    judge = models.ForeignKey(Judge, on_delete=models.CASCADE, related_name="+")
+    refine = models.BooleanField(default=False)
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    raw_output = models.TextField(blank=True)
+    definition = models.ForeignKey(
+        "labeling.RelevanceDefinition", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
+    completion_tokens = models.PositiveIntegerField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"draft of {self.query} by {self.judge}"
 
 
 class JudgeCalibration(models.Model):
@@ -199,6 +286,10 @@ class ScoringChunk(models.Model):
     pair_ids = models.JSONField()
     size = models.PositiveIntegerField()
     attempts = models.PositiveIntegerField(default=0)
+    # LLM calls this chunk made and their tokens (cached ensemble members cost nothing and count nothing).
+    calls = models.PositiveIntegerField(default=0)
+    prompt_tokens = models.PositiveBigIntegerField(default=0)
+    completion_tokens = models.PositiveBigIntegerField(default=0)
     failed = models.BooleanField(default=False)
     error = models.TextField(blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)

@@ -126,7 +126,14 @@ class Query(models.Model):
 
 
 class RelevanceDefinition(models.Model):
-    """One version of a query's relevance definition. Versions are only ever added; the newest is current."""
+    """One version of a query's relevance definition. Versions are only ever added; the newest one that is not
+    a draft is current. An LLM-drafted version is a draft until an admin saves it (edited or not) as a new
+    version `based_on` it: nothing an LLM writes becomes current on its own."""
+
+    class Origin(models.TextChoices):
+        MANUAL = "manual", "written by a person"
+        LLM_DRAFT = "llm_draft", "drafted by an LLM"
+        LLM_REFINED = "llm_refined", "drafted by an LLM from expert-labelled examples"
 
     query = models.ForeignKey(Query, on_delete=models.CASCADE, related_name="definitions", db_index=False)
     version = models.PositiveIntegerField()
@@ -135,12 +142,25 @@ class RelevanceDefinition(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     created_at = models.DateTimeField(auto_now_add=True)
+    is_draft = models.BooleanField(default=False, db_default=False)
+    origin = models.CharField(max_length=16, choices=Origin.choices, default=Origin.MANUAL, db_default="manual")
+    drafted_by = models.ForeignKey(
+        "labeling.Judge", null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+        help_text="the judge whose LLM wrote this text (or the draft it is based on)",
+    )
+    based_on = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+        help_text="the draft an admin reviewed to make this version",
+    )
 
     class Meta:
         ordering = ["query", "version"]
         constraints = [
             models.UniqueConstraint(fields=["query", "version"], name="definition_unique_version"),
             models.CheckConstraint(condition=Q(version__gte=1), name="definition_version_positive"),
+            models.CheckConstraint(
+                condition=Q(is_draft=False) | ~Q(origin="manual"), name="definition_draft_is_from_an_llm"
+            ),
         ]
 
     def __str__(self) -> str:

@@ -201,7 +201,7 @@ def definition_versions(*, query: Query) -> list[DefinitionVersion]:
 def stale_judgments(*, project: Project, query: Query | None = None) -> QuerySet[Judgment]:
     """Judgments (any status) of pairs that their judge has not judged under the query's current definition:
     made under an older version, or before the query had one. A query without a definition has none."""
-    current = RelevanceDefinition.objects.filter(query=OuterRef("pair__query")).order_by("-version").values("id")[:1]
+    current = RelevanceDefinition.objects.filter(query=OuterRef("pair__query"), is_draft=False).order_by("-version").values("id")[:1]
     under_current = Judgment.objects.filter(
         pair=OuterRef("pair"), judge=OuterRef("judge"), definition=OuterRef("current_definition")
     )

@@ -22,9 +22,13 @@ def _normalized(text: str) -> str:
 
 
 @transaction.atomic
-def definition_save(*, query: Query, text: str, author: AbstractBaseUser | None) -> RelevanceDefinition:
-    """Store `text` as the query's next definition version (1 for the first). The query row is locked while
-    the version is chosen, so concurrent saves get consecutive versions instead of a unique violation."""
+def definition_save(
+    *, query: Query, text: str, author: AbstractBaseUser | None, based_on: RelevanceDefinition | None = None
+) -> RelevanceDefinition:
+    """Store `text` as the query's next definition version (1 for the first), which becomes current. The query
+    row is locked while the version is chosen, so concurrent saves get consecutive versions instead of a unique
+    violation. `based_on` is the LLM draft an admin reviewed (and maybe edited) to write `text`: the new version
+    keeps the draft's origin and judge."""
     text = _normalized(text)
     if not text:
         raise DefinitionError("the definition is empty: write what makes a passage relevant to the query")
@@ -32,12 +36,18 @@ def definition_save(*, query: Query, text: str, author: AbstractBaseUser | None)
         raise DefinitionError(
             f"the definition has {len(text):,} characters; the limit is {MAX_DEFINITION_CHARS:,}"
         )
+    if based_on is not None and (based_on.query_id != query.id or not based_on.is_draft):
+        raise DefinitionError(f"version {based_on.version} is not a draft of query {query.external_id!r}")
     Query.objects.select_for_update().only("id").get(id=query.id)
-    current = RelevanceDefinition.objects.filter(query=query).order_by("-version").first()
+    versions = RelevanceDefinition.objects.filter(query=query).order_by("-version")
+    latest, current = versions.first(), versions.filter(is_draft=False).first()
     if current is not None and current.text == text:
         raise DefinitionError(f"the definition is unchanged from version {current.version}: nothing was saved")
-    version = current.version + 1 if current is not None else 1
-    return RelevanceDefinition.objects.create(query=query, version=version, text=text, author=author)
+    version = latest.version + 1 if latest is not None else 1
+    origin = {}
+    if based_on is not None:
+        origin = {"based_on": based_on, "origin": based_on.origin, "drafted_by_id": based_on.drafted_by_id}
+    return RelevanceDefinition.objects.create(query=query, version=version, text=text, author=author, **origin)
 
 
 @transaction.atomic

@@ -47,7 +47,7 @@ class SubmitResult:
 
 
 def current_definition(query_id: int) -> RelevanceDefinition | None:
-    return RelevanceDefinition.objects.filter(query_id=query_id).order_by("-version").first()
+    return RelevanceDefinition.objects.filter(query_id=query_id, is_draft=False).order_by("-version").first()
 
 
 def _claim_for(lease: Lease) -> Claim:

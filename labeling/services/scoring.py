@@ -24,7 +24,7 @@ class ScoringError(ValueError):
 
 def _current_definitions(query_ids: Sequence[int]) -> dict[int, RelevanceDefinition]:
     newest: dict[int, RelevanceDefinition] = {}
-    for definition in RelevanceDefinition.objects.filter(query_id__in=query_ids).order_by("query_id", "version"):
+    for definition in RelevanceDefinition.objects.filter(query_id__in=query_ids, is_draft=False).order_by("query_id", "version"):
         newest[definition.query_id] = definition
     return newest
 

@@ -60,9 +60,9 @@ class HFScorer:
     ) -> None:
         """Load config.model (and config.adapter) onto config.device, or take an already built `model` and
         `tokenizer` instead (benchmarks on random weights); config.model is then only a name."""
-        if config.backend != "hf" or config.method not in ("tok", "ask"):
+        if config.backend != "hf" or config.method not in ("tok", "ask", "ensemble"):
             raise ScorerConfigError(
-                f"HFScorer runs backend hf with method tok or ask, got {config.backend}/{config.method}"
+                f"HFScorer runs backend hf with method tok, ask or ensemble, got {config.backend}/{config.method}"
             )
         if config.dtype not in DTYPES:
             raise ScorerConfigError(f"dtype must be one of {sorted(DTYPES)}, got {config.dtype!r}")
@@ -224,10 +224,14 @@ class HFScorer:
         )
         return out.logits[:, 0, :]
 
-    def _generate(self, ids: list[int], prefix: DynamicCache | None) -> torch.Tensor:
+    def _generate(
+        self, ids: list[int], prefix: DynamicCache | None, max_new_tokens: int | None = None
+    ) -> torch.Tensor:
         inputs = torch.tensor([ids], device=self.device)
         # generate() runs only the ids the cache does not hold yet, and grows the cache: hand it a copy.
         cache = {"past_key_values": copy.deepcopy(prefix)} if prefix is not None else {}
+        if max_new_tokens is not None:
+            cache["max_new_tokens"] = max_new_tokens
         output = self._net.generate(
             input_ids=inputs, attention_mask=torch.ones_like(inputs), generation_config=self._generation, **cache
         )
@@ -240,6 +244,8 @@ class HFScorer:
         """One verdict per pair, in input order, by the judge's method (prefix cache; Tok also batched)."""
         verdicts: dict[int, Verdict] = {}
         method = self.config.method
+        if method == "ensemble":
+            raise ScorerConfigError("an ensemble judge runs its prompt strategies through generate_chat")
         for prefix, members in self._groups(pairs, method, verdicts).items():
             cache = self._prefix_cache(prefix)
             if method == "ask":
@@ -286,11 +292,18 @@ class HFScorer:
         return verdicts
 
     @torch.inference_mode()
-    def generate_chat(self, messages: Sequence[dict[str, str]]) -> Generation:
-        """The greedy answer (at most config.max_new_tokens) to chat `messages`, with its token counts."""
+    def count_chat_tokens(self, messages: Sequence[dict[str, str]]) -> int:
+        """The prompt tokens generate_chat would send for `messages` (no model call)."""
+        text = self.tokenizer.apply_chat_template(list(messages), add_generation_prompt=True, tokenize=False)
+        return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    @torch.inference_mode()
+    def generate_chat(self, messages: Sequence[dict[str, str]], max_new_tokens: int | None = None) -> Generation:
+        """The greedy answer (at most `max_new_tokens`, default config.max_new_tokens) to chat `messages`, with
+        its token counts."""
         text = self.tokenizer.apply_chat_template(list(messages), add_generation_prompt=True, tokenize=False)
         ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
-        new = self._generate(ids, None)[len(ids) :]
+        new = self._generate(ids, None, max_new_tokens)[len(ids) :]
         text = self.tokenizer.decode(new, skip_special_tokens=True)
         return Generation(text=text, prompt_tokens=len(ids), completion_tokens=len(new))
 

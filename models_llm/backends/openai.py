@@ -193,6 +193,8 @@ class OpenAIScorer:
     def score(self, pairs: Sequence[PairInput]) -> list[Verdict]:
         """One verdict per pair, in input order. Raises TransientScoringError or ScorerConfigError when a
         request fails for good (the pairs not yet sent are then not sent)."""
+        if self.config.method == "ensemble":
+            raise ScorerConfigError("an ensemble judge runs its prompt strategies through generate_chat")
         futures = [self._pool.submit(self._score_one, pair) for pair in pairs]
         try:
             return [future.result() for future in futures]
@@ -201,12 +203,12 @@ class OpenAIScorer:
                 future.cancel()
             raise
 
-    def generate_chat(self, messages: Sequence[dict[str, str]]) -> Generation:
-        """The greedy answer (at most config.max_new_tokens) to chat `messages`, with the server's token
-        counts. Transient failures are retried as for `score`; an answer that is not a chat completion is a
-        ScorerConfigError (the URL points at something else)."""
-        body = {"model": self.config.model, "messages": list(messages), "max_tokens": self.config.max_new_tokens,
-                "temperature": 0}
+    def generate_chat(self, messages: Sequence[dict[str, str]], max_new_tokens: int | None = None) -> Generation:
+        """The greedy answer (at most `max_new_tokens`, default config.max_new_tokens) to chat `messages`, with
+        the server's token counts. Transient failures are retried as for `score`; an answer that is not a chat
+        completion is a ScorerConfigError (the URL points at something else)."""
+        body = {"model": self.config.model, "messages": list(messages),
+                "max_tokens": max_new_tokens or self.config.max_new_tokens, "temperature": 0}
         response = self._post(body)
         try:
             text = _content(response)
