@@ -48,8 +48,54 @@ def judge_template(judge: Judge) -> dict[str, str]:
     return template
 
 
+# A judge of judges: its P is the mean of its member judges' P. It has no model of its own.
+ENSEMBLE_BACKEND = "ensemble"
+MAX_MEMBERS = 20
+
+
+def is_judges_ensemble(judge: Judge) -> bool:
+    return judge.backend == ENSEMBLE_BACKEND
+
+
+def ensemble_members(judge: Judge) -> list[Judge]:
+    """The member judges of a judges ensemble, in the order listed; JudgeConfigError names a member that is
+    missing, listed twice, itself a judges ensemble, or the ensemble itself."""
+    names = (judge.parameters or {}).get("members")
+    if set(judge.parameters or {}) - {"members"}:
+        raise JudgeConfigError(f"judge {judge.name!r}: a judges ensemble takes only 'members'")
+    if not isinstance(names, list) or not all(isinstance(name, str) and name for name in names):
+        raise JudgeConfigError(f"judge {judge.name!r}: members must be a list of judge names")
+    if not 1 <= len(names) <= MAX_MEMBERS or len(set(names)) != len(names):
+        raise JudgeConfigError(f"judge {judge.name!r}: members must be 1 to {MAX_MEMBERS} different judges")
+    found = {member.name: member for member in Judge.objects.filter(project_id=judge.project_id, name__in=names)}
+    for name in names:
+        member = found.get(name)
+        if member is None:
+            raise JudgeConfigError(f"judge {judge.name!r}: member {name!r} is not a judge of this project")
+        if name == judge.name or is_judges_ensemble(member):
+            raise JudgeConfigError(f"judge {judge.name!r}: member {name!r} is a judges ensemble itself")
+    return [found[name] for name in names]
+
+
+def judge_check(judge: Judge) -> None:
+    """Raise JudgeConfigError if the judge cannot score (a judges ensemble: its members must be usable)."""
+    if is_judges_ensemble(judge):
+        for member in ensemble_members(judge):
+            if member.backend != "import":
+                judge_config(member)
+        return
+    judge_config(judge)
+
+
+def judge_method(judge: Judge) -> str:
+    """The method recorded on the judge's judgments."""
+    return "ensemble" if is_judges_ensemble(judge) else judge_config(judge).method
+
+
 def judge_config(judge: Judge) -> JudgeConfig:
     """The judge's JudgeConfig; JudgeConfigError names what is wrong."""
+    if is_judges_ensemble(judge):
+        raise JudgeConfigError(f"judge {judge.name!r} is a judges ensemble: it has no model of its own")
     params = dict(judge.parameters or {})
     unknown = sorted(set(params) - set(PARAMETER_FIELDS))
     if unknown:
@@ -112,4 +158,6 @@ def judgment_fields(verdict: Verdict) -> dict:
         "yes_no_mass": verdict.yes_no_mass,
         "prompt_tokens": verdict.prompt_tokens,
         "completion_tokens": verdict.completion_tokens,
+        "score": verdict.score if ok else None,
+        "spread": verdict.spread if ok else None,
     }

@@ -24,7 +24,7 @@ from django.db.models import (
     Value,
     When,
 )
-from django.db.models.functions import Abs, Coalesce, Floor
+from django.db.models.functions import Abs, Coalesce, Floor, Greatest
 from django.utils import timezone
 
 from labeling.models import Judgment, Label, Lease, Pair, Project
@@ -113,13 +113,19 @@ def _uncertain(project: Project, eligible: QuerySet[Pair], limit: int) -> list[i
 
 
 def _disagreement(project: Project, eligible: QuerySet[Pair], limit: int) -> list[int]:
-    # The spread of P over the project's judges; pairs with fewer than two judgments have none.
+    # The spread of P over the project's judges (pairs with fewer than two judgments have none), or the spread
+    # among an ensemble judge's own members when that is larger.
     spread = (
         Judgment.objects.filter(judge__project=project, status=Judgment.Status.OK, pair__in=eligible.values("id"))
         .values("pair_id")
-        .annotate(n=Count("judge", distinct=True), spread=Max("p_relevant") - Min("p_relevant"))
-        .filter(n__gte=2, spread__gt=0)
-        .order_by("-spread", "pair_id")
+        .annotate(
+            n=Count("judge", distinct=True),
+            across=Max("p_relevant") - Min("p_relevant"),
+            within=Coalesce(Max("spread"), Value(0.0)),
+        )
+        .annotate(disagreement=Case(When(n__gte=2, then=Greatest("across", "within")), default=F("within")))
+        .filter(disagreement__gt=0)
+        .order_by("-disagreement", "pair_id")
         .values_list("pair_id", flat=True)
     )
     return list(spread[:limit])

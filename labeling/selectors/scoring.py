@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from django.db.models import QuerySet
+from django.db.models import QuerySet, Sum
 from django.utils import timezone
 
 from labeling.models import Judge, Project, ScoringJob
@@ -15,22 +15,40 @@ class JobProgress:
     fraction: float
     pairs_per_s: float | None
     eta_s: float | None
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float | None = None  # at the judge's prices; None when it has none
+
+
+def job_usage(job: ScoringJob) -> tuple[int, int, int]:
+    """Model calls, prompt and completion tokens of the job so far: the sums over its written chunks."""
+    sums = job.chunks.aggregate(calls=Sum("calls"), prompt=Sum("prompt_tokens"), completion=Sum("completion_tokens"))
+    return sums["calls"] or 0, sums["prompt"] or 0, sums["completion"] or 0
 
 
 def job_progress(job: ScoringJob) -> JobProgress:
-    """Speed counts from the first chunk written (model loading excluded) to now or the end."""
+    """Speed counts from the first chunk written (model loading excluded) to now or the end; calls, tokens
+    and cost add up the written chunks (ensemble members read from the cache cost nothing)."""
     fraction = job.done / job.total if job.total else 1.0
     rate = eta = None
     if job.first_result_at is not None and job.done:
         end = job.finished_at or timezone.now()
         seconds = (end - job.first_result_at).total_seconds()
-        first_chunk = job.chunks.filter(finished_at__isnull=False).order_by("finished_at").values_list("size", flat=True).first() or 0
+        written = job.chunks.filter(finished_at__isnull=False).order_by("finished_at")
+        first_chunk = written.values_list("size", flat=True).first() or 0
         counted = job.done - first_chunk
         if seconds > 0 and counted > 0:
             rate = counted / seconds
             if job.status == ScoringJob.Status.RUNNING:
                 eta = (job.total - job.done) / rate
-    return JobProgress(job=job, fraction=fraction, pairs_per_s=rate, eta_s=eta)
+    calls, prompt, completion = job_usage(job)
+    judge = job.judge
+    cost = None
+    if judge.price_in is not None and judge.price_out is not None:
+        cost = (prompt * judge.price_in + completion * judge.price_out) / 1_000_000
+    return JobProgress(job=job, fraction=fraction, pairs_per_s=rate, eta_s=eta, calls=calls, prompt_tokens=prompt,
+                       completion_tokens=completion, cost_usd=cost)
 
 
 def jobs_for_project(project: Project, *, limit: int = 20) -> QuerySet[ScoringJob]:

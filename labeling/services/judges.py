@@ -7,20 +7,32 @@ from pathlib import Path
 from django.db import transaction
 
 from labeling.models import Judge, Project
-from labeling.scoring import PARAMETER_FIELDS, JudgeConfigError, judge_config
+from labeling.scoring import ENSEMBLE_BACKEND, PARAMETER_FIELDS, JudgeConfigError, judge_check, judge_config
+from models_llm.ensembles import DEFAULT_INTENT, EnsembleConfigError, strategies_for
 
 
 class JudgeError(ValueError):
     """A judge that cannot be created as asked (the message names the field)."""
 
 
+def _price(label: str, value: float | None) -> float | None:
+    if value is None:
+        return None
+    if not isinstance(value, int | float) or isinstance(value, bool) or not 0 <= value < 10_000:
+        raise JudgeError(f"{label} must be a price in USD per million tokens, from 0 to 10,000; got {value!r}")
+    return float(value)
+
+
 @transaction.atomic
 def judge_create(
-    *, project: Project, name: str, backend: str, model: str, template: dict[str, str] | None = None,
+    *, project: Project, name: str, backend: str, model: str = "", template: dict[str, str] | None = None,
+    members: list[str] | None = None, price_in: float | None = None, price_out: float | None = None,
     **parameters,
 ) -> Judge:
     """Create judge `name` in `project`. `parameters` are JudgeConfig fields (method, cot, use_definition,
-    adapter, device, dtype, batch_size, base_url, api_key_env...); local model folders must exist here."""
+    adapter, device, dtype, batch_size, base_url, api_key_env, strategies...); local model folders must exist
+    here. Backend `ensemble` makes a judges ensemble of the `members` (judge names; no model of its own).
+    `price_in` / `price_out` (USD per million prompt / completion tokens) price the judge's jobs."""
     name = name.strip()
     if not name or len(name) > 200:
         raise JudgeError("a judge name must be 1 to 200 characters")
@@ -30,14 +42,35 @@ def judge_create(
     if unknown:
         raise JudgeError(f"unknown judge parameters {unknown}")
     params = {key: value for key, value in parameters.items() if value is not None}
+    prices = {"price_in": _price("price_in", price_in), "price_out": _price("price_out", price_out)}
+    if backend == ENSEMBLE_BACKEND:
+        if params or model or template:
+            raise JudgeError("a judges ensemble takes only members (and prices): no model, method or template")
+        judge = Judge(project=project, name=name, backend=backend, parameters={"members": list(members or [])},
+                      **prices)
+        try:
+            judge_check(judge)
+        except JudgeConfigError as exc:
+            raise JudgeError(str(exc).removeprefix(f"judge {name!r}: ")) from None
+        judge.save()
+        return judge
+    if members:
+        raise JudgeError("members are for a judges ensemble (backend ensemble)")
     if backend == "embedding":
         params["method"] = "embedding"
     judge = Judge(project=project, name=name, backend=backend, model=model,
-                  prompt=json.dumps(template, indent=2) if template else "", parameters=params)
+                  prompt=json.dumps(template, indent=2) if template else "", parameters=params, **prices)
     try:
         config = judge_config(judge)
     except JudgeConfigError as exc:
         raise JudgeError(str(exc).removeprefix(f"judge {name!r}: ")) from None
+    if config.method == "ensemble":
+        try:
+            strategies_for(DEFAULT_INTENT, config.strategies)  # known strategies, none twice
+        except EnsembleConfigError as exc:
+            raise JudgeError(str(exc)) from None
+        if config.template or config.cot or not config.use_definition:
+            raise JudgeError("an ensemble judge writes its own prompts: no template, cot or no-definition")
     for label, folder in (("model", config.model if backend != "openai" else None), ("adapter", config.adapter)):
         if folder and not Path(folder).is_dir():
             raise JudgeError(f"{label} folder {folder} does not exist (run `manage.py setup_models` for the bundled ones)")

@@ -3,7 +3,9 @@ score independently. Chunks write in one transaction and once (a redelivered or 
 twice); a chunk that keeps failing marks its pairs failed and the job goes on."""
 from __future__ import annotations
 
+import random
 from collections.abc import Sequence
+from dataclasses import dataclass
 from itertools import groupby
 
 from django.conf import settings
@@ -12,9 +14,19 @@ from django.db.models import F
 from django.utils import timezone
 
 from labeling.models import Judge, Judgment, Pair, Project, RelevanceDefinition, ScoringChunk, ScoringJob
-from labeling.scoring import JudgeConfigError, judge_config, judgment_fields, pair_inputs, scorer_for
+from labeling.scoring import (
+    JudgeConfigError,
+    is_judges_ensemble,
+    judge_check,
+    judge_config,
+    judge_method,
+    pair_inputs,
+)
+from labeling.services.judging import Usage, judge_pairs, judgments_upsert, query_intent
 from labeling.services.validation import validation_request_refresh
 from labeling.tasks import score_chunk_task
+from models_llm.cost import TokenEstimate, diras_token_estimate
+from models_llm.ensembles.cost import ensemble_token_estimate
 from models_llm.types import Verdict
 
 
@@ -24,7 +36,8 @@ class ScoringError(ValueError):
 
 def _current_definitions(query_ids: Sequence[int]) -> dict[int, RelevanceDefinition]:
     newest: dict[int, RelevanceDefinition] = {}
-    for definition in RelevanceDefinition.objects.filter(query_id__in=query_ids, is_draft=False).order_by("query_id", "version"):
+    current = RelevanceDefinition.objects.filter(query_id__in=query_ids, is_draft=False)
+    for definition in current.order_by("query_id", "version"):
         newest[definition.query_id] = definition
     return newest
 
@@ -68,7 +81,7 @@ def scoring_job_create(
     if scope not in ScoringJob.Scope.values:
         raise ScoringError(f"scope must be one of {ScoringJob.Scope.values}, got {scope!r}")
     try:
-        judge_config(judge)
+        judge_check(judge)
     except JudgeConfigError as exc:
         raise ScoringError(str(exc)) from None
     size = chunk_pairs or settings.SCORING_CHUNK_PAIRS
@@ -124,9 +137,8 @@ def scoring_chunk_run(*, chunk_id: int) -> int:
     ScoringChunk.objects.filter(id=chunk.id).update(attempts=F("attempts") + 1)
     definition = _current_definitions([chunk.query_id]).get(chunk.query_id)
     pairs = list(Pair.objects.filter(id__in=chunk.pair_ids).select_related("query", "passage").order_by("id"))
-    texts = {chunk.query_id: definition.text if definition else None}
-    verdicts = scorer_for(chunk.job.judge).score(pair_inputs(pairs, texts))
-    return _chunk_write(chunk=chunk, definition=definition, verdicts=verdicts, error="")
+    verdicts, usage = judge_pairs(judge=chunk.job.judge, pairs=pairs, definitions={chunk.query_id: definition})
+    return _chunk_write(chunk=chunk, definition=definition, verdicts=verdicts, error="", usage=usage)
 
 
 def scoring_chunk_fail(*, chunk_id: int, error: str) -> int:
@@ -136,40 +148,25 @@ def scoring_chunk_fail(*, chunk_id: int, error: str) -> int:
     if chunk is None or chunk.finished_at is not None:
         return 0
     definition = _current_definitions([chunk.query_id]).get(chunk.query_id)
-    method = judge_config(chunk.job.judge).method
+    method = judge_method(chunk.job.judge)
     verdicts = [Verdict(pair_id=pid, status="failed", method=method, error=error) for pid in chunk.pair_ids]
-    return _chunk_write(chunk=chunk, definition=definition, verdicts=verdicts, error=error)
+    return _chunk_write(chunk=chunk, definition=definition, verdicts=verdicts, error=error, usage=Usage())
 
 
 @transaction.atomic
 def _chunk_write(*, chunk: ScoringChunk, definition: RelevanceDefinition | None, verdicts: list[Verdict],
-                 error: str) -> int:
+                 error: str, usage: Usage) -> int:
     locked = ScoringChunk.objects.select_for_update().get(id=chunk.id)
     if locked.finished_at is not None:
         return 0  # another worker wrote this chunk while this one was scoring
-    judge, now = chunk.job.judge, timezone.now()
-    existing = {
-        j.pair_id: j
-        for j in Judgment.objects.filter(judge=judge, pair_id__in=chunk.pair_ids, definition=definition)
-    }
-    create, update = [], []
-    for verdict in verdicts:
-        fields = judgment_fields(verdict)
-        stored = existing.get(verdict.pair_id)
-        if stored is None:
-            create.append(Judgment(pair_id=verdict.pair_id, judge=judge, definition=definition, created_at=now,
-                                   **fields))
-        elif verdict.status == Judgment.Status.OK or stored.status != Judgment.Status.OK:
-            # A failure never replaces an answer that was stored before.
-            for name, value in fields.items():
-                setattr(stored, name, value)
-            stored.created_at = now
-            update.append(stored)
-    Judgment.objects.bulk_create(create)
-    if update:
-        Judgment.objects.bulk_update(update, [*judgment_fields(verdicts[0]), "created_at"])
+    now = timezone.now()
+    pairs = list(Pair.objects.filter(id__in=chunk.pair_ids).only("id", "query_id"))
+    judgments_upsert(judge=chunk.job.judge, pairs=pairs, definitions={chunk.query_id: definition}, verdicts=verdicts)
     failed = sum(v.status == Judgment.Status.FAILED for v in verdicts)
-    ScoringChunk.objects.filter(id=chunk.id).update(finished_at=now, failed=bool(error), error=error)
+    ScoringChunk.objects.filter(id=chunk.id).update(
+        finished_at=now, failed=bool(error), error=error, calls=usage.calls, prompt_tokens=usage.prompt_tokens,
+        completion_tokens=usage.completion_tokens,
+    )
     job = ScoringJob.objects.select_for_update().get(id=chunk.job_id)
     job.done += len(verdicts)
     job.failed += failed
@@ -181,3 +178,65 @@ def _chunk_write(*, chunk: ScoringChunk, definition: RelevanceDefinition | None,
     job.save(update_fields=["done", "failed", "first_result_at", "last_error", "status", "finished_at"])
     validation_request_refresh(project=chunk.job.project)
     return len(verdicts)
+
+
+ESTIMATE_SAMPLE = 200
+
+
+@dataclass(frozen=True)
+class JobEstimate:
+    """A dry run: what a job would send to the judge's model, priced when the judge has prices."""
+
+    judge: Judge
+    scope: str
+    tokens: TokenEstimate
+    cost_usd: float | None
+    # DisastIR labelled 1.34M pairs with GPT-4o-mini for about $1,400: our prompts at its prices, same count.
+    reference_pairs: int = 1_340_000
+    reference_cost_usd: float | None = None
+
+
+# GPT-4o-mini's list prices (USD per million tokens) when DisastIR ran, for the comparison line.
+GPT_4O_MINI_PRICES = (0.15, 0.60)
+
+
+def scoring_job_estimate(
+    *, project: Project, judge: Judge, scope: str = ScoringJob.Scope.MISSING, pair_ids: Sequence[int] | None = None,
+    sample: int = ESTIMATE_SAMPLE,
+) -> JobEstimate:
+    """Estimate the calls and tokens of scoring `scope` with a generative judge, before starting it: prompts
+    of a random sample of the pairs (fixed seed) are built and counted with the judge's tokenizer (hf) or from
+    their characters (openai); answers take typical lengths. Nothing is sent to a model and nothing is stored."""
+    if judge.project_id != project.id:
+        raise ScoringError(f"judge {judge.name!r} belongs to another project")
+    if is_judges_ensemble(judge):
+        raise ScoringError(f"judge {judge.name!r} is a judges ensemble: estimate each of its members")
+    try:
+        config = judge_config(judge)
+    except JudgeConfigError as exc:
+        raise ScoringError(str(exc)) from None
+    if config.backend == "embedding":
+        raise ScoringError(f"judge {judge.name!r} is an embedding judge: it sends no prompts and costs no tokens")
+    rows = _pairs_in_scope(project=project, judge=judge, scope=scope, pair_ids=pair_ids)
+    chosen = sorted(random.Random(0).sample([pair_id for _, pair_id in rows], min(sample, len(rows))))
+    pairs = list(Pair.objects.filter(id__in=chosen).select_related("query", "passage").order_by("id"))
+    definitions = _current_definitions({pair.query_id for pair in pairs})
+    texts = {query_id: d.text for query_id, d in definitions.items()}
+    inputs = pair_inputs(pairs, texts)
+    count = None
+    if config.backend == "hf":
+        from models_llm.backends.hf import chat_token_counter
+
+        count = chat_token_counter(config.model)
+    if config.method == "ensemble":
+        tokens = ensemble_token_estimate(
+            [(pair_input, query_intent(pair)) for pair, pair_input in zip(pairs, inputs, strict=True)],
+            total_pairs=len(rows), strategies=config.strategies, count_tokens=count,
+            max_new_tokens=config.max_new_tokens,
+        )
+    else:
+        tokens = diras_token_estimate(inputs, config=config, total_pairs=len(rows), count_tokens=count)
+    return JobEstimate(
+        judge=judge, scope=scope, tokens=tokens, cost_usd=tokens.cost(judge.price_in, judge.price_out),
+        reference_cost_usd=tokens.cost(*GPT_4O_MINI_PRICES, pairs=JobEstimate.reference_pairs),
+    )

@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 import gc
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -313,3 +313,15 @@ class HFScorer:
         gc.collect()
         if self.device.type == "cuda":
             torch.cuda.empty_cache()
+
+
+def chat_token_counter(model_folder: str) -> Callable[[Sequence[dict[str, str]]], int]:
+    """Count the prompt tokens of chat messages as HFScorer.generate_chat would send them, with only the
+    tokenizer of `model_folder` loaded (no model weights): for dry-run estimates."""
+    tokenizer = AutoTokenizer.from_pretrained(model_folder)
+
+    def count(messages: Sequence[dict[str, str]]) -> int:
+        text = tokenizer.apply_chat_template(list(messages), add_generation_prompt=True, tokenize=False)
+        return len(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    return count

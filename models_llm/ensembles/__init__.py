@@ -2,7 +2,8 @@
 answers, combined into a mean 0-3 (STS 0-5) score and P = mean / max. See docs/ensembles.md."""
 from models_llm.ensembles.answers import json_object, score_read, yes_no_read
 from models_llm.ensembles.driver import (
-    EnsembleResult, Generate, StepOutput, StrategyOutcome, ensemble_score, strategy_run,
+    EnsembleResult, Generate, StepOutput, StrategyOutcome, ensemble_combine, ensemble_score, strategies_for,
+    strategy_run,
 )
 from models_llm.ensembles.intents import (
     DEFAULT_INTENT, INTENTS, STRATEGIES, EnsembleConfigError, Intent, intent_get, strategies_check,
@@ -12,6 +13,6 @@ from models_llm.ensembles.strategies import STEPS, Attributes, Criteria, Message
 __all__ = [
     "DEFAULT_INTENT", "INTENTS", "STEPS", "STRATEGIES", "Attributes", "Criteria", "EnsembleConfigError",
     "EnsembleResult", "Generate", "Intent", "Messages", "Step", "StepOutput", "StrategyOutcome",
-    "allowed_final_scores", "ensemble_score", "intent_get", "json_object", "score_read", "strategies_check",
-    "strategy_run", "yes_no_read",
+    "allowed_final_scores", "ensemble_combine", "ensemble_score", "intent_get", "json_object", "score_read",
+    "strategies_check", "strategies_for", "strategy_run", "yes_no_read",
 ]

@@ -106,7 +106,30 @@ def ensemble_score(
     chosen = intent_get(intent)
     names = strategies_check(chosen, tuple(strategies) if strategies is not None else chosen.strategies)
     outcomes = tuple(strategy_run(chosen, name, pair, generate) for name in names)
-    common = dict(pair_id=pair.pair_id, intent=chosen.name, outcomes=outcomes, max_score=chosen.max_score)
+    return ensemble_combine(pair.pair_id, chosen.name, outcomes)
+
+
+def strategies_for(intent: str, strategies: Sequence[str] | None = None) -> tuple[str, ...]:
+    """The strategies a judge configured with `strategies` (empty: all) runs on a query of `intent`: those of
+    them the intent uses, in the given order (a judge of direct, cot and multi runs direct only on STS
+    queries). Unknown or repeated names, or none left for the intent, raise EnsembleConfigError."""
+    chosen = intent_get(intent)
+    if not strategies:
+        return chosen.strategies
+    strategies_check(intent_get(DEFAULT_INTENT), tuple(strategies))  # known names, none twice
+    used = tuple(name for name in strategies if name in chosen.strategies)
+    if not used:
+        raise EnsembleConfigError(
+            f"intent {chosen.name} uses only {list(chosen.strategies)}, none of {list(strategies)}"
+        )
+    return used
+
+
+def ensemble_combine(pair_id: int, intent: str, outcomes: Sequence[StrategyOutcome]) -> EnsembleResult:
+    """Combine the strategies' outcomes on one pair (freshly run or read back from storage)."""
+    chosen = intent_get(intent)
+    outcomes = tuple(outcomes)
+    common = dict(pair_id=pair_id, intent=chosen.name, outcomes=outcomes, max_score=chosen.max_score)
     parsed = [outcome for outcome in outcomes if outcome.score is not None]
     if not parsed:
         error = "no strategy gave a usable answer: " + "; ".join(outcome.parse_error for outcome in outcomes)

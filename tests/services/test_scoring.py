@@ -101,7 +101,7 @@ def test_cancel_stops_the_job_and_resume_requeues_only_unwritten_chunks(tmp_path
     [
         ({"backend": "hf", "model": "/nowhere/model", "method": "tok"}, "model folder /nowhere/model does not exist"),
         ({"backend": "openai", "model": "gpt-4o", "method": "ask"}, "needs a base URL"),
-        ({"backend": "hf", "model": "x", "method": "shout"}, "method must be tok, ask or embedding"),
+        ({"backend": "hf", "model": "x", "method": "shout"}, "method must be tok, ask, embedding or ensemble"),
     ],
 )
 def test_bad_judges_are_refused_with_the_reason(tmp_path, kwargs, message):

@@ -14,10 +14,16 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("name")
         parser.add_argument("--project", required=True, help="project slug")
-        parser.add_argument("--backend", required=True, choices=["hf", "openai", "embedding"])
-        parser.add_argument("--model", required=True, help="local model folder (hf, embedding) or model name (openai)")
+        parser.add_argument("--backend", required=True, choices=["hf", "openai", "embedding", "ensemble"],
+                            help="ensemble: a judge whose P is the mean of --members' P")
+        parser.add_argument("--model", default="", help="local model folder (hf, embedding) or model name (openai)")
+        parser.add_argument("--members", help="ensemble backend: member judge names, comma-separated")
+        parser.add_argument("--strategies", help="ensemble method: direct,cot,multi (default: all the intent uses)")
+        parser.add_argument("--max-new-tokens", type=int, help="answer budget in tokens (ask, ensemble)")
+        parser.add_argument("--price-in", type=float, help="USD per million prompt tokens, for cost figures")
+        parser.add_argument("--price-out", type=float, help="USD per million completion tokens")
         parser.add_argument("--adapter", help="peft LoRA adapter folder (hf)")
-        parser.add_argument("--method", choices=["tok", "ask"], help="tok: P from next-token logits (default); ask: parse the stated confidence")
+        parser.add_argument("--method", choices=["tok", "ask", "ensemble"], help="tok: P from next-token logits (default); ask: parse the stated confidence; ensemble: DisastIR prompt strategies")
         parser.add_argument("--cot", action="store_true", help="ask for a [Reason] before the guess")
         parser.add_argument("--no-definition", action="store_true", help="leave the relevance definition out of the prompt")
         parser.add_argument("--device", help="hf: cpu, cuda, cuda:1 ...")
@@ -39,13 +45,23 @@ class Command(BaseCommand):
             except (OSError, ValueError) as exc:
                 raise CommandError(f"{template}: {exc}") from None
         method = options["method"] or ("embedding" if options["backend"] == "embedding" else "tok")
+        prices = {"price_in": options["price_in"], "price_out": options["price_out"]}
         try:
+            if options["backend"] == "ensemble":
+                members = [name.strip() for name in (options["members"] or "").split(",") if name.strip()]
+                judge = judge_create(project=found, name=name, backend="ensemble", members=members, **prices)
+                self.stdout.write(self.style.SUCCESS(
+                    f"Created judge {judge.name!r} (mean P of {', '.join(members)}) in {project!r}."
+                ))
+                return
+            strategies = [s.strip() for s in options["strategies"].split(",")] if options["strategies"] else None
             judge = judge_create(
                 project=found, name=name, backend=options["backend"], model=options["model"], template=blocks,
                 method=method, cot=options["cot"] or None, use_definition=False if options["no_definition"] else None,
                 adapter=options["adapter"], device=options["device"], dtype=options["dtype"],
                 batch_size=options["batch_size"], base_url=options["base_url"], api_key_env=options["api_key_env"],
-                concurrency=options["concurrency"],
+                concurrency=options["concurrency"], strategies=strategies, max_new_tokens=options["max_new_tokens"],
+                **prices,
             )
         except JudgeError as exc:
             raise CommandError(str(exc)) from None

@@ -6,7 +6,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from labeling.models import Judge, Project, ScoringJob
 from labeling.selectors.scoring import job_progress
-from labeling.services.scoring import ScoringError, scoring_job_create, scoring_job_resume
+from labeling.services.scoring import ScoringError, scoring_job_create, scoring_job_estimate, scoring_job_resume
 
 
 class Command(BaseCommand):
@@ -19,8 +19,10 @@ class Command(BaseCommand):
         parser.add_argument("--scope", choices=["missing", "all"], default="missing",
                             help="missing (default): pairs not yet judged under the current definition")
         parser.add_argument("--wait", action="store_true", help="show progress until the job is finished")
+        parser.add_argument("--dry-run", action="store_true",
+                            help="estimate calls, tokens and cost without scoring anything")
 
-    def handle(self, *args, project: str, judge: str, scope: str, wait: bool, **options) -> None:
+    def handle(self, *args, project: str, judge: str, scope: str, wait: bool, dry_run: bool, **options) -> None:
         found = Project.objects.filter(slug=project).first()
         if found is None:
             raise CommandError(f"no project {project!r}")
@@ -28,6 +30,9 @@ class Command(BaseCommand):
         if item is None:
             names = ", ".join(found.judges.values_list("name", flat=True)) or "none"
             raise CommandError(f"project {project!r} has no judge {judge!r} (its judges: {names})")
+        if dry_run:
+            self._estimate(found, item, scope)
+            return
         running = ScoringJob.objects.filter(judge=item, status=ScoringJob.Status.RUNNING).first()
         if running is not None:
             queued = scoring_job_resume(job=running)
@@ -42,6 +47,28 @@ class Command(BaseCommand):
         if wait:
             self._wait(job)
 
+    def _estimate(self, project: Project, judge: Judge, scope: str) -> None:
+        try:
+            estimate = scoring_job_estimate(project=project, judge=judge, scope=scope)
+        except ScoringError as exc:
+            raise CommandError(str(exc)) from None
+        t = estimate.tokens
+        how = "counted with the model's tokenizer" if t.exact_prompt_tokens else "guessed from characters"
+        self.stdout.write(
+            f"Dry run of {judge.name!r} over {t.pairs:,} pair(s) ({scope}): about {t.calls:,} model calls, "
+            f"{t.prompt_tokens:,} prompt + {t.completion_tokens:,} completion tokens "
+            f"(prompts of {t.sampled} sampled pairs {how})."
+        )
+        if estimate.cost_usd is not None:
+            self.stdout.write(f"Estimated cost at the judge's prices: ${estimate.cost_usd:,.2f}")
+        else:
+            self.stdout.write("No prices on this judge (add_judge --price-in/--price-out): no cost figure.")
+        if estimate.reference_cost_usd is not None:
+            self.stdout.write(
+                f"At GPT-4o-mini's prices, these prompts for DisastIR's 1,340,000 pairs: "
+                f"${estimate.reference_cost_usd:,.0f} (DisastIR reports about $1,400)."
+            )
+
     def _wait(self, job: ScoringJob) -> None:
         while True:
             job.refresh_from_db()
@@ -49,7 +76,11 @@ class Command(BaseCommand):
             bar = "#" * int(30 * progress.fraction)
             eta = f", ETA {progress.eta_s:.0f}s" if progress.eta_s is not None else ""
             rate = f", {progress.pairs_per_s:.1f} pairs/s" if progress.pairs_per_s else ""
-            sys.stdout.write(f"\r[{bar:<30}] {job.done:,}/{job.total:,} ({job.failed:,} failed){rate}{eta}   ")
+            usage = f", {progress.prompt_tokens + progress.completion_tokens:,} tokens" if progress.calls else ""
+            cost = f", ${progress.cost_usd:,.4f}" if progress.cost_usd is not None else ""
+            sys.stdout.write(
+                f"\r[{bar:<30}] {job.done:,}/{job.total:,} ({job.failed:,} failed){rate}{eta}{usage}{cost}   "
+            )
             sys.stdout.flush()
             if job.status != ScoringJob.Status.RUNNING:
                 sys.stdout.write("\n")
