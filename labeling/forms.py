@@ -4,21 +4,39 @@ from __future__ import annotations
 import json
 
 from django import forms
+from django.db.models import QuerySet
 
 from labeling.models import Judge, Project
 from labeling.models.project import QUEUE_STRATEGIES
 from labeling.selectors.queue_settings import queue_mix_percentages
 from labeling.services.projects import LABELS_PER_ITEM_MAX, LEASE_MINUTES_MAX
+from models_llm.ensembles import STRATEGIES
 
 
 class JudgeForm(forms.Form):
     name = forms.CharField(max_length=200)
     backend = forms.ChoiceField(choices=[("hf", "hf: local transformers model"),
                                          ("openai", "openai: OpenAI-compatible API"),
-                                         ("embedding", "embedding: cosine similarity baseline")])
-    model = forms.CharField(max_length=300, help_text="a model folder (hf, embedding) or a model name (openai)")
+                                         ("embedding", "embedding: cosine similarity baseline"),
+                                         ("ensemble", "ensemble: the mean P of other judges")])
+    model = forms.CharField(max_length=300, required=False,
+                            help_text="a model folder (hf, embedding) or a model name (openai); none for an ensemble")
     method = forms.ChoiceField(choices=[("tok", "Tok: P from the Yes/No next-token logits"),
-                                        ("ask", "Ask: parse the stated confidence")], required=False)
+                                        ("ask", "Ask: parse the stated confidence"),
+                                        ("ensemble", "Ensemble: DisastIR prompt strategies, JSON scores averaged")],
+                               required=False)
+    strategies = forms.MultipleChoiceField(
+        choices=[(name, name) for name in STRATEGIES], required=False, widget=forms.CheckboxSelectMultiple,
+        help_text="ensemble method: the prompt strategies (none ticked: all the query's intent uses)",
+    )
+    members = forms.CharField(max_length=2000, required=False,
+                              help_text="ensemble backend: member judge names, separated by commas")
+    max_new_tokens = forms.IntegerField(min_value=1, max_value=4096, required=False,
+                                        help_text="answer budget in tokens (Ask and ensembles)")
+    price_in = forms.FloatField(min_value=0, required=False, label="Price in",
+                                help_text="USD per million prompt tokens (for cost figures)")
+    price_out = forms.FloatField(min_value=0, required=False, label="Price out",
+                                 help_text="USD per million completion tokens")
     cot = forms.BooleanField(required=False, label="Ask for a reason first (CoT)")
     no_definition = forms.BooleanField(required=False, label="Leave the relevance definition out")
     adapter = forms.CharField(max_length=300, required=False, help_text="peft LoRA adapter folder (hf)")
@@ -53,7 +71,14 @@ class JudgeForm(forms.Form):
         if template is None and source is not None and source.prompt.strip():
             template = json.loads(source.prompt)
         backend = data["backend"]
+        prices = {"price_in": data["price_in"], "price_out": data["price_out"]}
+        if backend == "ensemble":
+            members = [name.strip() for name in data["members"].split(",") if name.strip()]
+            return {"name": data["name"], "backend": backend, "members": members, **prices}
         return {
+            **prices,
+            "strategies": data["strategies"] or None,
+            "max_new_tokens": data["max_new_tokens"],
             "name": data["name"],
             "backend": backend,
             "model": data["model"],
@@ -151,3 +176,17 @@ class QueueSettingsForm(forms.Form):
             "lease_minutes": data["lease_minutes"],
             "reveal_llm_after_submit": data["reveal_llm_after_submit"],
         }
+
+
+class DefinitionDraftForm(forms.Form):
+    """Ask one of the project's generative judges (the view passes them) to draft the query's definition."""
+
+    judge = forms.ModelChoiceField(queryset=Judge.objects.none(), empty_label=None, label="Judge")
+    refine = forms.BooleanField(
+        required=False, label="Refine from labelled examples",
+        help_text="improve the current definition from the passages experts labelled relevant",
+    )
+
+    def __init__(self, *args, judges: QuerySet[Judge], **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["judge"].queryset = judges

@@ -29,5 +29,19 @@ def score_chunk_task(self, chunk_id: int) -> None:
         scoring_chunk_fail(chunk_id=chunk_id, error=f"{type(exc).__name__}: {exc}"[:2000])
 
 
+@shared_task(bind=True, acks_late=True, reject_on_worker_lost=True, max_retries=3)
+def definition_draft_task(self, draft_id: int) -> None:
+    """Ask a judge for a drafted definition; transient errors are retried with backoff, and a draft that keeps
+    failing stores the error (a finished draft is never asked again)."""
+    from labeling.services.drafting import definition_draft_fail, definition_draft_run
+
+    try:
+        definition_draft_run(draft_id=draft_id)
+    except Exception as exc:  # noqa: BLE001 - any error: retry, then record it on the draft
+        if self.request.retries < self.max_retries and _transient(exc):
+            raise self.retry(exc=exc, countdown=min(300, 10 * 2**self.request.retries)) from exc
+        definition_draft_fail(draft_id=draft_id, error=f"{type(exc).__name__}: {exc}"[:2000])
+
+
 def _transient(exc: Exception) -> bool:
     return isinstance(exc, TransientScoringError | OperationalError | ConnectionError | TimeoutError)

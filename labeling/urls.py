@@ -27,8 +27,13 @@ urlpatterns = [
     path("projects/<slug:slug>/judges/", views.judges_page, name="judges"),
     path("projects/<slug:slug>/judges/new/", views.judge_create_view, name="judge_create"),
     path("projects/<slug:slug>/judges/<path:judge>/score/", views.job_start_view, name="job_start"),
+    path("projects/<slug:slug>/judges/<path:judge>/estimate/", views.judge_estimate_view, name="judge_estimate"),
     path("projects/<slug:slug>/jobs/<int:job_id>/cancel/", views.job_cancel_view, name="job_cancel"),
     path("projects/<slug:slug>/queries/<int:query_id>/definition/", definitions.definition_page, name="definition"),
+    path(
+        "projects/<slug:slug>/queries/<int:query_id>/definition/draft/", definitions.definition_draft_view,
+        name="definition_draft",
+    ),
     path(
         "projects/<slug:slug>/queries/<int:query_id>/definition/rescore/<path:judge>/",
         definitions.stale_rescore_view,

@@ -13,14 +13,16 @@ from models_llm.bundled import minilm_folder, smollm2_folder
 SAMPLE = Path(__file__).resolve().parents[1] / "data" / "climretrieve"
 
 
-def small_scoring_project(root: Path, *, slug: str = "score", queries: int = 3, passages: int = 20) -> Project:
+def small_scoring_project(root: Path, *, slug: str = "score", queries: int = 3, passages: int = 20,
+                          full: bool = False) -> Project:
+    """`full`: the sample's whole passage and definition texts (else cut short to keep CPU tests quick)."""
     qs = [json.loads(line) for line in (SAMPLE / "queries.jsonl").read_text().splitlines()[:queries]]
     corpus = [json.loads(line) for line in (SAMPLE / "corpus.jsonl").read_text().splitlines()[:passages]]
     for record in corpus:
-        record["text"] = record["text"][:400]  # short paragraphs keep the CPU tests quick
+        record["text"] = record["text"] if full else record["text"][:400]
     for record in qs:
         record.pop("metadata", None)
-        record["definition"] = record.get("definition", "")[:300]
+        record["definition"] = record.get("definition", "") if full else record.get("definition", "")[:300]
     root.mkdir(parents=True, exist_ok=True)
     (root / "queries.jsonl").write_text("".join(json.dumps(r) + "\n" for r in qs))
     (root / "corpus.jsonl").write_text("".join(json.dumps(r) + "\n" for r in corpus))

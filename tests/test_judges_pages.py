@@ -76,3 +76,36 @@ def test_jobs_api(project):
     api.force_authenticate(member(project, Membership.Role.VIEWER))
     assert api.post(url, {"judge": judge.name}, format="json").status_code == 403
     assert api.get(url).status_code == 200
+
+
+def test_admin_creates_ensemble_judges_and_gets_a_dry_run_estimate(client, project):
+    from models_llm.bundled import smollm2_folder
+    from django.conf import settings
+
+    client.force_login(member(project, Membership.Role.ADMIN))
+    create = reverse("labeling:judge_create", args=[project.slug])
+    response = client.post(create, {"name": "disastir", "backend": "hf", "method": "ensemble",
+                                    "model": str(smollm2_folder(settings.VAR_DIR)), "strategies": ["direct", "cot"],
+                                    "max_new_tokens": "64", "price_in": "0.15", "price_out": "0.6"})
+    assert response.status_code == 302
+    judge = Judge.objects.get(project=project, name="disastir")
+    assert judge.parameters["strategies"] == ["direct", "cot"] and judge.price_in == 0.15
+    response = client.post(create, {"name": "both", "backend": "ensemble", "members": "disastir, ghost"})
+    assert response.status_code == 400 and "member &#x27;ghost&#x27; is not a judge" in response.content.decode()
+    minilm_judge(project)
+    assert client.post(create, {"name": "both", "backend": "ensemble", "members": "disastir, minilm"}).status_code == 302
+    html = client.get(reverse("labeling:judges", args=[project.slug])).content.decode()
+    assert "mean P of disastir, minilm" in html and "(direct, cot)" in html and "$0.15 / $0.6 per M tokens" in html
+    estimate = client.get(reverse("labeling:judge_estimate", args=[project.slug, "disastir"]), {"scope": "missing"},
+                          headers={"HX-Request": "true"}).content.decode()
+    # 6 QA pairs x (direct 1 call + cot 3 calls), prompts counted by SmolLM2's tokenizer.
+    assert "Dry run for disastir" in estimate and "<span data-calls>24</span>" in estimate
+    assert "with the model's tokenizer" in estimate and "data-cost" in estimate and "DisastIR" in estimate
+    refused = client.get(reverse("labeling:judge_estimate", args=[project.slug, "minilm"])).content.decode()
+    assert "embedding judge: it sends no prompts" in refused
+
+
+def test_experts_cannot_estimate(client, project):
+    client.force_login(member(project, Membership.Role.EXPERT))
+    minilm_judge(project)
+    assert client.get(reverse("labeling:judge_estimate", args=[project.slug, "minilm"])).status_code == 403

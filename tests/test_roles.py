@@ -48,9 +48,11 @@ MATRIX: dict[str, dict[str, str]] = {
     "labeling:judges": {"GET": MEMBER},
     "labeling:judge_create": {"POST": ADMIN_ONLY},
     "labeling:job_start": {"POST": ADMIN_ONLY},
+    "labeling:judge_estimate": {"GET": ADMIN_ONLY},
     "labeling:job_cancel": {"POST": ADMIN_ONLY},
     "labeling:definition": {"GET": MEMBER, "POST": ADMIN_ONLY},
     "labeling:definition_rescore": {"POST": ADMIN_ONLY},
+    "labeling:definition_draft": {"POST": ADMIN_ONLY},
     "api:token": {"POST": PUBLIC},
     "api:schema": {"GET": LOGGED_IN},
     "api:project-list": {"GET": LOGGED_IN},
@@ -66,6 +68,7 @@ MATRIX: dict[str, dict[str, str]] = {
     "api:job-list": {"GET": MEMBER, "POST": ADMIN_ONLY},
     "api:job-detail": {"GET": MEMBER},
     "api:definition-list": {"GET": MEMBER, "POST": ADMIN_ONLY},
+    "api:judge-metrics-by-definition": {"GET": MEMBER},
 }
 
 ROUTES = {route.name: route for route in all_routes()}

@@ -97,10 +97,15 @@ class ScoringJobSerializer(serializers.Serializer):
     finished_at = serializers.DateTimeField(source="job.finished_at")
     pairs_per_s = serializers.FloatField(allow_null=True)
     eta_s = serializers.FloatField(allow_null=True)
+    calls = serializers.IntegerField(help_text="model calls made so far (cached ensemble members not counted)")
+    prompt_tokens = serializers.IntegerField()
+    completion_tokens = serializers.IntegerField()
+    cost_usd = serializers.FloatField(allow_null=True, help_text="at the judge's prices; null without prices")
 
 
 class DefinitionSerializer(serializers.Serializer):
-    """One version of a query's relevance definition; `current_version` in the context marks the current one."""
+    """One version of a query's relevance definition; `current_version` in the context marks the current one (the
+    newest version that is not an LLM draft)."""
 
     version = serializers.IntegerField()
     text = serializers.CharField()
@@ -108,6 +113,10 @@ class DefinitionSerializer(serializers.Serializer):
                                    help_text="Null for definitions that came with an import.")
     created_at = serializers.DateTimeField()
     is_current = serializers.SerializerMethodField()
+    is_draft = serializers.BooleanField(help_text="An LLM draft: not current until an admin saves it as a new version.")
+    origin = serializers.ChoiceField(choices=RelevanceDefinition.Origin.choices)
+    drafted_by = serializers.CharField(source="drafted_by.name", allow_null=True, default=None,
+                                       help_text="The judge whose LLM wrote the text (or the draft it is based on).")
 
     def get_is_current(self, definition: RelevanceDefinition) -> bool:
         return definition.version == self.context["current_version"]

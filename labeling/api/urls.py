@@ -19,6 +19,11 @@ urlpatterns = [
     path("projects/<slug:slug>/labels/", labels.LabelListView.as_view(), name="label-list"),
     path("projects/<slug:slug>/labels/undo/", labels.LabelUndoView.as_view(), name="label-undo"),
     path("projects/<slug:slug>/validation/", views.ValidationView.as_view(), name="validation"),
+    path(
+        "projects/<slug:slug>/judges/<path:judge>/metrics-by-definition/",
+        views.JudgeMetricsByDefinitionView.as_view(),
+        name="judge-metrics-by-definition",
+    ),
     path("projects/<slug:slug>/jobs/", views.ScoringJobListView.as_view(), name="job-list"),
     path("projects/<slug:slug>/jobs/<int:job_id>/", views.ScoringJobDetailView.as_view(), name="job-detail"),
     path(

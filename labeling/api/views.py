@@ -2,6 +2,8 @@
 may not see is a 404 on every endpoint and absent from the list."""
 from __future__ import annotations
 
+from dataclasses import asdict
+
 from django.db.models import QuerySet
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
@@ -24,6 +26,7 @@ from labeling.api.serializers import (
     ScoringJobSerializer,
 )
 from labeling.models import Judge, Membership, Pair, Passage, Project, Query, ScoringJob
+from labeling.selectors.definition_metrics import judge_metrics_by_definition
 from labeling.selectors.definitions import definition_history
 from labeling.selectors.projects import (
     pairs_for_project,
@@ -187,8 +190,9 @@ class ScoringJobDetailView(APIView):
 
 
 class DefinitionListView(APIView):
-    """A query's relevance definition versions, newest first (any member). POST `text` saves a new version
-    (project admins); an empty text or one unchanged from the current version is refused with 400."""
+    """A query's relevance definition versions, newest first, LLM drafts included (any member); the current one is
+    the newest that is not a draft. POST `text` saves a new version (project admins); an empty text or one
+    unchanged from the current version is refused with 400."""
 
     def _query(self, request: Request, slug: str, query_external_id: str) -> tuple[Project, Query]:
         project = get_object_or_404(projects_visible_to(user=request.user), slug=slug)
@@ -198,7 +202,8 @@ class DefinitionListView(APIView):
     def get(self, request: Request, slug: str, query_external_id: str) -> Response:
         _, query = self._query(request, slug, query_external_id)
         history = list(definition_history(query=query))
-        context = {"current_version": history[0].version if history else None}
+        # LLM drafts are listed but never current: the current version is the newest that is not a draft.
+        context = {"current_version": next((d.version for d in history if not d.is_draft), None)}
         return Response(DefinitionSerializer(history, many=True, context=context).data)
 
     @extend_schema(request=DefinitionCreateSerializer, responses={201: DefinitionSerializer})
@@ -214,3 +219,19 @@ class DefinitionListView(APIView):
             raise ValidationError({"text": [str(exc)]}) from None
         data = DefinitionSerializer(definition, context={"current_version": definition.version}).data
         return Response(data, status=201)
+
+
+class JudgeMetricsByDefinitionView(APIView):
+    """A judge's kappa, AUROC, Brier, ECE and F1 against the gold labels per relevance-definition version
+    (`by_version`: v1, v2, ... across queries; "none" without a definition) and per definition origin
+    (`by_origin`), each on every gold pair its group judged (`gold`) and on the `n_common` gold pairs judged
+    under every group of the grouping (`common`): DIRAS Table 4. Computed from the current judgments."""
+
+    @extend_schema(responses={200: OpenApiTypes.OBJECT})
+    def get(self, request: Request, slug: str, judge: str) -> Response:
+        project = get_object_or_404(projects_visible_to(user=request.user), slug=slug)
+        found = Judge.objects.filter(project=project, name=judge).first()
+        if found is None:
+            raise NotFound(f"project {slug!r} has no judge {judge!r}")
+        comparison = judge_metrics_by_definition(judge=found)
+        return Response({"project": project.slug, **asdict(comparison), "comparable": comparison.comparable})

@@ -1,5 +1,6 @@
-"""Definition reads: a query's version history, the word diff between two versions, and the judgments made
-under a definition that is no longer current (stale) with the pairs already queued for re-scoring."""
+"""Definition reads: a query's current version (the newest that is not an LLM draft) and version history, the
+word diff between two versions, and the judgments made under a definition that is no longer current (stale) with
+the pairs already queued for re-scoring."""
 from __future__ import annotations
 
 import re
@@ -52,8 +53,14 @@ class DefinitionDiff:
 
 @dataclass(frozen=True)
 class DefinitionVersion:
+    """A version with its diff against `compared_to` (the version number; None: nothing before it, so all of it
+    is new); `is_current` marks the newest non-draft version, and `reviewed_as` the versions saved from a draft."""
+
     definition: RelevanceDefinition
     diff: DefinitionDiff
+    compared_to: int | None = None
+    is_current: bool = False
+    reviewed_as: tuple[int, ...] = ()
 
 
 def _word_count(text: str) -> int:
@@ -167,9 +174,14 @@ def definition_diff(*, older: RelevanceDefinition | None, newer: RelevanceDefini
     )
 
 
+def current_definition(*, query: Query) -> RelevanceDefinition | None:
+    """The query's current definition: its newest version that is not an LLM draft (None: it has none)."""
+    return RelevanceDefinition.objects.filter(query=query, is_draft=False).order_by("-version").first()
+
+
 def definition_history(*, query: Query) -> QuerySet[RelevanceDefinition]:
-    """The query's definition versions, newest first, with their author, and how many current labels and
-    judgments were made under each."""
+    """The query's definition versions (drafts included), newest first, with their author, the judge that drafted
+    them and the draft they are based on, and how many current labels and judgments were made under each."""
     labels = (
         Label.objects.filter(definition=OuterRef("pk"), superseded_at__isnull=True)
         .order_by().values("definition").annotate(n=Count("pk")).values("n")
@@ -180,7 +192,7 @@ def definition_history(*, query: Query) -> QuerySet[RelevanceDefinition]:
     )
     return (
         RelevanceDefinition.objects.filter(query=query)
-        .select_related("author")
+        .select_related("author", "drafted_by", "based_on")
         .annotate(
             label_count=Coalesce(Subquery(labels, output_field=IntegerField()), 0),
             judgment_count=Coalesce(Subquery(judgments, output_field=IntegerField()), 0),
@@ -190,18 +202,35 @@ def definition_history(*, query: Query) -> QuerySet[RelevanceDefinition]:
 
 
 def definition_versions(*, query: Query) -> list[DefinitionVersion]:
-    """definition_history, each version with its diff against the one before it."""
+    """definition_history, each version with its diff against the version it changes: a version saved from an LLM
+    draft against that draft (what the reviewer changed), any other against the newest non-draft version before it
+    (what the LLM proposes to change in the definition in use, or what a person changed). Without drafts that is
+    simply the version before."""
     history = list(definition_history(query=query))
-    return [
-        DefinitionVersion(definition=newer, diff=definition_diff(older=older, newer=newer))
-        for newer, older in zip(history, [*history[1:], None])
-    ]
+    by_id = {definition.id: definition for definition in history}
+    current = next((d.id for d in history if not d.is_draft), None)
+    reviewed: dict[int, list[int]] = defaultdict(list)
+    for definition in reversed(history):
+        if definition.based_on_id is not None:
+            reviewed[definition.based_on_id].append(definition.version)
+    versions = []
+    for index, newer in enumerate(history):
+        older = by_id.get(newer.based_on_id) or next((d for d in history[index + 1:] if not d.is_draft), None)
+        versions.append(DefinitionVersion(
+            definition=newer, diff=definition_diff(older=older, newer=newer),
+            compared_to=older.version if older is not None else None,
+            is_current=newer.id == current, reviewed_as=tuple(reviewed[newer.id]),
+        ))
+    return versions
 
 
 def stale_judgments(*, project: Project, query: Query | None = None) -> QuerySet[Judgment]:
     """Judgments (any status) of pairs that their judge has not judged under the query's current definition:
     made under an older version, or before the query had one. A query without a definition has none."""
-    current = RelevanceDefinition.objects.filter(query=OuterRef("pair__query"), is_draft=False).order_by("-version").values("id")[:1]
+    current = (
+        RelevanceDefinition.objects.filter(query=OuterRef("pair__query"), is_draft=False)
+        .order_by("-version").values("id")[:1]
+    )
     under_current = Judgment.objects.filter(
         pair=OuterRef("pair"), judge=OuterRef("judge"), definition=OuterRef("current_definition")
     )

@@ -57,3 +57,39 @@ def jobs_for_project(project: Project, *, limit: int = 20) -> QuerySet[ScoringJo
 
 def judges_for_project(project: Project) -> QuerySet[Judge]:
     return Judge.objects.filter(project=project).order_by("name")
+
+
+@dataclass(frozen=True)
+class ObservedAnswers:
+    """How an ensemble judge has answered so far: pairs per strategy, the share of them whose strategy got to
+    each step, and the mean completion tokens per step. Feeds the dry-run estimate."""
+
+    pairs: int
+    reach: dict[tuple[str, str], float]
+    completion: dict[tuple[str, str], float]
+
+
+def observed_answers(judge: Judge, *, limit: int = 2000) -> ObservedAnswers | None:
+    """From the judge's newest stored strategy outputs (at most `limit`); None when it has none."""
+    from labeling.models import MemberOutput
+    from models_llm.ensembles import STEPS
+
+    rows = list(MemberOutput.objects.filter(judge=judge).order_by("-id").values_list("member", "steps")[:limit])
+    if not rows:
+        return None
+    per_strategy: dict[str, int] = {}
+    reached: dict[tuple[str, str], int] = {}
+    tokens: dict[tuple[str, str], list[int]] = {}
+    for member, steps in rows:
+        per_strategy[member] = per_strategy.get(member, 0) + 1
+        for step in steps:
+            key = (member, step["step"])
+            reached[key] = reached.get(key, 0) + 1
+            if step.get("completion_tokens") is not None:
+                tokens.setdefault(key, []).append(step["completion_tokens"])
+    reach = {
+        (member, step.name): reached.get((member, step.name), 0) / count
+        for member, count in per_strategy.items() if member in STEPS for step in STEPS[member]
+    }
+    completion = {key: sum(values) / len(values) for key, values in tokens.items() if values}
+    return ObservedAnswers(pairs=max(per_strategy.values()), reach=reach, completion=completion)

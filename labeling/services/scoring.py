@@ -22,6 +22,7 @@ from labeling.scoring import (
     judge_method,
     pair_inputs,
 )
+from labeling.selectors.scoring import observed_answers
 from labeling.services.judging import Usage, judge_pairs, judgments_upsert, query_intent
 from labeling.services.validation import validation_request_refresh
 from labeling.tasks import score_chunk_task
@@ -194,6 +195,7 @@ class JobEstimate:
     # DisastIR labelled 1.34M pairs with GPT-4o-mini for about $1,400: our prompts at its prices, same count.
     reference_pairs: int = 1_340_000
     reference_cost_usd: float | None = None
+    observed_pairs: int = 0  # ensemble: answers of this judge the estimate learnt from (0: typical values)
 
 
 # GPT-4o-mini's list prices (USD per million tokens) when DisastIR ran, for the comparison line.
@@ -228,15 +230,21 @@ def scoring_job_estimate(
         from models_llm.backends.hf import chat_token_counter
 
         count = chat_token_counter(config.model)
+    observed = None
     if config.method == "ensemble":
+        # A judge that has answered before (a pilot run) is estimated by how it answered: how far its strategies
+        # got before an answer did not parse, and how long its answers were.
+        observed = observed_answers(judge)
         tokens = ensemble_token_estimate(
             [(pair_input, query_intent(pair)) for pair, pair_input in zip(pairs, inputs, strict=True)],
             total_pairs=len(rows), strategies=config.strategies, count_tokens=count,
             max_new_tokens=config.max_new_tokens,
+            completion=observed.completion if observed else None, reach=observed.reach if observed else None,
         )
     else:
         tokens = diras_token_estimate(inputs, config=config, total_pairs=len(rows), count_tokens=count)
     return JobEstimate(
         judge=judge, scope=scope, tokens=tokens, cost_usd=tokens.cost(judge.price_in, judge.price_out),
         reference_cost_usd=tokens.cost(*GPT_4O_MINI_PRICES, pairs=JobEstimate.reference_pairs),
+        observed_pairs=observed.pairs if observed else 0,
     )

@@ -1,5 +1,6 @@
-"""A query's relevance definition page: the current version, the edit form (admins), the history with each
-version's diff, and the judgments made under older versions with a button that re-scores them."""
+"""A query's relevance definition page: the current version, the edit form (admins), LLM drafts (admins ask a
+judge for one, see the requests, and review a draft into a new current version), the history with each version's
+diff, and the judgments made under older versions with a button that re-scores them."""
 from __future__ import annotations
 
 from django.contrib import messages
@@ -7,13 +8,17 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
-from labeling.models import Judge, Membership, Project, Query
+from labeling.forms import DefinitionDraftForm
+from labeling.models import Judge, Membership, Project, Query, RelevanceDefinition
 from labeling.selectors.definitions import definition_versions, stale_pairs
+from labeling.selectors.drafting import GENERATIVE_BACKENDS, definition_of_query, draft_requests, generative_judges
 from labeling.selectors.projects import project_role, projects_visible_to
 from labeling.services.bundle_import import IMPORTED_JUDGE_BACKEND
 from labeling.services.definitions import MAX_DEFINITION_CHARS, DefinitionError, definition_save, stale_rescore_start
+from labeling.services.drafting import DraftingError, definition_draft_request
 from labeling.services.scoring import ScoringError
 
 
@@ -23,24 +28,41 @@ def _project_and_query(request: HttpRequest, slug: str, query_id: int, *, admin:
     query = get_object_or_404(Query, project=project, id=query_id)
     is_admin = project_role(user=request.user, project=project) == Membership.Role.ADMIN
     if admin and not is_admin:
-        raise PermissionDenied("Only a project admin can change definitions or start re-scoring.")
+        raise PermissionDenied("Only a project admin can change definitions, ask for drafts or start re-scoring.")
     return project, query, is_admin
 
 
-def _context(project: Project, query: Query, is_admin: bool, **extra: object) -> dict:
+def _context(project: Project, query: Query, is_admin: bool, *, text: str | None = None,
+             based_on: RelevanceDefinition | None = None, **extra: object) -> dict:
     versions = definition_versions(query=query)
-    return {
+    current = next((entry.definition for entry in versions if entry.is_current), None)
+    context = {
         "project": project,
         "query": query,
         "is_admin": is_admin,
-        "current": versions[0].definition if versions else None,
+        "current": current,
         "versions": versions,
+        # Drafts newer than the current version that no admin has saved yet, oldest first.
+        "unreviewed": [entry.definition for entry in reversed(versions) if entry.definition.is_draft
+                       and not entry.reviewed_as and (current is None or entry.definition.version > current.version)],
+        "next_version": versions[0].definition.version + 1 if versions else 1,
         "stale": stale_pairs(project=project, query=query),
         "max_chars": MAX_DEFINITION_CHARS,
         "imported_backend": IMPORTED_JUDGE_BACKEND,
-        "text": versions[0].definition.text if versions else "",
+        "text": text if text is not None else (current.text if current is not None else ""),
+        "based_on": based_on,
         **extra,
     }
+    if is_admin:
+        context.update(_drafts_context(project, query))
+        context["draft_form"] = DefinitionDraftForm(judges=generative_judges(project=project))
+        context["generative_backends"] = " or ".join(GENERATIVE_BACKENDS)
+    return context
+
+
+def _drafts_context(project: Project, query: Query) -> dict:
+    drafts = draft_requests(query=query)
+    return {"drafts": drafts, "drafts_pending": any(draft.finished_at is None for draft in drafts)}
 
 
 @login_required
@@ -48,15 +70,68 @@ def _context(project: Project, query: Query, is_admin: bool, **extra: object) ->
 def definition_page(request: HttpRequest, slug: str, query_id: int) -> HttpResponse:
     project, query, is_admin = _project_and_query(request, slug, query_id, admin=request.method == "POST")
     if request.method == "POST":
-        text = request.POST.get("text", "")
-        try:
-            definition = definition_save(query=query, text=text, author=request.user)
-        except DefinitionError as exc:
-            context = _context(project, query, is_admin, text=text, error=str(exc))
-            return render(request, "labeling/definition.html", context, status=400)
+        return _definition_post(request, project, query)
+    if request.htmx and not request.htmx.history_restore_request and is_admin:
+        # The draft requests poll while one is pending; the answer that finds none pending brings the history
+        # too (out of band), so the new draft version shows without reloading the page.
+        context = {"project": project, "query": query, "is_admin": is_admin, **_drafts_context(project, query)}
+        if not context["drafts_pending"]:
+            context.update(_context(project, query, is_admin), history_oob=True)
+        return render(request, "labeling/definition.html#drafts-poll", context)
+    review = None
+    if is_admin and "from" in request.GET:
+        review = definition_of_query(query=query, definition_id=request.GET["from"])
+        review = review if review is not None and review.is_draft else None
+    text = review.text if review is not None else None
+    return render(request, "labeling/definition.html", _context(project, query, is_admin, text=text, based_on=review))
+
+
+def _definition_post(request: HttpRequest, project: Project, query: Query) -> HttpResponse:
+    text = request.POST.get("text", "")
+    based_on = None
+
+    def refused(error: str) -> HttpResponse:
+        reviewing = based_on if based_on is not None and based_on.is_draft else None
+        context = _context(project, query, True, text=text, based_on=reviewing, error=error)
+        return render(request, "labeling/definition.html", context, status=400)
+
+    if request.POST.get("based_on"):
+        based_on = definition_of_query(query=query, definition_id=request.POST["based_on"])
+        if based_on is None:
+            return refused("the draft being reviewed is not a version of this query")
+    try:
+        definition = definition_save(query=query, text=text, author=request.user, based_on=based_on)
+    except DefinitionError as exc:
+        return refused(str(exc))
+    if based_on is not None:
+        messages.success(request, f"Saved version {definition.version} from LLM draft version {based_on.version}: "
+                                  "it is the current definition now.")
+    else:
         messages.success(request, f"Saved version {definition.version}.")
-        return redirect("labeling:definition", slug=project.slug, query_id=query.id)
-    return render(request, "labeling/definition.html", _context(project, query, is_admin))
+    return redirect("labeling:definition", slug=project.slug, query_id=query.id)
+
+
+@login_required
+@require_POST
+def definition_draft_view(request: HttpRequest, slug: str, query_id: int) -> HttpResponse:
+    project, query, _ = _project_and_query(request, slug, query_id, admin=True)
+    form = DefinitionDraftForm(request.POST, judges=generative_judges(project=project))
+    if not form.is_valid():
+        messages.error(request, f"Choose one of the project's judges that write text (backend "
+                                f"{' or '.join(GENERATIVE_BACKENDS)}).")
+    else:
+        judge, refine = form.cleaned_data["judge"], form.cleaned_data["refine"]
+        try:
+            definition_draft_request(query=query, judge=judge, refine=refine, user=request.user)
+        except DraftingError as exc:
+            messages.error(request, str(exc))
+        else:
+            messages.success(
+                request,
+                f"Asked {judge.name} for a {'refined ' if refine else ''}draft. It appears in the history as a draft "
+                "version, which becomes current only once an admin reviews and saves it.",
+            )
+    return redirect(reverse("labeling:definition", args=[project.slug, query.id]) + "#drafting")
 
 
 @login_required

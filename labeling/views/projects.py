@@ -16,6 +16,11 @@ from labeling.charts import f1_curve_chart, reliability_chart
 from labeling.forms import JudgeForm
 from labeling.models import Judge, Membership, Project, ScoringJob, ValidationResult
 from labeling.selectors.adjudication import adjudication_counts
+from labeling.selectors.definition_metrics import (
+    default_comparison_judge,
+    judge_metrics_by_definition,
+    judges_with_judgments,
+)
 from labeling.selectors.definitions import stale_counts_for_queries
 
 from labeling.selectors.projects import (
@@ -29,7 +34,7 @@ from labeling.selectors.queue_settings import queue_settings_summary
 from labeling.selectors.scoring import job_progress, jobs_for_project, judges_for_project
 from labeling.selectors.validation import METRIC_ROWS, human_rows, metric_rows, validation_result_for
 from labeling.services.judges import JudgeError, judge_create
-from labeling.services.scoring import ScoringError, scoring_job_cancel, scoring_job_create
+from labeling.services.scoring import ScoringError, scoring_job_cancel, scoring_job_create, scoring_job_estimate
 from labeling.services.validation import ValidationError, judge_calibrate, validation_request_refresh
 from models_llm.prompts import DEFAULT_TEMPLATE
 
@@ -97,16 +102,40 @@ def _validation_context(project: Project, result: ValidationResult | None, role:
     }
 
 
+def _by_definition_context(project: Project, judge_name: str | None) -> dict:
+    """The "By definition version" section for one judge (`judge_name`; default: the queues' judge, else the
+    first judge with judgments). Computed in the request from the judgments as they are now, not taken from
+    the cached report, so that a re-score under a new version shows at once; one query over the judge's
+    judgments plus the gold pairs, about a second for 100k of them."""
+    judges = judges_with_judgments(project=project)
+    if judge_name:
+        judge = get_object_or_404(Judge, project=project, name=judge_name)
+    else:
+        judge = default_comparison_judge(project=project, judges=judges)
+    return {
+        "project": project,
+        "definition_judges": judges,
+        "definition_judge": judge,
+        "comparison": judge_metrics_by_definition(judge=judge) if judge is not None else None,
+    }
+
+
 @login_required
 def validation_dashboard(request: HttpRequest, slug: str) -> HttpResponse:
     project = get_object_or_404(projects_visible_to(user=request.user), slug=slug)
+    partial = request.htmx and not request.htmx.history_restore_request
+    if partial and request.htmx.target == "by-definition":
+        context = _by_definition_context(project, request.GET.get("judge"))
+        return render(request, "labeling/validation.html#by-definition", context)
     result = validation_result_for(project)
     if result is None or (result.data is None and not result.is_stale):
         validation_request_refresh(project=project)
         result = validation_result_for(project)
     context = _validation_context(project, result, project_role(user=request.user, project=project))
-    if request.htmx and not request.htmx.history_restore_request:
+    if partial:
+        # The report polls while it is recomputed: only its body, not the live section below it.
         return render(request, "labeling/validation.html#validation-body", context)
+    context |= _by_definition_context(project, request.GET.get("judge"))
     return render(request, "labeling/validation.html", context)
 
 
@@ -200,6 +229,22 @@ def job_start_view(request: HttpRequest, slug: str, judge: str) -> HttpResponse:
     else:
         messages.success(request, f"Job {job.id}: {job.total:,} pairs queued for {found.name}.")
     return redirect("labeling:judges", slug=project.slug)
+
+
+@login_required
+def judge_estimate_view(request: HttpRequest, slug: str, judge: str) -> HttpResponse:
+    """A dry run of a job (project admins): calls, tokens and cost before anything is sent to a model."""
+    project = _admin_project(request, slug)
+    found = get_object_or_404(Judge, project=project, name=judge)
+    scope = request.GET.get("scope", ScoringJob.Scope.MISSING)
+    context = {"project": project, "judge": found, "scope": scope}
+    try:
+        context["estimate"] = scoring_job_estimate(project=project, judge=found, scope=scope)
+    except ScoringError as exc:
+        context["error"] = str(exc)
+    # 200 either way: htmx swaps the answer, error included, into the Judges page; without htmx, a page of its own.
+    template = "labeling/_estimate.html" if request.htmx else "labeling/judge_estimate.html"
+    return render(request, template, context)
 
 
 @login_required

@@ -35,15 +35,19 @@ def ensemble_token_estimate(
     count_tokens: CountTokens | None = None,
     max_new_tokens: int,
     completion: Mapping[tuple[str, str], float] | None = None,
+    reach: Mapping[tuple[str, str], float] | None = None,
 ) -> TokenEstimate:
     """Estimate the calls and tokens of scoring `total_pairs` pairs from `sample`, (pair, intent) tuples drawn
     from them: each strategy step's prompt is built and counted with `count_tokens` (None: from characters),
     and each answer takes the typical length for its step (`completion` overrides per step), at most
-    `max_new_tokens`. Pairs whose intent or strategies are not usable count nothing (the job fails them)."""
+    `max_new_tokens`. `reach` is the share of pairs whose strategy gets to each step (a strategy stops at an
+    answer that does not parse; default 1: every step runs). Pairs whose intent or strategies are not usable
+    count nothing (the job fails them)."""
     count = count_tokens or approximate_token_count
     lengths = {**TYPICAL_COMPLETION, **(completion or {})}
-    sampled = calls = prompt_tokens = 0
-    completion_tokens = 0.0
+    shares = reach or {}
+    sampled = 0
+    calls = prompt_tokens = completion_tokens = 0.0
     for pair, intent_name in sample:
         sampled += 1
         try:
@@ -54,8 +58,11 @@ def ensemble_token_estimate(
         for strategy in chosen:
             earlier = TYPICAL_EARLIER.get(strategy, ())
             for index, step in enumerate(STEPS[strategy]):
-                calls += 1
-                prompt_tokens += count(step.build(intent, pair, earlier[:index]))
-                completion_tokens += min(float(max_new_tokens), lengths[(strategy, step.name)])
+                share = shares.get((strategy, step.name), 1.0)
+                if share <= 0:
+                    continue
+                calls += share
+                prompt_tokens += share * count(step.build(intent, pair, earlier[:index]))
+                completion_tokens += share * min(float(max_new_tokens), lengths[(strategy, step.name)])
     return scaled(total_pairs=total_pairs, sampled=sampled, calls=calls, prompt_tokens=prompt_tokens,
                   completion_tokens=completion_tokens, exact=count_tokens is not None)

@@ -7,7 +7,14 @@ from drf_spectacular.validation import validate_schema
 from rest_framework.test import APIClient
 
 from labeling.models import RelevanceDefinition
-from tests.factories import MembershipFactory, ProjectFactory, QueryFactory, RelevanceDefinitionFactory, UserFactory
+from tests.factories import (
+    JudgeFactory,
+    MembershipFactory,
+    ProjectFactory,
+    QueryFactory,
+    RelevanceDefinitionFactory,
+    UserFactory,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -41,10 +48,23 @@ def test_members_list_versions_newest_first(query):
         assert response.status_code == 200
         assert response.json() == [
             {"version": 2, "text": "second", "author": "editor",
-             "created_at": v2.created_at.isoformat().replace("+00:00", "Z"), "is_current": True},
+             "created_at": v2.created_at.isoformat().replace("+00:00", "Z"), "is_current": True,
+             "is_draft": False, "origin": "manual", "drafted_by": None},
             {"version": 1, "text": "first", "author": None,
-             "created_at": v1.created_at.isoformat().replace("+00:00", "Z"), "is_current": False},
+             "created_at": v1.created_at.isoformat().replace("+00:00", "Z"), "is_current": False,
+             "is_draft": False, "origin": "manual", "drafted_by": None},
         ]
+
+
+def test_an_llm_draft_is_listed_but_the_newest_non_draft_stays_current(query):
+    judge = JudgeFactory(project=query.project, name="gpt", backend="openai")
+    RelevanceDefinitionFactory(query=query, text="written by a person")
+    RelevanceDefinitionFactory(query=query, text="drafted", is_draft=True, origin="llm_refined", drafted_by=judge)
+    listed = client_as(query, "viewer").get(url(query)).json()
+    assert [(d["version"], d["is_current"], d["is_draft"], d["origin"], d["drafted_by"]) for d in listed] == [
+        (2, False, True, "llm_refined", "gpt"),
+        (1, True, False, "manual", None),
+    ]
 
 
 def test_a_query_without_definitions_lists_nothing(query):

@@ -8,6 +8,7 @@ from django.utils import timezone
 
 from labeling.models import RelevanceDefinition
 from labeling.selectors.definitions import (
+    current_definition,
     DiffBlock,
     DiffPiece,
     definition_diff,
@@ -15,6 +16,7 @@ from labeling.selectors.definitions import (
     definition_versions,
 )
 from tests.factories import (
+    JudgeFactory,
     JudgmentFactory,
     LabelFactory,
     PairFactory,
@@ -163,3 +165,36 @@ def test_history_is_newest_first_with_authors_and_counts():
         DiffPiece("delete", "v1"), DiffPiece("insert", "v2"), DiffPiece("equal", " text"),
     )
     assert versions[1].diff.words_added == 2
+
+
+@pytest.mark.django_db
+def test_drafts_are_never_current_and_each_version_is_compared_with_what_it_changes():
+    query = QueryFactory()
+    judge = JudgeFactory(project=query.project, name="gpt", backend="openai")
+
+    def draft(text: str) -> RelevanceDefinition:
+        return RelevanceDefinitionFactory(query=query, text=text, is_draft=True, origin="llm_draft", drafted_by=judge)
+
+    first_draft = draft("drafted before anyone wrote one")  # v1
+    RelevanceDefinitionFactory(query=query, text="in use")  # v2
+    reviewed = draft("drafted and then reviewed")  # v3
+    draft("drafted and left alone")  # v4
+    RelevanceDefinitionFactory(query=query, text="drafted and then reviewed, and edited", based_on=reviewed,
+                               origin="llm_draft", drafted_by=judge)  # v5
+    assert current_definition(query=query).version == 5
+    draft("the newest draft")  # v6
+    assert current_definition(query=query).version == 5
+
+    versions = definition_versions(query=query)
+    # A draft against the definition in use before it, a reviewed version against its draft.
+    assert [(v.definition.version, v.compared_to, v.is_current, v.reviewed_as) for v in versions] == [
+        (6, 5, False, ()), (5, 3, True, ()), (4, 2, False, ()), (3, 2, False, (5,)), (2, None, False, ()),
+        (1, None, False, ()),
+    ]
+    by_version = {v.definition.version: v for v in versions}
+    assert [p for p in by_version[5].diff.blocks[0].pieces if p.op != "equal"] == [
+        DiffPiece("insert", ", and edited")]
+    # Nothing in use before them: the whole text is new.
+    assert by_version[2].diff.words_added == 2 and by_version[1].diff.words_added == 5
+    assert first_draft.is_draft
+

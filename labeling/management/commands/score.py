@@ -54,6 +54,8 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from None
         t = estimate.tokens
         how = "counted with the model's tokenizer" if t.exact_prompt_tokens else "guessed from characters"
+        if estimate.observed_pairs:
+            how += f"; step reach and answer lengths from the judge's {estimate.observed_pairs} answered pair(s)"
         self.stdout.write(
             f"Dry run of {judge.name!r} over {t.pairs:,} pair(s) ({scope}): about {t.calls:,} model calls, "
             f"{t.prompt_tokens:,} prompt + {t.completion_tokens:,} completion tokens "
