@@ -4,7 +4,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from labeling.models import Project
+from labeling.management.lookup import command_project
 from labeling.services.judges import JudgeError, judge_create
 
 
@@ -35,9 +35,7 @@ class Command(BaseCommand):
         parser.add_argument("--template", type=Path, help="JSON file of prompt template blocks to override")
 
     def handle(self, *args, name: str, project: str, template: Path | None, **options) -> None:
-        found = Project.objects.filter(slug=project).first()
-        if found is None:
-            raise CommandError(f"no project {project!r}")
+        found = command_project(project)
         blocks = None
         if template is not None:
             try:

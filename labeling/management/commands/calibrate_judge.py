@@ -1,7 +1,7 @@
 """`manage.py calibrate_judge --project SLUG --judge NAME`: fit a judge's calibrator on the gold pairs."""
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from labeling.models import Judge, Project
+from labeling.management.lookup import command_judge, command_project
 from labeling.services.validation import ValidationError, judge_calibrate
 
 
@@ -13,13 +13,8 @@ class Command(BaseCommand):
         parser.add_argument("--judge", required=True, help="judge name")
 
     def handle(self, *args, project: str, judge: str, **options) -> None:
-        found = Project.objects.filter(slug=project).first()
-        if found is None:
-            raise CommandError(f"no project {project!r}")
-        item = Judge.objects.filter(project=found, name=judge).first()
-        if item is None:
-            names = ", ".join(found.judges.values_list("name", flat=True)) or "none"
-            raise CommandError(f"project {project!r} has no judge {judge!r} (its judges: {names})")
+        found = command_project(project)
+        item = command_judge(found, judge)
         try:
             calibration = judge_calibrate(judge=item)
         except ValidationError as exc:

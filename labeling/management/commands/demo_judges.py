@@ -4,7 +4,8 @@ that is done."""
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from labeling.models import Judge, Project, ScoringJob
+from labeling.management.lookup import command_project
+from labeling.models import Judge, ScoringJob
 from labeling.services.judges import judge_create
 from labeling.services.scoring import scoring_job_create, scoring_job_resume
 from models_llm.bundled import BundledModelError, minilm_folder, smollm2_folder
@@ -17,9 +18,7 @@ class Command(BaseCommand):
         parser.add_argument("--project", required=True)
 
     def handle(self, *args, project: str, **options) -> None:
-        found = Project.objects.filter(slug=project).first()
-        if found is None:
-            raise CommandError(f"no project {project!r}")
+        found = command_project(project)
         try:
             folders = {"minilm": ("embedding", minilm_folder()), "smollm2-tok": ("hf", smollm2_folder(settings.VAR_DIR))}
         except BundledModelError as exc:

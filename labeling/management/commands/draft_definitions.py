@@ -2,7 +2,8 @@
 draft relevance definitions here, in this process (no workers), one query after the other."""
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from labeling.models import Judge, Project, Query
+from labeling.management.lookup import command_judge, command_project
+from labeling.models import Judge, Query
 from labeling.services.drafting import (
     DraftingError,
     definition_draft_create,
@@ -26,13 +27,8 @@ class Command(BaseCommand):
                             help="only these queries (default: every query of the project)")
 
     def handle(self, *args, project: str, judge: str, refine: bool, query: list[str] | None, **options) -> None:
-        found = Project.objects.filter(slug=project).first()
-        if found is None:
-            raise CommandError(f"no project {project!r}")
-        item = Judge.objects.filter(project=found, name=judge).first()
-        if item is None:
-            names = ", ".join(found.judges.values_list("name", flat=True)) or "none"
-            raise CommandError(f"project {project!r} has no judge {judge!r} (its judges: {names})")
+        found = command_project(project)
+        item = command_judge(found, judge)
         try:
             definition_draft_judge_check(judge=item)
         except DraftingError as exc:

@@ -8,7 +8,7 @@ from typing import TextIO
 import orjson
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from labeling.models import Project
+from labeling.management.lookup import command_project
 from labeling.selectors.export import ExportError, export_source_parse, pair_records, qrels_rows
 
 
@@ -23,9 +23,7 @@ class Command(BaseCommand):
         parser.add_argument("-o", "--output", required=True, help="output file, or - for standard output")
 
     def handle(self, *args, project: str, format: str, source: str, threshold: float | None, output: str, **options):
-        found = Project.objects.filter(slug=project).first()
-        if found is None:
-            raise CommandError(f"no project {project!r}")
+        found = command_project(project)
         try:
             export_source = export_source_parse(project=found, source=source, threshold=threshold)
         except ExportError as exc:

@@ -4,6 +4,7 @@ import time
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from labeling.management.lookup import command_judge, command_project
 from labeling.models import Judge, Project, ScoringJob
 from labeling.selectors.scoring import job_progress
 from labeling.services.scoring import ScoringError, scoring_job_create, scoring_job_estimate, scoring_job_resume
@@ -23,13 +24,8 @@ class Command(BaseCommand):
                             help="estimate calls, tokens and cost without scoring anything")
 
     def handle(self, *args, project: str, judge: str, scope: str, wait: bool, dry_run: bool, **options) -> None:
-        found = Project.objects.filter(slug=project).first()
-        if found is None:
-            raise CommandError(f"no project {project!r}")
-        item = Judge.objects.filter(project=found, name=judge).first()
-        if item is None:
-            names = ", ".join(found.judges.values_list("name", flat=True)) or "none"
-            raise CommandError(f"project {project!r} has no judge {judge!r} (its judges: {names})")
+        found = command_project(project)
+        item = command_judge(found, judge)
         if dry_run:
             self._estimate(found, item, scope)
             return

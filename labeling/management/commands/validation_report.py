@@ -3,7 +3,8 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from labeling.models import Judge, Project
+from labeling.management.lookup import command_judge, command_project
+from labeling.models import Project
 from labeling.selectors.validation import METRIC_ROWS, MetricRow, human_rows, metric_rows, report_for_judges
 from labeling.services.validation import BOOTSTRAP_DRAWS, validation_compute
 
@@ -25,15 +26,10 @@ class Command(BaseCommand):
         parser.add_argument("--bootstrap", type=int, default=BOOTSTRAP_DRAWS, help="bootstrap draws for the CIs")
 
     def handle(self, *args, project: str, judge: list[str], as_json: bool, bootstrap: int, **options) -> None:
-        found = Project.objects.filter(slug=project).first()
-        if found is None:
-            raise CommandError(f"no project {project!r}")
+        found = command_project(project)
         judges = []
         for name in judge:
-            item = Judge.objects.filter(project=found, name=name).first()
-            if item is None:
-                names = ", ".join(found.judges.values_list("name", flat=True)) or "none"
-                raise CommandError(f"project {project!r} has no judge {name!r} (its judges: {names})")
+            item = command_judge(found, name)
             judges.append(item)
         if bootstrap < 0:
             raise CommandError("--bootstrap must be 0 or more")
