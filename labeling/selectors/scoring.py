@@ -6,7 +6,8 @@ from dataclasses import dataclass
 from django.db.models import QuerySet, Sum
 from django.utils import timezone
 
-from labeling.models import Judge, Project, ScoringJob
+from labeling.models import Judge, MemberOutput, Project, ScoringJob
+from models_llm.ensembles import STEPS
 
 
 @dataclass(frozen=True)
@@ -71,9 +72,6 @@ class ObservedAnswers:
 
 def observed_answers(judge: Judge, *, limit: int = 2000) -> ObservedAnswers | None:
     """From the judge's newest stored strategy outputs (at most `limit`); None when it has none."""
-    from labeling.models import MemberOutput
-    from models_llm.ensembles import STEPS
-
     rows = list(MemberOutput.objects.filter(judge=judge).order_by("-id").values_list("member", "steps")[:limit])
     if not rows:
         return None

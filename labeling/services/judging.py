@@ -152,16 +152,17 @@ def _judges_ensemble(
     members = ensemble_members(judge)
     usage = Usage()
     pair_ids = [pair.id for pair in pairs]
+    by_member: dict[str, dict[int, Judgment]] = {}
     for member in members:
-        if member.backend == "import":
-            continue  # imported judgments are what they are: nothing to score
         have = _usable(member, pair_ids, definitions, pairs)
-        missing = [pair for pair in pairs if pair.id not in have]
+        # Imported judgments are what they are: nothing to score.
+        missing = [pair for pair in pairs if pair.id not in have] if member.backend != "import" else []
         if missing:
             verdicts, spent = judge_pairs(judge=member, pairs=missing, definitions=definitions)
             judgments_upsert(judge=member, pairs=missing, definitions=definitions, verdicts=verdicts)
             usage.add(spent)
-    by_member = {member.name: _usable(member, pair_ids, definitions, pairs) for member in members}
+            have = _usable(member, pair_ids, definitions, pairs)  # with what was just stored
+        by_member[member.name] = have
     verdicts = []
     for pair in pairs:
         ps = {name: found[pair.id].p_relevant for name, found in by_member.items()
