@@ -217,6 +217,7 @@ SPECTACULAR_SETTINGS = {
 # real worker run with no server. Web and workers share state only through the database and the broker.
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "filesystem://")
 if CELERY_BROKER_URL.startswith("filesystem://"):
+    CELERY_BROKER_TRANSPORT = "annotator.broker:Transport"  # atomic message files (see annotator/broker.py)
     _broker_dir = Path(env_str("CELERY_BROKER_DIR", str(VAR_DIR / "celery-broker")))
     for _sub in ("queue", "processed", "control"):
         (_broker_dir / _sub).mkdir(parents=True, exist_ok=True)
