@@ -28,6 +28,21 @@ _SHAPE = (
 )
 
 
+# One worked exchange shown before the real request (a question from another domain, answered in the shape
+# asked for). Small models copy a demonstrated shape far more reliably than they follow a described one: on the
+# 16 ClimRetrieve sample queries SmolLM2-135M-Instruct answered 1 in the two-part shape without it, 14 with it.
+DEMO_QUESTION = "Does the city report how it protects drinking water supplies during droughts?"
+DEMO_ANSWER = (
+    "Meaning: The question asks whether the city describes concrete measures that keep drinking water available "
+    "and safe when rainfall is low, such as plans, infrastructure or rules that apply during a drought.\n\n"
+    f"{EXAMPLES_HEADING}\n"
+    "1. A drought management plan with stages and the triggers that start them\n"
+    "2. Water restrictions or rationing rules that apply in dry periods\n"
+    "3. Reservoirs, wells or water recycling plants built to secure the supply\n"
+    "4. Monitoring of reservoir levels and groundwater"
+)
+
+
 class DraftParseError(ValueError):
     """An answer that does not hold both parts of a definition; the message says which part is missing."""
 
@@ -54,9 +69,10 @@ def _truncated(text: str, max_chars: int) -> str:
 def draft_messages(
     query: str, *, current: str | None = None, examples: Sequence[str] = (), max_example_chars: int = 1500
 ) -> list[dict[str, str]]:
-    """Chat messages (system, user) asking for a relevance definition of `query`. With `examples` (passages
-    experts judged relevant, each cut to `max_example_chars`) the model is asked to improve `current` (or to
-    write a first definition) so that it covers what those passages have in common."""
+    """Chat messages asking for a relevance definition of `query`: the system message, one demonstration (a plain
+    request for DEMO_QUESTION and DEMO_ANSWER) and the request, last. With `examples` (passages experts judged
+    relevant, each cut to `max_example_chars`) the model is asked to improve `current` (or to write a first
+    definition) so that it covers what those passages have in common."""
     passages = [_truncated(text, max_example_chars) for text in examples if text.strip()]
     parts = [f"Question: {query.strip()}"]
     if current and current.strip():
@@ -78,7 +94,16 @@ def draft_messages(
     else:
         parts.append("Write a relevance definition for this question.")
     parts.append(_SHAPE)
-    return [{"role": "system", "content": _SYSTEM}, {"role": "user", "content": "\n\n".join(parts)}]
+    return [
+        {"role": "system", "content": _SYSTEM},
+        {"role": "user", "content": _plain_request(DEMO_QUESTION)},
+        {"role": "assistant", "content": DEMO_ANSWER},
+        {"role": "user", "content": "\n\n".join(parts)},
+    ]
+
+
+def _plain_request(query: str) -> str:
+    return "\n\n".join((f"Question: {query}", "Write a relevance definition for this question.", _SHAPE))
 
 
 # -- parse ---------------------------------------------------------------------------------------------------
@@ -151,7 +176,8 @@ def _items(lines: list[str], *, letters: bool) -> list[str]:
 
 def draft_parse(text: str) -> DraftedDefinition:
     """The two parts of a drafted definition. Accepts a "Meaning:" label or none, an examples heading or a list
-    right after the meaning, numbered or bulleted items, and markdown emphasis; raises DraftParseError when the
+    right after the meaning, numbered or bulleted items, and markdown emphasis (an example repeated word for word is
+    kept once); raises DraftParseError when the
     meaning or the examples are missing (nothing is made up to fill them)."""
     lines = [_plain(line) for line in text.replace("\r\n", "\n").replace("\r", "\n").split("\n")]
     heading = next(((i, rest) for i, line in enumerate(lines) if (rest := _examples_heading(line)) is not None), None)
@@ -174,4 +200,7 @@ def draft_parse(text: str) -> DraftedDefinition:
         raise DraftParseError("the answer has no text saying what the question means before its examples")
     if not examples:
         raise DraftParseError("the answer has an examples heading but no examples under it")
+    # A small model often repeats an example word for word: keep its first occurrence.
+    unique = {" ".join(example.lower().split()): example for example in reversed(examples)}
+    examples = [example for example in examples if unique[" ".join(example.lower().split())] is example]
     return DraftedDefinition(meaning=meaning, examples=tuple(examples))

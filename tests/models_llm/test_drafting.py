@@ -4,14 +4,33 @@ from __future__ import annotations
 
 import pytest
 
-from models_llm.drafting import EXAMPLES_HEADING, DraftedDefinition, DraftParseError, draft_messages, draft_parse
+from models_llm.drafting import (
+    DEMO_ANSWER,
+    DEMO_QUESTION,
+    EXAMPLES_HEADING,
+    DraftedDefinition,
+    DraftParseError,
+    draft_messages,
+    draft_parse,
+)
 
 QUERY = "Does the company set a net-zero target?"
 
 
 def user_text(messages: list[dict[str, str]]) -> str:
-    assert [m["role"] for m in messages] == ["system", "user"]
-    return messages[1]["content"]
+    assert [m["role"] for m in messages] == ["system", "user", "assistant", "user"]
+    return messages[-1]["content"]
+
+
+def test_the_request_follows_one_demonstration_answered_in_the_shape_asked_for():
+    messages = draft_messages(QUERY, current="Targets for emissions.", examples=["Net zero by 2040."])
+    demo_request, demo_answer = messages[1]["content"], messages[2]["content"]
+    assert f"Question: {DEMO_QUESTION}" in demo_request and QUERY not in demo_request
+    assert "<passage" not in demo_request and "Meaning:" in demo_request
+    assert demo_answer == DEMO_ANSWER
+    parsed = draft_parse(demo_answer)  # the demonstration is itself a definition in the canonical shape
+    assert parsed.meaning.startswith("The question asks whether the city") and len(parsed.examples) == 4
+    assert demo_answer.replace("Meaning: ", "", 1) == parsed.text
 
 
 def test_a_first_draft_asks_for_both_parts_of_the_query_alone():
@@ -82,6 +101,9 @@ def test_the_canonical_answer_parses_back_to_itself():
     # A meaning in two paragraphs keeps them apart; Windows line ends.
     ("Meaning: First part.\r\nStill first.\r\n\r\nSecond part.\r\nExamples:\r\n1. x",
      "First part. Still first.\n\nSecond part.", ("x",)),
+    # An example repeated word for word (small models loop) is kept once, at its first place.
+    ("Meaning: It asks for plans.\nExamples:\n1. Adaptation plans\n2. Budgets\n3. adaptation  plans\n4. Budgets",
+     "It asks for plans.", ("Adaptation plans", "Budgets")),
 ])
 def test_varied_answers_parse(answer, meaning, examples):
     drafted = draft_parse(answer)
