@@ -44,3 +44,21 @@ def private_broker(tmp_path):
     finally:
         reset_pool()
         app.conf.broker_transport_options = before
+
+
+@pytest.fixture
+def browser(monkeypatch):
+    """Debian's chromium under playwright (tests.browser.needs_chromium skips where there is none). live_server
+    runs Django in a thread of this process and playwright's sync API runs an event loop here, hence the
+    setting, for this test only: left in os.environ it would reach `check --deploy` in tests/test_settings.py."""
+    from playwright.sync_api import sync_playwright
+
+    from tests.browser import CHROMIUM
+
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+        try:
+            yield browser
+        finally:
+            browser.close()

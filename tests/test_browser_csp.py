@@ -2,22 +2,13 @@
 project loads, and htmx polls and swaps, without the browser refusing a single script or style."""
 from __future__ import annotations
 
-import os
-import shutil
-
 import pytest
-from playwright.sync_api import sync_playwright
 
-from tests.factories import PASSWORD
+from tests.browser import log_in, needs_chromium
 from tests.test_roles import ALLOWED, MATRIX
 from tests.url_matrix import ADMIN, all_routes, build_world
 
-CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.django_db(transaction=True),
-    pytest.mark.skipif(not shutil.which(CHROMIUM), reason=f"no chromium at {CHROMIUM} (Debian package chromium)"),
-]
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True), needs_chromium]
 
 # Runs before any page script; playwright injects it outside the page's policy. Chromium also logs each
 # refusal to the console, but the event names the directive.
@@ -30,31 +21,9 @@ PAGES = ["labeling:project_detail", "labeling:validation", "labeling:judges"]
 
 
 @pytest.fixture
-def browser(monkeypatch):
-    # live_server runs Django in a thread of this process, and playwright's sync API runs an event loop here.
-    # Set for this test only: left in os.environ it would reach `check --deploy` in tests/test_settings.py.
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
-        try:
-            yield browser
-        finally:
-            browser.close()
-
-
-@pytest.fixture
 def admin_page(browser, live_server):
     world = build_world(with_report=True)
-    page = browser.new_page()
-    errors: list[str] = []
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
-    page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
-    page.add_init_script(RECORD_VIOLATIONS)
-    page.goto(f"{live_server.url}/accounts/login/")
-    page.fill("input[name=username]", world.users[ADMIN].username)
-    page.fill("input[name=password]", PASSWORD)
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{live_server.url}/")
+    page, errors = log_in(browser, live_server, world.users[ADMIN].username, init_script=RECORD_VIOLATIONS)
     yield world, page, errors
     # A polling page left open would keep querying while the test database is torn down.
     page.close()

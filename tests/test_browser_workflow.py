@@ -3,16 +3,12 @@ with the keyboard and undoes one; an admin then adjudicates the conflict her lab
 hold exactly what was done."""
 from __future__ import annotations
 
-import os
-import shutil
-
 import pytest
-from playwright.sync_api import sync_playwright
 
 from labeling.models import Label, Lease
 from labeling.services.labels import label_submit
+from tests.browser import log_in, needs_chromium
 from tests.factories import (
-    PASSWORD,
     MembershipFactory,
     PairFactory,
     PassageFactory,
@@ -22,36 +18,7 @@ from tests.factories import (
     UserFactory,
 )
 
-CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
-pytestmark = [
-    pytest.mark.django_db(transaction=True),
-    pytest.mark.skipif(not shutil.which(CHROMIUM), reason=f"no chromium at {CHROMIUM} (Debian package chromium)"),
-]
-
-
-@pytest.fixture
-def browser(monkeypatch):
-    # live_server runs Django in a thread of this process, and playwright's sync API runs an event loop here.
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
-        try:
-            yield browser
-        finally:
-            browser.close()
-
-
-def _log_in(browser, live_server, username: str):
-    page = browser.new_page()
-    errors: list[str] = []
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
-    page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
-    page.goto(f"{live_server.url}/accounts/login/")
-    page.fill("input[name=username]", username)
-    page.fill("input[name=password]", PASSWORD)
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{live_server.url}/")
-    return page, errors
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True), needs_chromium]
 
 
 def test_an_expert_labels_with_the_keyboard_undoes_one_and_an_admin_adjudicates(browser, live_server):
@@ -70,7 +37,7 @@ def test_an_expert_labels_with_the_keyboard_undoes_one_and_an_admin_adjudicates(
     # Bob said the first item is irrelevant; Alice will say it is relevant: a conflict (0 and the top grade).
     label_submit(project=project, annotator=bob, pair_id=pairs[0].id, grade=0)
 
-    page, errors = _log_in(browser, live_server, "alice")
+    page, errors = log_in(browser, live_server, "alice")
     page.goto(f"{live_server.url}/projects/{project.slug}/annotate/")
     shown = []
     for key in ("2", "0", "1"):
@@ -96,7 +63,7 @@ def test_an_expert_labels_with_the_keyboard_undoes_one_and_an_admin_adjudicates(
     ]
     assert list(Lease.objects.filter(annotator=alice).values_list("pair_id", flat=True)) == [pairs[2].id]
 
-    page, errors = _log_in(browser, live_server, "boss")
+    page, errors = log_in(browser, live_server, "boss")
     page.goto(f"{live_server.url}/projects/{project.slug}/adjudication/")
     item = page.locator(f"[data-pair='{pairs[0].id}']")
     assert "alice" in item.inner_text() and "bob" in item.inner_text()
