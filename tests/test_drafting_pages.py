@@ -117,6 +117,9 @@ def test_an_admin_asks_for_a_draft_and_sees_it_pending_then_done(client, query, 
     assert "<html" not in poll and "every 3s" not in poll
     assert f'<a href="#version-{version.version}">draft version {version.version}</a>' in poll
     assert '<section id="history" hx-swap-oob="true">' in poll and "LLM draft — not current" in poll
+    # ...and the note under the current definition, which now has a draft waiting to tell of.
+    note = poll.split('<div id="unreviewed" hx-swap-oob="true">')[1].split("</div>")[0]
+    assert f"Version {version.version} is an LLM draft waiting for review" in note
 
 
 def test_refusals_are_shown_and_store_nothing(client, query, judge):
