@@ -30,17 +30,29 @@ _SHAPE = (
 
 # One worked exchange shown before the real request (a question from another domain, answered in the shape
 # asked for). Small models copy a demonstrated shape far more reliably than they follow a described one: on the
-# 16 ClimRetrieve sample queries SmolLM2-135M-Instruct answered 1 in the two-part shape without it, 14 with it.
+# 16 ClimRetrieve sample queries SmolLM2-135M-Instruct answered 1 in the two-part shape without it, 15 with it.
+# What a model copies from it is not kept (draft_parse).
 DEMO_QUESTION = "Does the city report how it protects drinking water supplies during droughts?"
-DEMO_ANSWER = (
-    "Meaning: The question asks whether the city describes concrete measures that keep drinking water available "
-    "and safe when rainfall is low, such as plans, infrastructure or rules that apply during a drought.\n\n"
-    f"{EXAMPLES_HEADING}\n"
-    "1. A drought management plan with stages and the triggers that start them\n"
-    "2. Water restrictions or rationing rules that apply in dry periods\n"
-    "3. Reservoirs, wells or water recycling plants built to secure the supply\n"
-    "4. Monitoring of reservoir levels and groundwater"
+DEMO_MEANING = (
+    "The question asks whether the city describes concrete measures that keep drinking water available and safe "
+    "when rainfall is low, such as plans, infrastructure or rules that apply during a drought."
 )
+DEMO_EXAMPLES = (
+    "A drought management plan with stages and the triggers that start them",
+    "Water restrictions or rationing rules that apply in dry periods",
+    "Reservoirs, wells or water recycling plants built to secure the supply",
+    "Monitoring of reservoir levels and groundwater",
+)
+DEMO_ANSWER = f"Meaning: {DEMO_MEANING}\n\n{EXAMPLES_HEADING}\n" + "\n".join(
+    f"{number}. {example}" for number, example in enumerate(DEMO_EXAMPLES, start=1)
+)
+
+
+def _key(text: str) -> str:
+    return " ".join(text.lower().split())
+
+
+_DEMO_EXAMPLE_KEYS = frozenset(map(_key, DEMO_EXAMPLES))
 
 
 class DraftParseError(ValueError):
@@ -176,9 +188,9 @@ def _items(lines: list[str], *, letters: bool) -> list[str]:
 
 def draft_parse(text: str) -> DraftedDefinition:
     """The two parts of a drafted definition. Accepts a "Meaning:" label or none, an examples heading or a list
-    right after the meaning, numbered or bulleted items, and markdown emphasis (an example repeated word for word is
-    kept once); raises DraftParseError when the
-    meaning or the examples are missing (nothing is made up to fill them)."""
+    right after the meaning, numbered or bulleted items, and markdown emphasis. An example repeated word for word is
+    kept once and one copied from the worked example (DEMO_ANSWER) is dropped. Raises DraftParseError when the
+    meaning or the examples are missing, or are only the worked example's (nothing is made up to fill them)."""
     lines = [_plain(line) for line in text.replace("\r\n", "\n").replace("\r", "\n").split("\n")]
     heading = next(((i, rest) for i, line in enumerate(lines) if (rest := _examples_heading(line)) is not None), None)
     if heading is not None:
@@ -200,7 +212,17 @@ def draft_parse(text: str) -> DraftedDefinition:
         raise DraftParseError("the answer has no text saying what the question means before its examples")
     if not examples:
         raise DraftParseError("the answer has an examples heading but no examples under it")
-    # A small model often repeats an example word for word: keep its first occurrence.
-    unique = {" ".join(example.lower().split()): example for example in reversed(examples)}
-    examples = [example for example in examples if unique[" ".join(example.lower().split())] is example]
-    return DraftedDefinition(meaning=meaning, examples=tuple(examples))
+    if _key(meaning) == _key(DEMO_MEANING):
+        raise DraftParseError("the answer copies the meaning of the worked example shown to the model")
+    # A small model often repeats an example word for word (keep its first occurrence), or copies the worked
+    # example's (drop those: they are about another question).
+    seen = set(_DEMO_EXAMPLE_KEYS)
+    kept = []
+    for example in examples:
+        if _key(example) not in seen:
+            seen.add(_key(example))
+            kept.append(example)
+    if not kept:
+        raise DraftParseError("the answer's examples are all copies of the worked example shown to the model")
+    return DraftedDefinition(meaning=meaning, examples=tuple(kept))
+

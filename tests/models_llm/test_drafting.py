@@ -6,6 +6,8 @@ import pytest
 
 from models_llm.drafting import (
     DEMO_ANSWER,
+    DEMO_EXAMPLES,
+    DEMO_MEANING,
     DEMO_QUESTION,
     EXAMPLES_HEADING,
     DraftedDefinition,
@@ -27,10 +29,20 @@ def test_the_request_follows_one_demonstration_answered_in_the_shape_asked_for()
     demo_request, demo_answer = messages[1]["content"], messages[2]["content"]
     assert f"Question: {DEMO_QUESTION}" in demo_request and QUERY not in demo_request
     assert "<passage" not in demo_request and "Meaning:" in demo_request
+    # The demonstration is a definition in the canonical shape...
     assert demo_answer == DEMO_ANSWER
-    parsed = draft_parse(demo_answer)  # the demonstration is itself a definition in the canonical shape
-    assert parsed.meaning.startswith("The question asks whether the city") and len(parsed.examples) == 4
-    assert demo_answer.replace("Meaning: ", "", 1) == parsed.text
+    assert "Meaning: " + DraftedDefinition(meaning=DEMO_MEANING, examples=DEMO_EXAMPLES).text == DEMO_ANSWER
+    # ...that is never accepted back as a draft: it is about another question.
+    with pytest.raises(DraftParseError, match="copies the meaning of the worked example"):
+        draft_parse(DEMO_ANSWER)
+    with pytest.raises(DraftParseError, match="examples are all copies of the worked example"):
+        draft_parse(DEMO_ANSWER.replace(DEMO_MEANING, "It asks for net-zero commitments."))
+
+
+def test_examples_copied_from_the_demonstration_are_dropped_and_the_others_kept():
+    answer = ("Meaning: It asks for net-zero commitments.\nExamples:\n1. A net-zero year\n"
+              f"2. {DEMO_EXAMPLES[0].upper()}\n3. Offsets\n4.  {DEMO_EXAMPLES[3]}")
+    assert draft_parse(answer).examples == ("A net-zero year", "Offsets")
 
 
 def test_a_first_draft_asks_for_both_parts_of_the_query_alone():
