@@ -98,6 +98,7 @@ def test_local_broker_defaults_to_filesystem_folders_under_var_dir(monkeypatch, 
     config = load_settings(monkeypatch, DEBUG="1", VAR_DIR=str(tmp_path))
 
     assert config["CELERY_BROKER_URL"] == "filesystem://"
+    assert config["CELERY_BROKER_TRANSPORT"] == "annotator.broker:Transport"  # atomic message files
     options = config["CELERY_BROKER_TRANSPORT_OPTIONS"]
     for key in ("data_folder_in", "data_folder_out", "processed_folder", "control_folder"):
         folder = Path(options[key])
