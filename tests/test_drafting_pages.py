@@ -4,6 +4,7 @@ pre-fills the text and saves it as the new current version."""
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 
 import pytest
 from django.urls import reverse
@@ -117,9 +118,11 @@ def test_an_admin_asks_for_a_draft_and_sees_it_pending_then_done(client, query, 
     assert "<html" not in poll and "every 3s" not in poll
     assert f'<a href="#version-{version.version}">draft version {version.version}</a>' in poll
     assert '<section id="history" hx-swap-oob="true">' in poll and "LLM draft — not current" in poll
-    # ...and the note under the current definition, which now has a draft waiting to tell of.
+    # ...and the note under the current definition, which now has a draft waiting to tell of, and the number
+    # the edit form's next save will get.
     note = poll.split('<div id="unreviewed" hx-swap-oob="true">')[1].split("</div>")[0]
     assert f"Version {version.version} is an LLM draft waiting for review" in note
+    assert f'<span id="next-version" hx-swap-oob="true">{version.version + 1}</span>' in poll
 
 
 def test_refusals_are_shown_and_store_nothing(client, query, judge):
@@ -230,3 +233,14 @@ def test_a_second_draft_is_compared_with_the_definition_in_use_not_with_the_firs
     assert "Targets for emissions<ins> and offsets</ins>." in entry
     assert "against version" not in html.split('<li id="version-2" class="version-draft">')[1].split("</li>")[0]
 
+
+def test_a_request_no_worker_answers_says_to_check_the_worker(client, query, judge):
+    login(client, query, "admin")
+    fresh = DefinitionDraft.objects.create(query=query, judge=judge)
+    html = client.get(page_url(query)).content.decode()
+    assert 'data-state="pending"' in html and "data-stalled" not in html
+    DefinitionDraft.objects.filter(id=fresh.id).update(created_at=timezone.now() - timedelta(minutes=5))
+    html = client.get(page_url(query), headers={"HX-Request": "true"}).content.decode()
+    entry = html.split(f'data-draft-request="{fresh.id}"')[1].split("</li>")[0]
+    assert "data-stalled" in entry and "Asked 5\xa0minutes ago and not answered yet" in entry
+    assert "check that one is running" in entry and 'hx-trigger="every 3s"' in html  # it keeps polling

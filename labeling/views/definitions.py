@@ -3,12 +3,15 @@ judge for one, see the requests, and review a draft into a new current version),
 diff, and the judgments made under older versions with a button that re-scores them."""
 from __future__ import annotations
 
+from datetime import timedelta
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.utils import timezone
 from django.views.decorators.http import require_http_methods, require_POST
 
 from labeling.forms import DefinitionDraftForm
@@ -60,9 +63,14 @@ def _context(project: Project, query: Query, is_admin: bool, *, text: str | None
     return context
 
 
+# A draft request still unfinished after this long says a worker may not be running.
+DRAFT_STALLED_AFTER = timedelta(minutes=2)
+
+
 def _drafts_context(project: Project, query: Query) -> dict:
     drafts = draft_requests(query=query)
-    return {"drafts": drafts, "drafts_pending": any(draft.finished_at is None for draft in drafts)}
+    return {"drafts": drafts, "drafts_pending": any(draft.finished_at is None for draft in drafts),
+            "stalled_before": timezone.now() - DRAFT_STALLED_AFTER}
 
 
 @login_required
