@@ -5,28 +5,19 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from labeling.highlight import highlight_segments
-from labeling.models import Membership, Pair, Project
+from labeling.models import Pair, Project
 from labeling.selectors.adjudication import KINDS, STATES, AdjudicationItem, adjudication_details, adjudication_items
-from labeling.selectors.projects import project_role, projects_visible_to
 from labeling.services.adjudication import AdjudicationError, adjudication_set
+from labeling.views.access import admin_project
 
 TABS = (("conflict", "Conflicts"), ("disagreement", "Other disagreements"), ("all", "All disagreements"))
 STATE_NAMES = (("unresolved", "Unresolved"), ("resolved", "Resolved"), ("all", "Both"))
-
-
-def _admin_project(request: HttpRequest, slug: str) -> Project:
-    # Scoping to the visible projects makes a non-member's request a 404; a member who is not admin gets 403.
-    project = get_object_or_404(projects_visible_to(user=request.user), slug=slug)
-    if project_role(user=request.user, project=project) != Membership.Role.ADMIN:
-        raise PermissionDenied("Only a project admin can adjudicate.")
-    return project
 
 
 def _shown(item: AdjudicationItem) -> dict:
@@ -47,7 +38,7 @@ def _filters(request: HttpRequest) -> tuple[str, str]:
 @login_required
 @require_GET
 def adjudication_page(request: HttpRequest, slug: str) -> HttpResponse:
-    project = _admin_project(request, slug)
+    project = admin_project(request, slug, to="adjudicate")
     kind, state = _filters(request)
     found = adjudication_items(project=project, kind=kind, state=state, page=request.GET.get("page"))
     context = {
@@ -74,7 +65,7 @@ def _render_item(request: HttpRequest, project: Project, pair_id: int, status: i
 @login_required
 @require_POST
 def adjudication_set_view(request: HttpRequest, slug: str, pair_id: int) -> HttpResponse:
-    project = _admin_project(request, slug)
+    project = admin_project(request, slug, to="adjudicate")
     if not Pair.objects.filter(id=pair_id, project=project).exists():
         raise Http404("No such item in this project.")
     try:

@@ -4,23 +4,14 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
 from labeling.models import Membership, Project
 from labeling.selectors.members import project_members
-from labeling.selectors.projects import project_role, projects_visible_to
 from labeling.services.members import MembershipError, membership_remove, membership_set
-
-
-def _admin_project(request: HttpRequest, slug: str) -> Project:
-    # Scoping to the visible projects makes a non-member's request a 404; a member who is not admin gets 403.
-    project = get_object_or_404(projects_visible_to(user=request.user), slug=slug)
-    if project_role(user=request.user, project=project) != Membership.Role.ADMIN:
-        raise PermissionDenied("Only a project admin can manage the members.")
-    return project
+from labeling.views.access import admin_project
 
 
 def _render(request: HttpRequest, project: Project, status: int = 200, **extra: object) -> HttpResponse:
@@ -38,7 +29,7 @@ def _render(request: HttpRequest, project: Project, status: int = 200, **extra: 
 @login_required
 @require_http_methods(["GET", "POST"])
 def members_page(request: HttpRequest, slug: str) -> HttpResponse:
-    project = _admin_project(request, slug)
+    project = admin_project(request, slug, to="manage the members")
     if request.method == "GET":
         return _render(request, project)
     username, role = request.POST.get("username", ""), request.POST.get("role", "")
@@ -53,7 +44,7 @@ def members_page(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required
 @require_POST
 def member_remove_view(request: HttpRequest, slug: str, user_id: int) -> HttpResponse:
-    project = _admin_project(request, slug)
+    project = admin_project(request, slug, to="manage the members")
     try:
         removed = membership_remove(project=project, user_id=user_id, by=request.user)
     except MembershipError as exc:

@@ -6,7 +6,6 @@ import json
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse, HttpResponseForbidden
 from django.shortcuts import get_object_or_404, redirect, render
@@ -22,7 +21,6 @@ from labeling.selectors.definition_metrics import (
     judges_with_judgments,
 )
 from labeling.selectors.definitions import stale_counts_for_queries
-
 from labeling.selectors.projects import (
     project_list_for_user,
     project_role,
@@ -36,6 +34,7 @@ from labeling.selectors.validation import METRIC_ROWS, human_rows, metric_rows, 
 from labeling.services.judges import JudgeError, judge_create
 from labeling.services.scoring import ScoringError, scoring_job_cancel, scoring_job_create, scoring_job_estimate
 from labeling.services.validation import ValidationError, judge_calibrate, validation_request_refresh
+from labeling.views.access import admin_project
 from models_llm.prompts import DEFAULT_TEMPLATE
 
 QUERIES_PER_PAGE = 50
@@ -193,17 +192,11 @@ def judges_page(request: HttpRequest, slug: str) -> HttpResponse:
     return render(request, "labeling/judges.html", context)
 
 
-def _admin_project(request: HttpRequest, slug: str) -> Project:
-    project = get_object_or_404(projects_visible_to(user=request.user), slug=slug)
-    if project_role(user=request.user, project=project) != Membership.Role.ADMIN:
-        raise PermissionDenied("Only a project admin can do this.")
-    return project
-
 
 @login_required
 @require_POST
 def judge_create_view(request: HttpRequest, slug: str) -> HttpResponse:
-    project = _admin_project(request, slug)
+    project = admin_project(request, slug, to="do this")
     form = JudgeForm(request.POST, project=project)
     if form.is_valid():
         try:
@@ -219,7 +212,7 @@ def judge_create_view(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required
 @require_POST
 def job_start_view(request: HttpRequest, slug: str, judge: str) -> HttpResponse:
-    project = _admin_project(request, slug)
+    project = admin_project(request, slug, to="do this")
     found = get_object_or_404(Judge, project=project, name=judge)
     scope = request.POST.get("scope", ScoringJob.Scope.MISSING)
     try:
@@ -234,7 +227,7 @@ def job_start_view(request: HttpRequest, slug: str, judge: str) -> HttpResponse:
 @login_required
 def judge_estimate_view(request: HttpRequest, slug: str, judge: str) -> HttpResponse:
     """A dry run of a job (project admins): calls, tokens and cost before anything is sent to a model."""
-    project = _admin_project(request, slug)
+    project = admin_project(request, slug, to="do this")
     found = get_object_or_404(Judge, project=project, name=judge)
     scope = request.GET.get("scope", ScoringJob.Scope.MISSING)
     context = {"project": project, "judge": found, "scope": scope}
@@ -250,7 +243,7 @@ def judge_estimate_view(request: HttpRequest, slug: str, judge: str) -> HttpResp
 @login_required
 @require_POST
 def job_cancel_view(request: HttpRequest, slug: str, job_id: int) -> HttpResponse:
-    project = _admin_project(request, slug)
+    project = admin_project(request, slug, to="do this")
     job = get_object_or_404(ScoringJob, project=project, id=job_id)
     scoring_job_cancel(job=job)
     messages.info(request, f"Job {job.id} cancelled; what it wrote stays.")

@@ -3,24 +3,15 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
 from labeling.forms import QueueSettingsForm
-from labeling.models import Membership, Project
-from labeling.selectors.projects import project_role, projects_visible_to
+from labeling.models import Project
 from labeling.selectors.queue_settings import queue_settings_summary
 from labeling.services.projects import ProjectSettingsError, project_queue_settings_update
-
-
-def _admin_project(request: HttpRequest, slug: str) -> Project:
-    # Scoping to the visible projects makes a non-member's request a 404; an expert or viewer gets 403.
-    project = get_object_or_404(projects_visible_to(user=request.user), slug=slug)
-    if project_role(user=request.user, project=project) != Membership.Role.ADMIN:
-        raise PermissionDenied("Only a project admin can change the queue settings.")
-    return project
+from labeling.views.access import admin_project
 
 
 def _render(request: HttpRequest, project: Project, form: QueueSettingsForm, status: int = 200) -> HttpResponse:
@@ -31,7 +22,7 @@ def _render(request: HttpRequest, project: Project, form: QueueSettingsForm, sta
 @login_required
 @require_http_methods(["GET", "POST"])
 def queue_settings_page(request: HttpRequest, slug: str) -> HttpResponse:
-    project = _admin_project(request, slug)
+    project = admin_project(request, slug, to="change the queue settings")
     if request.method == "GET":
         return _render(request, project, QueueSettingsForm(project=project))
     form = QueueSettingsForm(request.POST, project=project)
