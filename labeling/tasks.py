@@ -1,6 +1,8 @@
 """Celery tasks: thin wrappers that take ids and call a service."""
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from celery import shared_task
 from django.db import OperationalError
 
@@ -21,12 +23,8 @@ def score_chunk_task(self, chunk_id: int) -> None:
     pairs failed so the job goes on."""
     from labeling.services.scoring import scoring_chunk_fail, scoring_chunk_run
 
-    try:
-        scoring_chunk_run(chunk_id=chunk_id)
-    except Exception as exc:  # noqa: BLE001 - any error: retry, then record it on the pairs
-        if self.request.retries < self.max_retries and _transient(exc):
-            raise self.retry(exc=exc, countdown=min(300, 10 * 2**self.request.retries)) from exc
-        scoring_chunk_fail(chunk_id=chunk_id, error=f"{type(exc).__name__}: {exc}"[:2000])
+    _run_retrying(self, lambda: scoring_chunk_run(chunk_id=chunk_id),
+                  lambda error: scoring_chunk_fail(chunk_id=chunk_id, error=error))
 
 
 @shared_task(bind=True, acks_late=True, reject_on_worker_lost=True, max_retries=3)
@@ -35,12 +33,20 @@ def definition_draft_task(self, draft_id: int) -> None:
     failing stores the error (a finished draft is never asked again)."""
     from labeling.services.drafting import definition_draft_fail, definition_draft_run
 
+    _run_retrying(self, lambda: definition_draft_run(draft_id=draft_id),
+                  lambda error: definition_draft_fail(draft_id=draft_id, error=error))
+
+
+def _run_retrying(task, run: Callable[[], object], fail: Callable[[str], object]) -> None:
+    """`run()`; a transient error is retried with backoff (10 s doubling, at most 5 min) until the task's
+    retries are spent, and then, like any other error, handed to `fail` as "Type: message" (2,000 characters at
+    most) to be recorded."""
     try:
-        definition_draft_run(draft_id=draft_id)
-    except Exception as exc:  # noqa: BLE001 - any error: retry, then record it on the draft
-        if self.request.retries < self.max_retries and _transient(exc):
-            raise self.retry(exc=exc, countdown=min(300, 10 * 2**self.request.retries)) from exc
-        definition_draft_fail(draft_id=draft_id, error=f"{type(exc).__name__}: {exc}"[:2000])
+        run()
+    except Exception as exc:  # noqa: BLE001 - any error: retry, then record it
+        if task.request.retries < task.max_retries and _transient(exc):
+            raise task.retry(exc=exc, countdown=min(300, 10 * 2**task.request.retries)) from exc
+        fail(f"{type(exc).__name__}: {exc}"[:2000])
 
 
 def _transient(exc: Exception) -> bool:
