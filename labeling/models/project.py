@@ -125,6 +125,12 @@ class Query(models.Model):
         return self.external_id
 
 
+class RelevanceDefinitionQuerySet(models.QuerySet):
+    def in_use(self) -> RelevanceDefinitionQuerySet:
+        """The versions that are not LLM drafts: the newest of a query's is its current definition."""
+        return self.filter(is_draft=False)
+
+
 class RelevanceDefinition(models.Model):
     """One version of a query's relevance definition. Versions are only ever added; the newest one that is not
     a draft is current. An LLM-drafted version is a draft until an admin saves it (edited or not) as a new
@@ -152,6 +158,8 @@ class RelevanceDefinition(models.Model):
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
         help_text="the draft an admin reviewed to make this version",
     )
+
+    objects = RelevanceDefinitionQuerySet.as_manager()
 
     class Meta:
         ordering = ["query", "version"]

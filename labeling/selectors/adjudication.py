@@ -170,7 +170,7 @@ def adjudication_details(*, project: Project, pair_ids: Sequence[int]) -> list[A
     """The details of the given pairs of the project, in the given order (ids not in the project are left
     out): a fixed number of queries, however many pairs the project has."""
     scale = project.label_scale
-    newest_definition = RelevanceDefinition.objects.filter(query_id=OuterRef("query_id"), is_draft=False).order_by("-version")
+    newest_definition = RelevanceDefinition.objects.in_use().filter(query_id=OuterRef("query_id")).order_by("-version")
     pairs = (
         Pair.objects.filter(project=project, id__in=list(pair_ids))
         .select_related("query", "passage")

@@ -174,9 +174,10 @@ def definition_diff(*, older: RelevanceDefinition | None, newer: RelevanceDefini
     )
 
 
-def current_definition(*, query: Query) -> RelevanceDefinition | None:
-    """The query's current definition: its newest version that is not an LLM draft (None: it has none)."""
-    return RelevanceDefinition.objects.filter(query=query, is_draft=False).order_by("-version").first()
+def current_definition(*, query: Query | int) -> RelevanceDefinition | None:
+    """The current definition of the query (or query id): its newest version that is not an LLM draft (None: it
+    has none)."""
+    return RelevanceDefinition.objects.in_use().filter(query=query).order_by("-version").first()
 
 
 def definition_history(*, query: Query) -> QuerySet[RelevanceDefinition]:
@@ -228,7 +229,7 @@ def stale_judgments(*, project: Project, query: Query | None = None) -> QuerySet
     """Judgments (any status) of pairs that their judge has not judged under the query's current definition:
     made under an older version, or before the query had one. A query without a definition has none."""
     current = (
-        RelevanceDefinition.objects.filter(query=OuterRef("pair__query"), is_draft=False)
+        RelevanceDefinition.objects.in_use().filter(query=OuterRef("pair__query"))
         .order_by("-version").values("id")[:1]
     )
     under_current = Judgment.objects.filter(

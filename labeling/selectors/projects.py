@@ -98,7 +98,7 @@ def project_list_for_user(*, user: AbstractBaseUser | AnonymousUser) -> list[Pro
 def queries_with_current_definition(*, project: Project) -> QuerySet[Query]:
     """The project's queries, each annotated with its current (highest) definition version and text, or
     None for both when the query has no definition yet."""
-    newest = RelevanceDefinition.objects.filter(query=OuterRef("pk"), is_draft=False).order_by("-version")
+    newest = RelevanceDefinition.objects.in_use().filter(query=OuterRef("pk")).order_by("-version")
     return (
         Query.objects.filter(project=project)
         .annotate(

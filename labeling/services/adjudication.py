@@ -9,7 +9,8 @@ from django.db.models import Q
 from django.utils import timezone
 
 from labeling.models import Label, Pair, Project
-from labeling.services.labels import MAX_NOTE_CHARS, current_definition
+from labeling.selectors.definitions import current_definition
+from labeling.services.labels import MAX_NOTE_CHARS
 from labeling.services.validation import validation_request_refresh_soon
 
 
@@ -43,7 +44,7 @@ def adjudication_set(*, project: Project, adjudicator: AbstractBaseUser, pair_id
     ).update(superseded_at=now)
     label = Label.objects.create(
         pair=pair, annotator=adjudicator, grade=grade, role=Label.Role.ADJUDICATOR,
-        definition=current_definition(pair.query_id), note=note, created_at=now,
+        definition=current_definition(query=pair.query_id), note=note, created_at=now,
     )
     validation_request_refresh_soon(project=project)
     return label

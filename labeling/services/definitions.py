@@ -40,7 +40,7 @@ def definition_save(
         raise DefinitionError(f"version {based_on.version} is not a draft of query {query.external_id!r}")
     Query.objects.select_for_update().only("id").get(id=query.id)
     versions = RelevanceDefinition.objects.filter(query=query).order_by("-version")
-    latest, current = versions.first(), versions.filter(is_draft=False).first()
+    latest, current = versions.first(), versions.in_use().first()
     if current is not None and current.text == text:
         raise DefinitionError(f"the definition is unchanged from version {current.version}: nothing was saved")
     version = latest.version + 1 if latest is not None else 1

@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from labeling.models import Label, Lease, Pair, Project, RelevanceDefinition
 from labeling.models.project import QUEUE_STRATEGIES
+from labeling.selectors.definitions import current_definition
 from labeling.selectors.queues import eligible_pairs, queue_candidates, strategy_order
 from labeling.services.validation import validation_request_refresh_soon
 
@@ -46,13 +47,9 @@ class SubmitResult:
     created: bool
 
 
-def current_definition(query_id: int) -> RelevanceDefinition | None:
-    return RelevanceDefinition.objects.filter(query_id=query_id, is_draft=False).order_by("-version").first()
-
-
 def _claim_for(lease: Lease) -> Claim:
     pair = Pair.objects.select_related("query", "passage").get(id=lease.pair_id)
-    return Claim(lease=lease, pair=pair, definition=current_definition(pair.query_id))
+    return Claim(lease=lease, pair=pair, definition=current_definition(query=pair.query_id))
 
 
 def _held_lease(*, project: Project, annotator: AbstractBaseUser, strategy: str | None, now: datetime) -> Lease | None:
@@ -153,7 +150,7 @@ def label_submit(*, project: Project, annotator: AbstractBaseUser, pair_id: int,
                 if existing is not None:
                     return SubmitResult(label=existing, created=False)
             if definition_id is None:
-                definition = current_definition(pair.query_id)
+                definition = current_definition(query=pair.query_id)
             else:
                 definition = RelevanceDefinition.objects.filter(id=definition_id, query_id=pair.query_id).first()
                 if definition is None:

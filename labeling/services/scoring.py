@@ -37,7 +37,7 @@ class ScoringError(ValueError):
 
 def _current_definitions(query_ids: Sequence[int]) -> dict[int, RelevanceDefinition]:
     newest: dict[int, RelevanceDefinition] = {}
-    current = RelevanceDefinition.objects.filter(query_id__in=query_ids, is_draft=False)
+    current = RelevanceDefinition.objects.in_use().filter(query_id__in=query_ids)
     for definition in current.order_by("query_id", "version"):
         newest[definition.query_id] = definition
     return newest
