@@ -62,3 +62,14 @@ def browser(monkeypatch):
             yield browser
         finally:
             browser.close()
+
+
+@pytest.fixture
+def worker(private_broker):
+    """A real Celery worker in a thread of this process (solo pool) on this test's own broker."""
+    from celery.contrib.testing.worker import start_worker
+
+    from annotator.celery import app
+
+    with start_worker(app, pool="solo", perform_ping_check=False, shutdown_timeout=30):
+        yield

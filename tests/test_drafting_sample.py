@@ -8,13 +8,10 @@ from __future__ import annotations
 
 import io
 import re
-import time
 
 import pytest
-from celery.contrib.testing.worker import start_worker
 from django.core.management import call_command
 
-from annotator.celery import app
 from labeling.models import DefinitionDraft, Label, Project, RelevanceDefinition
 from labeling.selectors.definitions import current_definition
 from labeling.services.bundle_import import bundle_import
@@ -24,6 +21,7 @@ from models_llm.drafting import EXAMPLES_HEADING
 from tests.browser import log_in, needs_chromium
 from tests.factories import MembershipFactory, UserFactory
 from tests.models_llm.fake_openai import FakeOpenAI, Reply, completion
+from tests.polling import wait_for
 from tests.scoring_fixtures import SAMPLE
 
 pytestmark = [pytest.mark.browser, pytest.mark.worker, pytest.mark.django_db(transaction=True), needs_chromium]
@@ -49,21 +47,6 @@ def drafter(body: dict) -> Reply:
 def server():
     with FakeOpenAI(default=drafter) as fake:
         yield fake
-
-
-@pytest.fixture
-def worker(private_broker):
-    with start_worker(app, pool="solo", perform_ping_check=False, shutdown_timeout=30):
-        yield
-
-
-def wait_for(condition, what: str, seconds: float = 60):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"{what} within {seconds:.0f} s")
 
 
 def test_the_sample_is_drafted_then_refined_from_expert_labels_and_nothing_is_current_until_reviewed(
@@ -109,7 +92,7 @@ def test_the_sample_is_drafted_then_refined_from_expert_labels_and_nothing_is_cu
     page.click("form.draft-form button[type=submit]")
     page.wait_for_selector("text=Asked drafter for a refined draft.")
     refine = DefinitionDraft.objects.get(query=first, refine=True)
-    wait_for(lambda: DefinitionDraft.objects.get(id=refine.id).finished_at is not None, "the worker drafted")
+    wait_for(lambda: DefinitionDraft.objects.get(id=refine.id).finished_at is not None, "no worker drafted")
     # Pending when the page was drawn (it polls every 3 s), or already done: either way it ends done.
     page.wait_for_selector(f"[data-draft-request='{refine.id}'][data-state=done]", timeout=15_000)
     page.wait_for_selector("#version-3.version-draft")  # the history comes with the poll that saw it done
