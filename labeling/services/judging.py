@@ -30,7 +30,7 @@ from models_llm.ensembles import (
     strategies_for,
     strategy_run,
 )
-from models_llm.types import PairInput, Verdict
+from models_llm.types import JudgeConfig, PairInput, Verdict
 
 
 @dataclass
@@ -65,7 +65,7 @@ def judge_pairs(
     inputs = pair_inputs(pairs, texts)
     config = judge_config(judge)
     if config.method == "ensemble":
-        return _strategy_ensemble(judge, pairs, inputs, definitions)
+        return _strategy_ensemble(judge, config, pairs, inputs, definitions)
     verdicts = scorer_for(judge).score(inputs)
     usage = Usage()
     for verdict in verdicts:
@@ -98,10 +98,9 @@ def _row_from_outcome(judge: Judge, pair: Pair, definition, intent: str, outcome
 
 
 def _strategy_ensemble(
-    judge: Judge, pairs: Sequence[Pair], inputs: Sequence[PairInput],
+    judge: Judge, config: JudgeConfig, pairs: Sequence[Pair], inputs: Sequence[PairInput],
     definitions: dict[int, RelevanceDefinition | None],
 ) -> tuple[list[Verdict], Usage]:
-    config = judge_config(judge)
     query_of = {pair.id: pair.query_id for pair in pairs}
     stored: dict[tuple[int, str], MemberOutput] = {}
     for row in MemberOutput.objects.filter(judge=judge, pair_id__in=list(query_of)):
@@ -151,17 +150,16 @@ def _judges_ensemble(
 ) -> tuple[list[Verdict], Usage]:
     members = ensemble_members(judge)
     usage = Usage()
-    pair_ids = [pair.id for pair in pairs]
     by_member: dict[str, dict[int, Judgment]] = {}
     for member in members:
-        have = _usable(member, pair_ids, definitions, pairs)
+        have = _usable(member, pairs, definitions)
         # Imported judgments are what they are: nothing to score.
         missing = [pair for pair in pairs if pair.id not in have] if member.backend != "import" else []
         if missing:
             verdicts, spent = judge_pairs(judge=member, pairs=missing, definitions=definitions)
             judgments_upsert(judge=member, pairs=missing, definitions=definitions, verdicts=verdicts)
             usage.add(spent)
-            have = _usable(member, pair_ids, definitions, pairs)  # with what was just stored
+            have = _usable(member, pairs, definitions)  # with what was just stored
         by_member[member.name] = have
     verdicts = []
     for pair in pairs:
@@ -181,12 +179,12 @@ def _judges_ensemble(
     return verdicts, usage
 
 
-def _usable(member: Judge, pair_ids: list[int], definitions: dict, pairs: Sequence[Pair]) -> dict[int, Judgment]:
+def _usable(member: Judge, pairs: Sequence[Pair], definitions: dict) -> dict[int, Judgment]:
     """The member's judgment of each pair that the ensemble uses: the one under the query's current
     definition; for an imported judge, its newest one whatever the definition. A failed one is not usable."""
     query_of = {pair.id: pair.query_id for pair in pairs}
     found: dict[int, Judgment] = {}
-    rows = Judgment.objects.filter(judge=member, pair_id__in=pair_ids).exclude(status=Judgment.Status.FAILED)
+    rows = Judgment.objects.filter(judge=member, pair_id__in=list(query_of)).exclude(status=Judgment.Status.FAILED)
     for judgment in rows.order_by("created_at", "id"):
         definition = definitions.get(query_of[judgment.pair_id])
         current = definition.id if definition is not None else None
