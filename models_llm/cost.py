@@ -18,6 +18,15 @@ TYPICAL_ASK_ANSWER = 16
 TYPICAL_COT_ANSWER = 60
 
 
+def usd_cost(prompt_tokens: float, completion_tokens: float, price_in: float | None,
+             price_out: float | None) -> float | None:
+    """USD for these tokens at `price_in` / `price_out` per million prompt / completion tokens; None without
+    both prices."""
+    if price_in is None or price_out is None:
+        return None
+    return (prompt_tokens * price_in + completion_tokens * price_out) / 1_000_000
+
+
 def approximate_token_count(messages: Messages) -> int:
     """Prompt tokens guessed from the characters (plus a few per message for the chat format)."""
     return sum(round(len(message["content"]) / CHARS_PER_TOKEN) + 4 for message in messages)
@@ -47,11 +56,9 @@ class TokenEstimate:
     def cost(self, price_in: float | None, price_out: float | None, pairs: int | None = None) -> float | None:
         """USD at `price_in` / `price_out` per million tokens, for this estimate's pairs or for `pairs` pairs
         at the same tokens per pair. None without prices."""
-        if price_in is None or price_out is None:
-            return None
         prompt, completion = self.per_pair()
         count = self.pairs if pairs is None else pairs
-        return count * (prompt * price_in + completion * price_out) / 1_000_000
+        return usd_cost(count * prompt, count * completion, price_in, price_out)
 
 
 def scaled(*, total_pairs: int, sampled: int, calls: float, prompt_tokens: float, completion_tokens: float,

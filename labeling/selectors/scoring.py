@@ -7,6 +7,7 @@ from django.db.models import QuerySet, Sum
 from django.utils import timezone
 
 from labeling.models import Judge, MemberOutput, Project, ScoringJob
+from models_llm.cost import usd_cost
 from models_llm.ensembles import STEPS
 
 
@@ -44,10 +45,7 @@ def job_progress(job: ScoringJob) -> JobProgress:
             if job.status == ScoringJob.Status.RUNNING:
                 eta = (job.total - job.done) / rate
     calls, prompt, completion = job_usage(job)
-    judge = job.judge
-    cost = None
-    if judge.price_in is not None and judge.price_out is not None:
-        cost = (prompt * judge.price_in + completion * judge.price_out) / 1_000_000
+    cost = usd_cost(prompt, completion, job.judge.price_in, job.judge.price_out)
     return JobProgress(job=job, fraction=fraction, pairs_per_s=rate, eta_s=eta, calls=calls, prompt_tokens=prompt,
                        completion_tokens=completion, cost_usd=cost)
 
