@@ -15,6 +15,9 @@
   function click(selector) {
     const element = document.querySelector(selector);
     if (element && !element.disabled) {
+      // htmx wires up swapped-in forms when the swap settles (about 20 ms later): a key pressed before that
+      // would submit the form as a plain page load. Wiring it now is harmless (htmx does it once per element).
+      if (window.htmx && element.form) window.htmx.process(element.form);
       element.click();
       return true;
     }
