@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from models_llm.ensembles.intents import DEFAULT_INTENT, Intent, intent_get, strategies_check
+from models_llm.ensembles.intents import DEFAULT_INTENT, EnsembleConfigError, Intent, intent_get, strategies_check
 from models_llm.ensembles.strategies import STEPS, Messages
 from models_llm.parsing import AnswerParseError
 from models_llm.types import Generation, PairInput, Status
