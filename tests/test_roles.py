@@ -18,6 +18,9 @@ PUBLIC = "public"  # anyone, logged in or not: the API's token login
 LOGGED_IN = "logged-in"  # any logged-in user; no project in the URL
 MEMBER = "member"  # viewers, experts and admins of the project
 ANNOTATOR = "annotator"  # experts and admins: the annotation workspace and the label/queue API
+# viewers and admins: the validation reports, made of the gold grades and judges' P of items experts have not
+# labelled (blind first, labeling.selectors.disclosure)
+READER = "reader"
 ADMIN_ONLY = "admin"  # project admins: judges, jobs, definitions, calibration, settings
 
 ALLOWED = {
@@ -25,6 +28,7 @@ ALLOWED = {
     LOGGED_IN: {OUTSIDER, VIEWER, EXPERT, ADMIN},
     MEMBER: {VIEWER, EXPERT, ADMIN},
     ANNOTATOR: {EXPERT, ADMIN},
+    READER: {VIEWER, ADMIN},
     ADMIN_ONLY: {ADMIN},
 }
 
@@ -41,7 +45,7 @@ MATRIX: dict[str, dict[str, str]] = {
     "labeling:members": {"GET": ADMIN_ONLY, "POST": ADMIN_ONLY},
     "labeling:member_remove": {"POST": ADMIN_ONLY},
     "labeling:settings": {"GET": ADMIN_ONLY, "POST": ADMIN_ONLY},
-    "labeling:validation": {"GET": MEMBER},
+    "labeling:validation": {"GET": READER},
     # Asking for a recomputation changes no data, only when the cached report is rebuilt: viewers may.
     "labeling:validation_refresh": {"POST": MEMBER},
     "labeling:judge_calibrate": {"POST": ADMIN_ONLY},
@@ -64,11 +68,11 @@ MATRIX: dict[str, dict[str, str]] = {
     "api:queue-skip": {"POST": ANNOTATOR},
     "api:label-list": {"GET": MEMBER, "POST": ANNOTATOR},
     "api:label-undo": {"POST": ANNOTATOR},
-    "api:validation": {"GET": MEMBER},
+    "api:validation": {"GET": READER},
     "api:job-list": {"GET": MEMBER, "POST": ADMIN_ONLY},
     "api:job-detail": {"GET": MEMBER},
     "api:definition-list": {"GET": MEMBER, "POST": ADMIN_ONLY},
-    "api:judge-metrics-by-definition": {"GET": MEMBER},
+    "api:judge-metrics-by-definition": {"GET": READER},
 }
 
 ROUTES = {route.name: route for route in all_routes()}

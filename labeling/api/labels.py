@@ -15,6 +15,7 @@ from rest_framework.views import APIView
 from labeling.models import Label, Membership, Project
 from labeling.models.project import QUEUE_STRATEGIES
 from labeling.selectors.projects import project_role, projects_visible_to
+from labeling.selectors.disclosure import labels_visible_to
 from labeling.services.labels import Claim, LabelError, item_skip, label_submit, label_undo, queue_next_for_annotator
 
 ANNOTATING_ROLES = (Membership.Role.ADMIN, Membership.Role.EXPERT)
@@ -145,9 +146,10 @@ class LabelListView(generics.ListAPIView):
         if getattr(self, "swagger_fake_view", False):
             return Label.objects.none()
         project = self._project()
-        labels = Label.objects.filter(pair__project=project).select_related("annotator", "definition")
-        if project_role(user=self.request.user, project=project) == Membership.Role.EXPERT:
-            labels = labels.filter(annotator=self.request.user)
+        role = project_role(user=self.request.user, project=project)
+        labels = labels_visible_to(project=project, user=self.request.user, role=role).select_related(
+            "annotator", "definition"
+        )
         params = self.request.query_params
         if params.get("pair"):
             try:

@@ -70,6 +70,9 @@ class PairSourceSerializer(serializers.ModelSerializer):
 
 class PairSerializer(serializers.ModelSerializer):
     query = serializers.CharField(source="query.external_id", help_text="The query's external id.")
+    """`reference_grades` in the context says whether the caller may see them (labeling.selectors.disclosure):
+    hidden, the grade is null and its source empty, as for a pair without one."""
+
     passage = serializers.CharField(source="passage.external_id", help_text="The passage's external id.")
     sources = PairSourceSerializer(many=True, help_text="Retrieval systems that put the pair in the pool.")
 
@@ -77,6 +80,12 @@ class PairSerializer(serializers.ModelSerializer):
         model = Pair
         fields = ["id", "query", "passage", "reference_grade", "reference_source", "sources"]
 
+
+    def to_representation(self, pair: Pair) -> dict:
+        data = super().to_representation(pair)
+        if not self.context["reference_grades"]:
+            data.update(reference_grade=None, reference_source="")
+        return data
 
 class ScoringJobCreateSerializer(serializers.Serializer):
     judge = serializers.CharField()

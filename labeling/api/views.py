@@ -28,6 +28,7 @@ from labeling.api.serializers import (
 from labeling.models import Judge, Membership, Pair, Passage, Project, Query, ScoringJob
 from labeling.selectors.definition_metrics import judge_metrics_by_definition
 from labeling.selectors.definitions import definition_history
+from labeling.selectors.disclosure import BLIND_REPORTS, item_disclosure, sees_reports
 from labeling.selectors.projects import (
     pairs_for_project,
     passages_for_project,
@@ -88,7 +89,10 @@ class ProjectScopedListView(generics.ListAPIView):
     pagination_class = IdCursorPagination
 
     def get_project(self) -> Project:
-        return get_object_or_404(projects_visible_to(user=self.request.user), slug=self.kwargs["slug"])
+        # Looked up once per request: the queryset and the serializer context both need it.
+        if not hasattr(self, "_project"):
+            self._project = get_object_or_404(projects_visible_to(user=self.request.user), slug=self.kwargs["slug"])
+        return self._project
 
 
 class QueryListView(ProjectScopedListView):
@@ -119,7 +123,8 @@ class PassageListView(ProjectScopedListView):
     ]
 )
 class PairListView(ProjectScopedListView):
-    """The project's candidate pool in pool order, with reference grades and the systems that found each pair."""
+    """The project's candidate pool in pool order, with reference grades (null for experts: they label blind)
+    and the systems that found each pair."""
 
     serializer_class = PairSerializer
 
@@ -130,18 +135,34 @@ class PairListView(ProjectScopedListView):
             project=self.get_project(), query_external_id=self.request.query_params.get("query")
         )
 
+    def get_serializer_context(self) -> dict:
+        if getattr(self, "swagger_fake_view", False):
+            return {**super().get_serializer_context(), "reference_grades": False}
+        project = self.get_project()
+        role = project_role(user=self.request.user, project=project)
+        # What the rule hides even of the items the caller labelled, it hides of every item.
+        shown = item_disclosure(project=project, role=role, labelled=True).reference_grade
+        return {**super().get_serializer_context(), "reference_grades": shown}
+
+
+def _project_for_reports(request: Request, slug: str) -> Project:
+    project = get_object_or_404(projects_visible_to(user=request.user), slug=slug)
+    if not sees_reports(project=project, role=project_role(user=request.user, project=project)):
+        raise PermissionDenied(BLIND_REPORTS)
+    return project
+
 
 class ValidationView(APIView):
     """The project's validation report (LLM judges vs human labels), as `validation_report --json` prints
     it, from the cache a worker keeps up to date; `stale` says a recomputation is pending. Computed on the
-    spot when the project has no cached report yet."""
+    spot when the project has no cached report yet. Admins and viewers only (experts label blind)."""
 
     @extend_schema(
         parameters=[OpenApiParameter("judge", str, many=True, description="judge name (repeat; default: all)")],
         responses={200: OpenApiTypes.OBJECT},
     )
     def get(self, request: Request, slug: str) -> Response:
-        project = get_object_or_404(projects_visible_to(user=request.user), slug=slug)
+        project = _project_for_reports(request, slug)
         result = validation_result_ensure(project=project)
         names = request.query_params.getlist("judge") or None
         try:
@@ -225,11 +246,12 @@ class JudgeMetricsByDefinitionView(APIView):
     """A judge's kappa, AUROC, Brier, ECE and F1 against the gold labels per relevance-definition version
     (`by_version`: v1, v2, ... across queries; "none" without a definition) and per definition origin
     (`by_origin`), each on every gold pair its group judged (`gold`) and on the `n_common` gold pairs judged
-    under every group of the grouping (`common`): DIRAS Table 4. Computed from the current judgments."""
+    under every group of the grouping (`common`): DIRAS Table 4. Computed from the current judgments. Admins and
+    viewers only (experts label blind)."""
 
     @extend_schema(responses={200: OpenApiTypes.OBJECT})
     def get(self, request: Request, slug: str, judge: str) -> Response:
-        project = get_object_or_404(projects_visible_to(user=request.user), slug=slug)
+        project = _project_for_reports(request, slug)
         found = Judge.objects.filter(project=project, name=judge).first()
         if found is None:
             raise NotFound(f"project {slug!r} has no judge {judge!r}")

@@ -6,6 +6,7 @@ import json
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse, HttpResponseForbidden
 from django.shortcuts import get_object_or_404, redirect, render
@@ -21,6 +22,7 @@ from labeling.selectors.definition_metrics import (
     judges_with_judgments,
 )
 from labeling.selectors.definitions import stale_counts_for_queries
+from labeling.selectors.disclosure import BLIND_REPORTS, sees_reports
 from labeling.selectors.projects import (
     project_list_for_user,
     project_role,
@@ -62,11 +64,13 @@ def project_detail(request: HttpRequest, slug: str) -> HttpResponse:
         # Paging through the queries swaps only the table; a history restore needs the whole page.
         return render(request, "labeling/project_detail.html#query-table", table)
     (summary,) = project_summaries(projects=[project])
+    role = project_role(user=request.user, project=project)
     context = {
         **table,
         "counts": summary.counts,
         "scale": project.label_scale,
-        "is_admin": project_role(user=request.user, project=project) == Membership.Role.ADMIN,
+        "is_admin": role == Membership.Role.ADMIN,
+        "sees_reports": sees_reports(project=project, role=role),
         "queue_summary": queue_settings_summary(project=project),
     }
     if context["is_admin"]:
@@ -119,9 +123,16 @@ def _by_definition_context(project: Project, judge_name: str | None) -> dict:
     }
 
 
+def _report_project(request: HttpRequest, slug: str) -> Project:
+    project = get_object_or_404(projects_visible_to(user=request.user), slug=slug)
+    if not sees_reports(project=project, role=project_role(user=request.user, project=project)):
+        raise PermissionDenied(BLIND_REPORTS)
+    return project
+
+
 @login_required
 def validation_dashboard(request: HttpRequest, slug: str) -> HttpResponse:
-    project = get_object_or_404(projects_visible_to(user=request.user), slug=slug)
+    project = _report_project(request, slug)
     partial = request.htmx and not request.htmx.history_restore_request
     if partial and request.htmx.target == "by-definition":
         context = _by_definition_context(project, request.GET.get("judge"))

@@ -16,6 +16,7 @@ from django.views.decorators.http import require_POST
 from labeling.highlight import highlight_segments
 from labeling.models import Judgment, Lease, Membership, Project
 from labeling.selectors.projects import project_role, projects_visible_to
+from labeling.selectors.disclosure import item_disclosure
 from labeling.selectors.queues import queue_progress
 from labeling.services.labels import (
     Claim,
@@ -36,9 +37,9 @@ def _annotating_project(request: HttpRequest, slug: str) -> Project:
     return project
 
 
-def _revealed(project: Project, pair_id: int, grade: int) -> dict | None:
-    """What the expert may see after submitting (project setting): the judge's P for the item they labelled."""
-    if not project.reveal_llm_after_submit or project.queue_judge_id is None:
+def _revealed(project: Project, role: str | None, pair_id: int, grade: int) -> dict | None:
+    """The queue judge's P for the item just labelled, where the blind-first rule lets the annotator see it."""
+    if not item_disclosure(project=project, role=role, labelled=True).judge_p or project.queue_judge_id is None:
         return None
     judgment = (
         Judgment.objects.filter(pair_id=pair_id, judge_id=project.queue_judge_id, status=Judgment.Status.OK)
@@ -129,7 +130,8 @@ def workspace_submit(request: HttpRequest, slug: str) -> HttpResponse:
             return _render_next(request, project, status=400, error=str(exc))
         messages.error(request, str(exc))
         return _after_post(request, project)
-    revealed = _revealed(project, result.label.pair_id, result.label.grade)
+    role = project_role(user=request.user, project=project)
+    revealed = _revealed(project, role, result.label.pair_id, result.label.grade)
     if not request.htmx:
         messages.success(request, "Label saved.")
     return _after_post(request, project, saved=result.label, revealed=revealed)

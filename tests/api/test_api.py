@@ -6,6 +6,7 @@ from drf_spectacular.validation import validate_schema
 from rest_framework.test import APIClient
 
 from labeling.api.views import IdCursorPagination
+from labeling.models import Membership
 from tests.factories import (
     PASSWORD,
     JudgmentFactory,
@@ -120,7 +121,8 @@ def test_passages(api, project):
     assert results == [{"external_id": "d1", "title": "T", "text": "body", "metadata": {"url": "u"}}]
 
 
-def test_pairs_with_sources_and_query_filter(api, project):
+def test_pairs_with_sources_and_query_filter(api, project, member):
+    Membership.objects.filter(user=member, project=project).update(role=Membership.Role.VIEWER)  # experts label blind
     query = QueryFactory(project=project, external_id="q1")
     first = PairFactory(
         project=project,
@@ -198,10 +200,11 @@ def test_schema_is_valid_openapi_with_every_path(api, member):
 def test_pair_page_costs_the_same_queries_for_one_pair_or_many(api, project, django_assert_num_queries):
     url = reverse("api:pair-list", args=[project.slug])
     PairSourceFactory.create_batch(2, pair=PairFactory(project=project))
-    # The project, the page of pairs with their query and passage ids, the sources of the page.
-    with django_assert_num_queries(3):
+    # The project, the caller's role (may they see reference grades?), the page of pairs with their query and
+    # passage ids, the sources of the page.
+    with django_assert_num_queries(4):
         api.get(url)
     for _ in range(5):
         PairSourceFactory.create_batch(2, pair=PairFactory(project=project))
-    with django_assert_num_queries(3):
+    with django_assert_num_queries(4):
         assert len(api.get(url).json()["results"]) == 6

@@ -1,0 +1,52 @@
+"""Blind first, the one rule: what a project member may see of an item beyond its query and passage (its
+reference grade, other experts' labels, the judges' P). Every page and endpoint that could show them asks here."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db.models import QuerySet
+
+from labeling.models import Label, Membership, Project
+
+
+@dataclass(frozen=True)
+class Disclosure:
+    reference_grade: bool
+    others_labels: bool
+    judge_p: bool
+
+    @property
+    def everything(self) -> bool:
+        return self.reference_grade and self.others_labels and self.judge_p
+
+
+def item_disclosure(*, project: Project, role: str | None, labelled: bool) -> Disclosure:
+    """What a member with `role` may see of an item they have (`labelled`) or have not labelled. Experts label
+    blind: nothing before they have labelled the item, and afterwards only the judges' P, when the project
+    reveals it after submitting. Admins (who adjudicate) and viewers (who audit) see everything. Labelling an
+    item never hides anything, so what an expert may not see of an item they labelled they see of no item."""
+    if role != Membership.Role.EXPERT:
+        return Disclosure(reference_grade=True, others_labels=True, judge_p=True)
+    return Disclosure(reference_grade=False, others_labels=False,
+                      judge_p=labelled and project.reveal_llm_after_submit)
+
+
+BLIND_REPORTS = ("Experts label blind: the validation reports are made of the reference grades, labels and judges' P "
+                 "of items they have not labelled.")
+
+
+def sees_reports(*, project: Project, role: str | None) -> bool:
+    """Whether a member may see the validation report and the metrics by definition version. They are computed
+    from the reference grades, labels and P of every gold pair, most of which an expert has not labelled (a
+    reliability bin holding one pair shows its P), so only a member who may see all of that of any item may."""
+    return item_disclosure(project=project, role=role, labelled=False).everything
+
+
+def labels_visible_to(*, project: Project, user: AbstractBaseUser, role: str | None) -> QuerySet[Label]:
+    """The project's labels, history included, that a member may see: everyone's, or only their own when the
+    rule hides other experts' labels even of the items the member labelled."""
+    labels = Label.objects.filter(pair__project=project)
+    if item_disclosure(project=project, role=role, labelled=True).others_labels:
+        return labels
+    return labels.filter(annotator=user)
