@@ -1,4 +1,4 @@
-"""Writes on user accounts: the bootstrap administrator for a fresh installation."""
+"""Writes on user accounts: the bootstrap administrator for a fresh installation, and revoking API tokens."""
 from __future__ import annotations
 
 import secrets
@@ -6,6 +6,7 @@ import secrets
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractUser
 from django.db import IntegrityError, transaction
+from rest_framework.authtoken.models import Token
 
 
 @transaction.atomic
@@ -27,3 +28,18 @@ def admin_ensure(*, username: str = "admin", email: str = "") -> tuple[AbstractU
     except IntegrityError:
         return user_model.objects.get(username=username), None
     return user, password
+
+
+@transaction.atomic
+def user_tokens_revoke(*, user: AbstractUser) -> int:
+    """Delete the user's API tokens and return how many there were. Requests with a revoked token are refused at
+    once; the user gets a new token by logging in at /api/token/ again."""
+    count, _ = Token.objects.filter(user=user).delete()
+    return count
+
+
+@transaction.atomic
+def tokens_revoke_all() -> int:
+    """Delete every user's API token (after a leak, or to rotate them all) and return how many there were."""
+    count, _ = Token.objects.all().delete()
+    return count
