@@ -5,6 +5,7 @@ from labeling.views import projects as views
 from labeling.views import settings
 from labeling.views import workspace
 
+# <id:...> is a database id (labeling.ids.IdConverter, registered in labeling/apps.py).
 app_name = "labeling"
 
 urlpatterns = [
@@ -16,10 +17,10 @@ urlpatterns = [
     path("projects/<slug:slug>/annotate/undo/", workspace.workspace_undo, name="workspace_undo"),
     path("projects/<slug:slug>/adjudication/", adjudication.adjudication_page, name="adjudication"),
     path(
-        "projects/<slug:slug>/adjudication/<int:pair_id>/", adjudication.adjudication_set_view, name="adjudication_set"
+        "projects/<slug:slug>/adjudication/<id:pair_id>/", adjudication.adjudication_set_view, name="adjudication_set"
     ),
     path("projects/<slug:slug>/members/", members.members_page, name="members"),
-    path("projects/<slug:slug>/members/<int:user_id>/remove/", members.member_remove_view, name="member_remove"),
+    path("projects/<slug:slug>/members/<id:user_id>/remove/", members.member_remove_view, name="member_remove"),
     path("projects/<slug:slug>/settings/", settings.queue_settings_page, name="settings"),
     path("projects/<slug:slug>/validation/", views.validation_dashboard, name="validation"),
     path("projects/<slug:slug>/validation/refresh/", views.validation_refresh, name="validation_refresh"),
@@ -28,14 +29,14 @@ urlpatterns = [
     path("projects/<slug:slug>/judges/new/", views.judge_create_view, name="judge_create"),
     path("projects/<slug:slug>/judges/<path:judge>/score/", views.job_start_view, name="job_start"),
     path("projects/<slug:slug>/judges/<path:judge>/estimate/", views.judge_estimate_view, name="judge_estimate"),
-    path("projects/<slug:slug>/jobs/<int:job_id>/cancel/", views.job_cancel_view, name="job_cancel"),
-    path("projects/<slug:slug>/queries/<int:query_id>/definition/", definitions.definition_page, name="definition"),
+    path("projects/<slug:slug>/jobs/<id:job_id>/cancel/", views.job_cancel_view, name="job_cancel"),
+    path("projects/<slug:slug>/queries/<id:query_id>/definition/", definitions.definition_page, name="definition"),
     path(
-        "projects/<slug:slug>/queries/<int:query_id>/definition/draft/", definitions.definition_draft_view,
+        "projects/<slug:slug>/queries/<id:query_id>/definition/draft/", definitions.definition_draft_view,
         name="definition_draft",
     ),
     path(
-        "projects/<slug:slug>/queries/<int:query_id>/definition/rescore/<path:judge>/",
+        "projects/<slug:slug>/queries/<id:query_id>/definition/rescore/<path:judge>/",
         definitions.stale_rescore_view,
         name="definition_rescore",
     ),

@@ -54,10 +54,6 @@ def draft_requests(*, query: Query, limit: int = RECENT_DRAFT_REQUESTS) -> list[
     )
 
 
-def definition_of_query(*, query: Query, definition_id: object) -> RelevanceDefinition | None:
+def definition_of_query(*, query: Query, definition_id: int) -> RelevanceDefinition | None:
     """The query's version with this id (a draft an admin reviews), or None when the id is not one of them."""
-    try:
-        definition_id = int(str(definition_id))
-    except ValueError:
-        return None
     return RelevanceDefinition.objects.filter(query=query, id=definition_id).select_related("drafted_by").first()

@@ -15,6 +15,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_http_methods, require_POST
 
 from labeling.forms import DefinitionDraftForm
+from labeling.ids import IdError, parse_id
 from labeling.models import Judge, Membership, Project, Query, RelevanceDefinition
 from labeling.selectors.definitions import definition_versions, stale_pairs
 from labeling.selectors.drafting import GENERATIVE_BACKENDS, definition_of_query, draft_requests, generative_judges
@@ -88,7 +89,12 @@ def definition_page(request: HttpRequest, slug: str, query_id: int) -> HttpRespo
         return render(request, "labeling/definition.html#drafts-poll", context)
     review = None
     if is_admin and "from" in request.GET:
-        review = definition_of_query(query=query, definition_id=request.GET["from"])
+        try:
+            review_id = parse_id(request.GET["from"], name="from (the draft to review)")
+        except IdError as exc:
+            return render(request, "labeling/definition.html", _context(project, query, is_admin, error=str(exc)),
+                          status=400)
+        review = definition_of_query(query=query, definition_id=review_id)
         review = review if review is not None and review.is_draft else None
     text = review.text if review is not None else None
     return render(request, "labeling/definition.html", _context(project, query, is_admin, text=text, based_on=review))
@@ -104,7 +110,10 @@ def _definition_post(request: HttpRequest, project: Project, query: Query) -> Ht
         return render(request, "labeling/definition.html", context, status=400)
 
     if request.POST.get("based_on"):
-        based_on = definition_of_query(query=query, definition_id=request.POST["based_on"])
+        try:
+            based_on = definition_of_query(query=query, definition_id=parse_id(request.POST["based_on"], name="draft"))
+        except IdError:
+            based_on = None
         if based_on is None:
             return refused("the draft being reviewed is not a version of this query")
     try:
@@ -125,20 +134,21 @@ def definition_draft_view(request: HttpRequest, slug: str, query_id: int) -> Htt
     project, query, _ = _project_and_query(request, slug, query_id, admin=True)
     form = DefinitionDraftForm(request.POST, judges=generative_judges(project=project))
     if not form.is_valid():
+        # Like any form that does not validate (a judge id that is none of these included): 400, not a redirect.
         messages.error(request, f"Choose one of the project's judges that write text (backend "
                                 f"{' or '.join(GENERATIVE_BACKENDS)}).")
+        return render(request, "labeling/definition.html", _context(project, query, True), status=400)
+    judge, refine = form.cleaned_data["judge"], form.cleaned_data["refine"]
+    try:
+        definition_draft_request(query=query, judge=judge, refine=refine, user=request.user)
+    except DraftingError as exc:
+        messages.error(request, str(exc))
     else:
-        judge, refine = form.cleaned_data["judge"], form.cleaned_data["refine"]
-        try:
-            definition_draft_request(query=query, judge=judge, refine=refine, user=request.user)
-        except DraftingError as exc:
-            messages.error(request, str(exc))
-        else:
-            messages.success(
-                request,
-                f"Asked {judge.name} for a {'refined ' if refine else ''}draft. It appears in the history as a draft "
-                "version, which becomes current only once an admin reviews and saves it.",
-            )
+        messages.success(
+            request,
+            f"Asked {judge.name} for a {'refined ' if refine else ''}draft. It appears in the history as a draft "
+            "version, which becomes current only once an admin reviews and saves it.",
+        )
     return redirect(reverse("labeling:definition", args=[project.slug, query.id]) + "#drafting")
 
 
