@@ -6,6 +6,7 @@ and ALLOWED_HOSTS, and passes `manage.py check --deploy`.
 """
 import os
 import secrets
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -86,6 +87,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "django_htmx",
     "template_partials",
+    "axes",
     "labeling",
 ]
 
@@ -100,6 +102,8 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "annotator.middleware.ContentSecurityPolicyMiddleware",
+    # Last, as django-axes requires: it turns a login it refused into the lockout page on the way out.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "annotator.urls"
@@ -193,6 +197,35 @@ CSP_POLICY = env_str(
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; object-src 'none'; "
     "base-uri 'self'; frame-ancestors 'none'; form-action 'self'",
 )
+# Debug pages and error reports list settings and request.META (under runserver, the whole environment): connection
+# strings such as DATABASE_URL and CELERY_BROKER_URL carry passwords, so names with URL, DSN, DATABASE or BROKER
+# are masked as well as Django's KEY, SECRET, PASS... (annotator/debug.py).
+DEFAULT_EXCEPTION_REPORTER_FILTER = "annotator.debug.ConnectionStringFilter"
+
+# Login throttling (django-axes). Every failed password check (/accounts/login/, /admin/login/, /api/token/) is
+# counted in the database, so the count holds across web processes and machines. Once an account, or a client
+# address, has LOGIN_FAILURE_LIMIT failures younger than LOGIN_COOLOFF_MINUTES, its logins are answered 429 (a
+# page, or JSON from the API) until the newest of them is that old. The axes backend refuses before ModelBackend,
+# so a locked login hashes no password, and refused logins neither count nor extend the wait. A successful login
+# forgives the failures of that account from that address only (labeling/login_throttle.py).
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_HANDLER = "labeling.login_throttle.LoginAttemptHandler"
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]  # each on its own: per account and per address
+AXES_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 5)
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("LOGIN_COOLOFF_MINUTES", 15))
+if AXES_FAILURE_LIMIT < 1 or AXES_COOLOFF_TIME < timedelta(minutes=1):
+    raise ImproperlyConfigured("LOGIN_FAILURE_LIMIT and LOGIN_COOLOFF_MINUTES must be at least 1")
+AXES_RESET_ON_SUCCESS = True
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
+AXES_LOCKOUT_CALLABLE = "labeling.login_throttle.lockout_page"
+AXES_CLIENT_IP_CALLABLE = "labeling.login_throttle.client_address"
+# Behind a reverse proxy every connection comes from the proxy, which would lock everybody out together: name
+# the header it puts the client's address in (X-Forwarded-For, X-Real-IP); its last address is used, the one the
+# proxy added. Empty: the connection's address (REMOTE_ADDR). Only when the proxy is the only way in.
+LOGIN_CLIENT_IP_HEADER = env_str("LOGIN_CLIENT_IP_HEADER")
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
@@ -211,6 +244,8 @@ SPECTACULAR_SETTINGS = {
     "SERVE_INCLUDE_SCHEMA": False,
     # Login is required everywhere; drf-spectacular would serve the schema to anyone.
     "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAuthenticated"],
+    # The `<id:...>` path converter (labeling.ids): a database id, 1 to 2**63 - 1.
+    "PATH_CONVERTER_OVERRIDES": {"id": {"type": "integer", "minimum": 1, "maximum": 2**63 - 1}},
 }
 
 # Celery: Redis in production; with no broker configured, kombu's filesystem transport under var/ lets a
@@ -229,6 +264,10 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
         "control_folder": str(_broker_dir / "control"),
         "store_processed": False,
     }
+elif CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
+    # Redis hands an unacknowledged message (its worker died) to another worker after this many seconds. Set
+    # explicitly and longer than any chunk takes: the scoring sweep, not the broker, brings a lost chunk back.
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 3600)}
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
@@ -245,6 +284,60 @@ LOGGING = {
 IMPORT_MAX_LINE_BYTES = env_int("IMPORT_MAX_LINE_BYTES", 8 * 1024 * 1024)
 # `import_bundle --all-pairs` refuses a pool larger than this (every query x every passage).
 IMPORT_MAX_ALL_PAIRS = env_int("IMPORT_MAX_ALL_PAIRS", 5_000_000)
+# A project's validation report is recomputed at most once per this many seconds: requests in between mark it
+# stale, and the one queued recomputation runs when the interval is over.
+VALIDATION_REFRESH_MIN_SECONDS = env_int("VALIDATION_REFRESH_MIN_SECONDS", 30)
 # Pairs of one query per scoring task: big enough to reuse the query's prompt prefix, small enough that a
 # killed worker loses little and progress moves.
 SCORING_CHUNK_PAIRS = env_int("SCORING_CHUNK_PAIRS", 32)
+# Pairs a chunk scores between two writes: what a killed worker can lose, and how often a chunk shows it lives.
+SCORING_WRITE_PAIRS = env_int("SCORING_WRITE_PAIRS", 8)
+# A chunk whose worker shows no sign of life for this long is taken back by the sweep and queued again...
+SCORING_STALL_SECONDS = env_int("SCORING_STALL_SECONDS", 600)
+# ...unless it has lost its worker this many times: then its unwritten pairs are failed with that reason.
+SCORING_CHUNK_MAX_ATTEMPTS = env_int("SCORING_CHUNK_MAX_ATTEMPTS", 3)
+# How often Celery beat runs the sweep of stalled chunks.
+SCORING_SWEEP_SECONDS = env_int("SCORING_SWEEP_SECONDS", 60)
+CELERY_BEAT_SCHEDULE = {
+    "scoring-sweep": {"task": "labeling.tasks.scoring_sweep_task", "schedule": float(SCORING_SWEEP_SECONDS)},
+}
+
+
+def _llm_endpoints(raw: str) -> dict[str, dict]:
+    """LLM_ENDPOINTS: a JSON object naming each OpenAI-compatible endpoint a judge may use, e.g.
+    {"openai": {"base_url": "https://api.openai.com/v1", "api_key_env": "OPENAI_API_KEY"},
+     "local": {"base_url": "http://127.0.0.1:8001/v1", "allow_local": true}}.
+    Judges name an endpoint; nobody but the operator types a URL or the variable that holds a key."""
+    import json
+    import re
+
+    try:
+        value = json.loads(raw or "{}")
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"LLM_ENDPOINTS is not JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise ImproperlyConfigured("LLM_ENDPOINTS must be a JSON object of endpoint name -> {base_url, ...}")
+    endpoints = {}
+    for name, entry in value.items():
+        where = f"LLM_ENDPOINTS[{name!r}]"
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", name):
+            raise ImproperlyConfigured(f"{where}: a name is 1-64 letters, digits, '_', '.' or '-'")
+        if not isinstance(entry, dict) or set(entry) - {"base_url", "api_key_env", "allow_local"}:
+            raise ImproperlyConfigured(f"{where} must be an object with base_url, api_key_env, allow_local")
+        url = entry.get("base_url")
+        if not isinstance(url, str) or not re.fullmatch(r"https?://[^\s/?#]+(/[^\s?#]*)?", url):
+            raise ImproperlyConfigured(f"{where}.base_url must be an http(s) URL, got {url!r}")
+        key_env = entry.get("api_key_env", "")
+        if not isinstance(key_env, str) or (key_env and not re.fullmatch(r"[A-Z_][A-Z0-9_]*", key_env)):
+            raise ImproperlyConfigured(f"{where}.api_key_env must be an environment variable name")
+        allow_local = entry.get("allow_local", False)
+        if not isinstance(allow_local, bool):
+            raise ImproperlyConfigured(f"{where}.allow_local must be true or false")
+        endpoints[name] = {"base_url": url.rstrip("/"), "api_key_env": key_env, "allow_local": allow_local}
+    return endpoints
+
+
+LLM_ENDPOINTS = _llm_endpoints(env_str("LLM_ENDPOINTS"))
+# Model folders (hf, embedding judges, LoRA adapters) must lie under one of these, after resolving links; the
+# bundled MiniLM package folder is always allowed. A judge's folder may be relative to the checkout.
+MODEL_ROOTS = [Path(p) for p in env_list("MODEL_ROOTS", [str(VAR_DIR / "models")])]

@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 
 from django import forms
+from django.conf import settings
 from django.db.models import QuerySet
 
 from labeling.models import Judge, Project
@@ -40,9 +41,8 @@ class JudgeForm(forms.Form):
     cot = forms.BooleanField(required=False, label="Ask for a reason first (CoT)")
     no_definition = forms.BooleanField(required=False, label="Leave the relevance definition out")
     adapter = forms.CharField(max_length=300, required=False, help_text="peft LoRA adapter folder (hf)")
-    base_url = forms.CharField(max_length=300, required=False, help_text="openai: e.g. http://127.0.0.1:8000/v1")
-    api_key_env = forms.CharField(max_length=100, required=False,
-                                  help_text="openai: NAME of the environment variable that holds the key")
+    endpoint = forms.ChoiceField(choices=[], required=False,
+                                 help_text="openai: one of the endpoints the operator declared (LLM_ENDPOINTS)")
     copy_template_from = forms.ModelChoiceField(queryset=Judge.objects.none(), required=False,
                                                 help_text="start from another judge's prompt template")
     template = forms.CharField(widget=forms.Textarea(attrs={"rows": 6}), required=False,
@@ -51,6 +51,7 @@ class JudgeForm(forms.Form):
     def __init__(self, *args, project: Project, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.fields["copy_template_from"].queryset = Judge.objects.filter(project=project).order_by("name")
+        self.fields["endpoint"].choices = [("", "(none)")] + [(name, name) for name in sorted(settings.LLM_ENDPOINTS)]
 
     def clean_template(self) -> dict | None:
         text = self.cleaned_data["template"].strip()
@@ -87,8 +88,7 @@ class JudgeForm(forms.Form):
             "cot": data["cot"] or None,
             "use_definition": False if data["no_definition"] else None,
             "adapter": data["adapter"] or None,
-            "base_url": data["base_url"] or None,
-            "api_key_env": data["api_key_env"] or None,
+            "endpoint": data["endpoint"] or None,
         }
 
 

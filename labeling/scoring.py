@@ -11,13 +11,16 @@ from django.conf import settings
 
 from labeling.models import Judge, Judgment, Pair
 from models_llm.backends import Scorer, load_scorer
+from models_llm.bundled import BundledModelError, minilm_folder
 from models_llm.prompts import TemplateError, template_validate
 from models_llm.types import JudgeConfig, PairInput, Verdict
 
 # JudgeConfig fields a Judge keeps in its `parameters` JSON (backend, model and the template have columns).
+# An openai judge names an `endpoint` the operator declared in settings.LLM_ENDPOINTS; its URL and the variable
+# holding its key come from there, never from the judge.
 PARAMETER_FIELDS = (
-    "method", "cot", "use_definition", "adapter", "device", "dtype", "batch_size", "max_new_tokens", "base_url",
-    "api_key_env", "timeout_s", "max_retries", "concurrency", "strategies",
+    "method", "cot", "use_definition", "adapter", "device", "dtype", "batch_size", "max_new_tokens", "endpoint",
+    "timeout_s", "max_retries", "concurrency", "strategies",
 )
 
 
@@ -25,11 +28,42 @@ class JudgeConfigError(ValueError):
     """A judge whose stored configuration cannot be used (the message names the field)."""
 
 
-def _local_path(value: str) -> str:
-    # Model folders may be given relative to the project root (var/models/...): every worker resolves them
-    # against its own checkout, so the same judge runs on many machines.
+def model_roots() -> list[Path]:
+    """The folders model folders must lie in: settings.MODEL_ROOTS and the bundled MiniLM package's folder."""
+    roots = [Path(root).resolve() for root in settings.MODEL_ROOTS]
+    try:
+        roots.append(minilm_folder().resolve())
+    except BundledModelError:
+        pass
+    return roots
+
+
+def model_folder(value: str, *, label: str = "model") -> str:
+    """The resolved folder of a model or adapter; JudgeConfigError when it lies outside every model root.
+    Relative folders (var/models/...) are resolved against the checkout, so every worker finds the same
+    judge's model in its own. Nothing is said about a folder outside the roots, not even whether it exists."""
     path = Path(value)
-    return str(path if path.is_absolute() else Path(settings.BASE_DIR) / path)
+    resolved = (path if path.is_absolute() else Path(settings.BASE_DIR) / path).resolve()
+    roots = model_roots()
+    if not any(resolved == root or resolved.is_relative_to(root) for root in roots):
+        raise JudgeConfigError(
+            f"the {label} folder {value!r} is not under a model root (MODEL_ROOTS: "
+            f"{', '.join(str(root) for root in settings.MODEL_ROOTS)})"
+        )
+    return str(resolved)
+
+
+def llm_endpoint(name: str) -> dict:
+    """The operator's declared endpoint `name` (base_url, api_key_env, allow_local); JudgeConfigError if none."""
+    endpoints = settings.LLM_ENDPOINTS
+    if not name:
+        raise JudgeConfigError(f"an openai judge needs an endpoint (declared: {', '.join(endpoints) or 'none'})")
+    if name not in endpoints:
+        raise JudgeConfigError(
+            f"endpoint {name!r} is not declared by the operator (LLM_ENDPOINTS declares: "
+            f"{', '.join(sorted(endpoints)) or 'none'})"
+        )
+    return endpoints[name]
 
 
 def judge_template(judge: Judge) -> dict[str, str]:
@@ -101,10 +135,20 @@ def judge_config(judge: Judge) -> JudgeConfig:
     if unknown:
         raise JudgeConfigError(f"judge {judge.name!r}: unknown parameters {unknown}")
     model = judge.model
-    if judge.backend in ("hf", "embedding"):
-        model = _local_path(model)
+    try:
+        if judge.backend in ("hf", "embedding") and model:
+            model = model_folder(model)
         if params.get("adapter"):
-            params["adapter"] = _local_path(params["adapter"])
+            params["adapter"] = model_folder(params["adapter"], label="adapter")
+        endpoint_name = params.pop("endpoint", "")
+        if judge.backend == "openai":
+            endpoint = llm_endpoint(endpoint_name)
+            params.update(base_url=endpoint["base_url"], api_key_env=endpoint["api_key_env"],
+                          allow_local=endpoint["allow_local"])
+        elif endpoint_name:
+            raise JudgeConfigError("an endpoint is for openai judges")
+    except JudgeConfigError as exc:
+        raise JudgeConfigError(f"judge {judge.name!r}: {exc}") from None
     try:
         return JudgeConfig(backend=judge.backend, model=model, template=judge_template(judge), **params)
     except (TypeError, ValueError) as exc:

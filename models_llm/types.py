@@ -30,6 +30,7 @@ class JudgeConfig:
     max_new_tokens: int = 64  # ask: generation budget (cot needs more)
     base_url: str = ""  # openai: e.g. http://127.0.0.1:8000/v1
     api_key_env: str = ""  # openai: NAME of the environment variable holding the key (never the key)
+    allow_local: bool = False  # openai: the operator allows the endpoint to resolve to local addresses
     timeout_s: float = 60.0
     max_retries: int = 4
     concurrency: int = 4

@@ -73,3 +73,28 @@ def worker(private_broker):
 
     with start_worker(app, pool="solo", perform_ping_check=False, shutdown_timeout=30):
         yield
+
+
+@pytest.fixture(autouse=True)
+def client_login_passes_a_request(monkeypatch):
+    """django-axes throttles logins by their request (address) and refuses to authenticate without one, which the
+    test client's login() does not pass: give it a blank request, as axes' documentation advises for tests."""
+    from django.http import HttpRequest
+    from django.test import Client
+
+    login = Client.login
+
+    def login_with_request(self, **credentials):
+        return login(self, request=HttpRequest(), **credentials)
+
+    monkeypatch.setattr(Client, "login", login_with_request)
+
+
+@pytest.fixture(autouse=True)
+def llm_endpoints(settings):
+    """The operator's declared LLM endpoints, per test: one loopback address nothing listens on. Tests add their
+    own servers with tests.endpoints.declare_endpoint, as an operator would in LLM_ENDPOINTS."""
+    settings.LLM_ENDPOINTS = {
+        "unreachable": {"base_url": "http://127.0.0.1:9/v1", "api_key_env": "", "allow_local": True},
+    }
+    return settings.LLM_ENDPOINTS

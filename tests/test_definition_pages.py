@@ -52,7 +52,7 @@ def rescore_url(query, judge) -> str:
 )
 def test_roles(client, query, role, get, post):
     judge = JudgeFactory(project=query.project, name="gpt", backend="openai", model="m",
-                         parameters={"base_url": "http://127.0.0.1:9/v1", "method": "ask"})
+                         parameters={"endpoint": "unreachable", "method": "ask"})
     old = RelevanceDefinitionFactory(query=query, text="old")
     RelevanceDefinitionFactory(query=query, text="current")
     JudgmentFactory(pair=PairFactory(project=query.project, query=query), judge=judge, definition=old)
@@ -131,7 +131,7 @@ def test_rescore_button_queues_the_stale_pairs_of_this_query_only(client, query)
     login(client, query, "admin")
     project = query.project
     judge = JudgeFactory(project=project, name="gpt", backend="openai", model="m",
-                         parameters={"base_url": "http://127.0.0.1:9/v1", "method": "ask"})
+                         parameters={"endpoint": "unreachable", "method": "ask"})
     imported = JudgeFactory(project=project, name="from-file")
     old, current = RelevanceDefinitionFactory(query=query), RelevanceDefinitionFactory(query=query)
     stale = [PairFactory(project=project, query=query) for _ in range(3)]

@@ -39,7 +39,7 @@ def query():
 @pytest.fixture
 def judge(query):
     return JudgeFactory(project=query.project, name="gpt-drafter", backend="openai", model="m",
-                        parameters={"base_url": "http://127.0.0.1:9/v1", "method": "ask"})
+                        parameters={"endpoint": "unreachable", "method": "ask"})
 
 
 def login(client, query, role: str):

@@ -23,6 +23,7 @@ from tests.factories import MembershipFactory, UserFactory
 from tests.models_llm.fake_openai import FakeOpenAI, Reply, completion
 from tests.polling import wait_for
 from tests.scoring_fixtures import SAMPLE
+from tests.endpoints import declare_endpoint
 
 pytestmark = [pytest.mark.browser, pytest.mark.worker, pytest.mark.django_db(transaction=True), needs_chromium]
 
@@ -55,7 +56,7 @@ def test_the_sample_is_drafted_then_refined_from_expert_labels_and_nothing_is_cu
     bundle_import(path=SAMPLE, project_slug="climretrieve", all_pairs=True)
     project = Project.objects.get(slug="climretrieve")
     judge = judge_create(project=project, name="drafter", backend="openai", model="scripted", method="ask",
-                         base_url=server.base_url)
+                         endpoint=declare_endpoint(server.base_url))
     admin, expert = UserFactory(username="ada"), UserFactory(username="eve")
     MembershipFactory(project=project, user=admin, role="admin")
     MembershipFactory(project=project, user=expert, role="expert")

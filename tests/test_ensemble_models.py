@@ -17,6 +17,7 @@ from models_llm.ensembles import STEPS, intent_get
 from models_llm.types import PairInput
 from tests.models_llm.test_openai_backend import served_smollm2  # noqa: F401 - a module-scoped fixture
 from tests.scoring_fixtures import small_scoring_project
+from tests.endpoints import declare_endpoint
 
 pytestmark = pytest.mark.django_db
 
@@ -96,7 +97,7 @@ def test_the_ensemble_over_http_against_transformers_serve(tmp_path, served_smol
     base_url, folder = served_smollm2
     project = small_scoring_project(tmp_path / "b", queries=1, passages=1)
     judge = judge_create(project=project, name="served-ensemble", backend="openai", model=str(folder),
-                         method="ensemble", base_url=base_url, max_new_tokens=MAX_NEW_TOKENS, timeout_s=120.0,
+                         method="ensemble", endpoint=declare_endpoint(base_url), max_new_tokens=MAX_NEW_TOKENS, timeout_s=120.0,
                          max_retries=1, concurrency=1, price_in=0.15, price_out=0.60)
     job = _score(project, judge)
     _check_stored(judge, [job], 1)

@@ -1,13 +1,13 @@
 from django.urls import path
 from drf_spectacular.views import SpectacularAPIView
-from rest_framework.authtoken.views import obtain_auth_token
 
-from labeling.api import labels, views
+from labeling.api import labels, tokens, views
 
+# <id:...> is a database id (labeling.ids.IdConverter, registered in labeling/apps.py).
 app_name = "api"
 
 urlpatterns = [
-    path("token/", obtain_auth_token, name="token"),
+    path("token/", tokens.TokenObtainView.as_view(), name="token"),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     path("projects/", views.ProjectListView.as_view(), name="project-list"),
     path("projects/<slug:slug>/", views.ProjectDetailView.as_view(), name="project-detail"),
@@ -24,8 +24,9 @@ urlpatterns = [
         views.JudgeMetricsByDefinitionView.as_view(),
         name="judge-metrics-by-definition",
     ),
+    path("projects/<slug:slug>/judges/", views.JudgeListView.as_view(), name="judge-list"),
     path("projects/<slug:slug>/jobs/", views.ScoringJobListView.as_view(), name="job-list"),
-    path("projects/<slug:slug>/jobs/<int:job_id>/", views.ScoringJobDetailView.as_view(), name="job-detail"),
+    path("projects/<slug:slug>/jobs/<id:job_id>/", views.ScoringJobDetailView.as_view(), name="job-detail"),
     path(
         "projects/<slug:slug>/queries/<path:query_external_id>/definitions/",
         views.DefinitionListView.as_view(),

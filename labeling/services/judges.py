@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from django.conf import settings
 from django.db import transaction
 
 from labeling.models import Judge, Project
@@ -30,14 +31,17 @@ def judge_create(
     **parameters,
 ) -> Judge:
     """Create judge `name` in `project`. `parameters` are JudgeConfig fields (method, cot, use_definition,
-    adapter, device, dtype, batch_size, base_url, api_key_env, strategies...); local model folders must exist
-    here. Backend `ensemble` makes a judges ensemble of the `members` (judge names; no model of its own).
+    adapter, device, dtype, batch_size, strategies...) and, for an openai judge, the `endpoint` the operator
+    declared (settings.LLM_ENDPOINTS); local model folders must be under a model root and hold a model. Backend `ensemble` makes a judges ensemble of the `members` (judge names; no model of its own).
     `price_in` / `price_out` (USD per million prompt / completion tokens) price the judge's jobs."""
     name = name.strip()
     if not name or len(name) > 200:
         raise JudgeError("a judge name must be 1 to 200 characters")
     if Judge.objects.filter(project=project, name=name).exists():
         raise JudgeError(f"project {project.slug!r} already has a judge {name!r}")
+    if {"base_url", "api_key_env"} & set(parameters):
+        raise JudgeError("a judge takes no base_url or api_key_env: name an endpoint the operator declared "
+                         f"(LLM_ENDPOINTS: {', '.join(sorted(settings.LLM_ENDPOINTS)) or 'none declared'})")
     unknown = sorted(set(parameters) - set(PARAMETER_FIELDS))
     if unknown:
         raise JudgeError(f"unknown judge parameters {unknown}")
@@ -71,10 +75,15 @@ def judge_create(
             raise JudgeError(str(exc)) from None
         if config.template or config.cot or not config.use_definition:
             raise JudgeError("an ensemble judge writes its own prompts: no template, cot or no-definition")
-    for label, folder in (("model", config.model if backend != "openai" else None), ("adapter", config.adapter)):
-        if folder and not Path(folder).is_dir():
-            raise JudgeError(f"{label} folder {folder} does not exist (run `manage.py setup_models` for the bundled ones)")
-    if backend == "openai" and not config.base_url:
-        raise JudgeError("an openai judge needs a base URL (e.g. http://127.0.0.1:8000/v1)")
+    given = {"model": model, "adapter": parameters.get("adapter")}
+    for label, folder, marker in (("model", config.model if backend != "openai" else None, "config.json"),
+                                  ("adapter", config.adapter, "adapter_config.json")):
+        if not folder:
+            continue
+        if not Path(folder).is_dir():
+            raise JudgeError(f"{label} folder {given[label]} does not exist "
+                             "(run `manage.py setup_models` for the bundled ones)")
+        if not (Path(folder) / marker).is_file():
+            raise JudgeError(f"{label} folder {given[label]} holds no {marker}: not a model folder that can load")
     judge.save()
     return judge

@@ -102,9 +102,9 @@ class EmbeddingScorer:
             raise ScorerConfigError(f"unknown dtype {config.dtype!r}")
         self.config = config
         transformer, self.modes, self.normalize, max_length = _layout(folder)
-        self.tokenizer = AutoTokenizer.from_pretrained(transformer)
+        self.tokenizer = AutoTokenizer.from_pretrained(transformer, local_files_only=True)
         self.max_length = max_length or min(self.tokenizer.model_max_length, 512)
-        self.model = AutoModel.from_pretrained(transformer, dtype=dtype).to(config.device).eval()
+        self.model = AutoModel.from_pretrained(transformer, dtype=dtype, local_files_only=True).to(config.device).eval()
 
     def embed(self, texts: list[str]) -> np.ndarray:
         """Sentence embeddings (len(texts), dim) as float64, in `config.batch_size` batches."""

@@ -317,8 +317,12 @@ class HFScorer:
 
 def chat_token_counter(model_folder: str) -> Callable[[Sequence[dict[str, str]]], int]:
     """Count the prompt tokens of chat messages as HFScorer.generate_chat would send them, with only the
-    tokenizer of `model_folder` loaded (no model weights): for dry-run estimates."""
-    tokenizer = AutoTokenizer.from_pretrained(model_folder)
+    tokenizer of `model_folder` loaded (no model weights): for dry-run estimates. ScorerConfigError when the
+    folder holds no loadable tokenizer."""
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(model_folder, local_files_only=True)
+    except (OSError, ValueError) as exc:
+        raise ScorerConfigError(f"the model folder {model_folder} holds no loadable tokenizer ({exc})"[:500]) from None
 
     def count(messages: Sequence[dict[str, str]]) -> int:
         text = tokenizer.apply_chat_template(list(messages), add_generation_prompt=True, tokenize=False)

@@ -32,6 +32,7 @@ from typing import Any
 import httpx2
 
 from models_llm.backends import ScorerConfigError, TransientScoringError
+from models_llm.backends.outbound import AddressGuard
 from models_llm.parsing import AnswerParseError, parse_ask_answer
 from models_llm.prompts import build_prompt
 from models_llm.types import Generation, JudgeConfig, PairInput, Verdict
@@ -175,6 +176,9 @@ class OpenAIScorer:
             raise ScorerConfigError("concurrency must be >= 1, max_retries >= 0 and timeout_s > 0")
         self.config = config
         self.url = config.base_url.rstrip("/") + "/chat/completions"
+        # Checked before the key is read and before every request (re-resolved every RECHECK_S seconds).
+        self._guard = AddressGuard(self.url, allow_local=config.allow_local)
+        self._guard.check()
         self.retry_count = 0
         self._backoff_s = backoff_s
         self._lock = threading.Lock()
@@ -184,7 +188,8 @@ class OpenAIScorer:
         self._secrets = [key] if key else []
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         limits = httpx2.Limits(max_connections=config.concurrency, max_keepalive_connections=config.concurrency)
-        self._client = httpx2.Client(headers=headers, timeout=config.timeout_s, limits=limits)
+        # No redirects: a declared endpoint must not send the key, or the request, anywhere else.
+        self._client = httpx2.Client(headers=headers, timeout=config.timeout_s, limits=limits, follow_redirects=False)
         self._pool = ThreadPoolExecutor(max_workers=config.concurrency, thread_name_prefix="openai-judge")
 
     def __repr__(self) -> str:
@@ -297,6 +302,7 @@ class OpenAIScorer:
         attempts = self.config.max_retries + 1
         for attempt in range(attempts):
             wait: float | None = None
+            self._guard.check()
             try:
                 response = self._client.post(self.url, json=body)
             except httpx2.TimeoutException:

@@ -350,7 +350,7 @@ def test_the_ensemble_over_the_openai_backend_sends_each_prompt_and_keeps_usage(
                ATTRIBUTES_JSON, "not json"]
     script = [Reply(body=completion(text, prompt_tokens=100 + n)) for n, text in enumerate(answers)]
     with FakeOpenAI(script=script) as server:
-        config = JudgeConfig(backend="openai", model="judge", method="ask", base_url=server.base_url, max_new_tokens=80)
+        config = JudgeConfig(backend="openai", model="judge", method="ask", base_url=server.base_url, allow_local=True, max_new_tokens=80)
         scorer = OpenAIScorer(config, backoff_s=0.01)
         try:
             result = ensemble_score(PAIR, generate=scorer.generate_chat)

@@ -71,7 +71,7 @@ DOCUMENTED_P = 0.7791117
 
 def _config(server: FakeOpenAI | str, **overrides) -> JudgeConfig:
     base_url = server if isinstance(server, str) else server.base_url
-    values = dict(backend="openai", model="test-model", method="ask", base_url=base_url, timeout_s=5.0,
+    values = dict(backend="openai", model="test-model", method="ask", base_url=base_url, allow_local=True, timeout_s=5.0,
                   max_retries=3, concurrency=2, max_new_tokens=32)
     values.update(overrides)
     return JudgeConfig(**values)
@@ -356,7 +356,7 @@ def served_smollm2():
 
 def _served_config(served: tuple[str, Path], **overrides) -> JudgeConfig:
     base_url, folder = served
-    values = dict(backend="openai", model=str(folder), method="ask", base_url=base_url, timeout_s=120.0,
+    values = dict(backend="openai", model=str(folder), method="ask", base_url=base_url, allow_local=True, timeout_s=120.0,
                   max_retries=1, concurrency=1, max_new_tokens=20)
     values.update(overrides)
     return JudgeConfig(**values)

@@ -35,7 +35,7 @@ def run_all(job: ScoringJob) -> int:
 def _openai_judge(project, name: str):
     # Configured well enough to start a job; nothing here runs it (jobs are queued on commit).
     return JudgeFactory(project=project, name=name, backend="openai", model="gpt-x",
-                        parameters={"base_url": "http://127.0.0.1:9/v1", "method": "ask"})
+                        parameters={"endpoint": "unreachable", "method": "ask"})
 
 
 @pytest.mark.django_db

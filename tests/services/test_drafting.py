@@ -60,7 +60,7 @@ class Scripted:
 
 def openai_judge(project, name: str = "gpt"):
     return JudgeFactory(project=project, name=name, backend="openai", model="gpt-x",
-                        parameters={"base_url": "http://127.0.0.1:9/v1", "method": "ask"})
+                        parameters={"endpoint": "unreachable", "method": "ask"})
 
 
 @pytest.fixture
@@ -209,7 +209,7 @@ def test_a_refine_whose_relevant_labels_are_gone_by_the_time_it_runs_records_why
 @pytest.mark.parametrize(("backend", "parameters", "message"), [
     ("import", {}, "its backend is 'import'; drafting needs a generative judge"),
     ("embedding", {"method": "embedding"}, "its backend is 'embedding'"),
-    ("openai", {"method": "ask"}, "a judge needs a model"),
+    ("openai", {"method": "ask", "endpoint": "unreachable"}, "a judge needs a model"),
 ])
 def test_judges_that_cannot_write_are_refused(query, backend, parameters, message):
     judge = JudgeFactory(project=query.project, name="j", backend=backend, model="", parameters=parameters)

@@ -17,6 +17,7 @@ from labeling.services.scoring import ScoringError, scoring_chunk_run, scoring_j
 from tests.factories import MembershipFactory
 from tests.models_llm.fake_openai import FakeOpenAI, Reply, completion
 from tests.scoring_fixtures import small_scoring_project
+from tests.endpoints import declare_endpoint
 
 pytestmark = pytest.mark.django_db
 
@@ -66,7 +67,7 @@ def project(tmp_path):
 
 def ensemble_judge(project, server, name="disastir", **extra):
     return judge_create(project=project, name=name, backend="openai", model="judge", method="ensemble",
-                        base_url=server.base_url, max_new_tokens=64, **extra)
+                        endpoint=declare_endpoint(server.base_url), max_new_tokens=64, **extra)
 
 
 def test_each_strategy_is_stored_and_the_judgment_holds_the_mean_p_and_spread(project):
@@ -169,7 +170,7 @@ def test_a_judges_ensemble_scores_missing_members_and_averages_their_p(project):
             FakeOpenAI(default=lambda body: Reply(body=completion("[Guess]: No\n[Confidence]: 0.75"))) as asker:
         strategies = ensemble_judge(project, server)
         ask = judge_create(project=project, name="ask", backend="openai", model="judge", method="ask",
-                           base_url=asker.base_url)
+                           endpoint=declare_endpoint(asker.base_url, "asker"))
         both = judge_create(project=project, name="both", backend="ensemble", members=["disastir", "ask"])
         job = run(scoring_job_create(project=project, judge=both))
         assert len(server.bodies) == 36 and len(asker.bodies) == 6
@@ -215,17 +216,17 @@ def test_the_disagreement_queue_ranks_an_ensembles_member_spread(project):
 def test_bad_ensemble_judges_are_refused_with_the_reason(project):
     with pytest.raises(JudgeError, match="unknown strategy 'vote'"):
         judge_create(project=project, name="x", backend="openai", model="m", method="ensemble",
-                     base_url="http://127.0.0.1:1/v1", strategies=["direct", "vote"])
+                     endpoint="unreachable", strategies=["direct", "vote"])
     with pytest.raises(JudgeError, match="member 'ghost' is not a judge"):
         judge_create(project=project, name="y", backend="ensemble", members=["ghost"])
     with pytest.raises(JudgeError, match="a judges ensemble takes only members"):
         judge_create(project=project, name="z", backend="ensemble", model="m", members=["x"])
     with pytest.raises(JudgeError, match="price_in must be a price"):
-        judge_create(project=project, name="w", backend="openai", model="m", base_url="http://x/v1", price_in=-1)
+        judge_create(project=project, name="w", backend="openai", model="m", endpoint="unreachable", price_in=-1)
 
 
 def test_the_estimate_refuses_judges_that_send_no_prompts(project):
-    judge = judge_create(project=project, name="e1", backend="openai", model="m", base_url="http://x/v1")
+    judge = judge_create(project=project, name="e1", backend="openai", model="m", endpoint="unreachable")
     both = judge_create(project=project, name="e2", backend="ensemble", members=["e1"])
     with pytest.raises(ScoringError, match="judges ensemble"):
         scoring_job_estimate(project=project, judge=both)

@@ -1,4 +1,5 @@
 """`manage.py add_judge NAME --project SLUG --backend hf|openai|embedding --model ...`: define an LLM judge."""
+import argparse
 import json
 from pathlib import Path
 
@@ -29,12 +30,17 @@ class Command(BaseCommand):
         parser.add_argument("--device", help="hf: cpu, cuda, cuda:1 ...")
         parser.add_argument("--dtype", choices=["float32", "bfloat16", "float16"], help="hf weights dtype")
         parser.add_argument("--batch-size", type=int, help="hf: paragraphs per forward pass")
-        parser.add_argument("--base-url", help="openai: e.g. http://127.0.0.1:8000/v1")
-        parser.add_argument("--api-key-env", help="openai: NAME of the environment variable holding the API key")
+        parser.add_argument("--endpoint", help="openai: the name of an endpoint the operator declared in LLM_ENDPOINTS")
+        # Gone: the operator declares URLs and key variables (LLM_ENDPOINTS); kept only to say so.
+        parser.add_argument("--base-url", help=argparse.SUPPRESS)
+        parser.add_argument("--api-key-env", help=argparse.SUPPRESS)
         parser.add_argument("--concurrency", type=int, help="openai: requests in flight at most")
         parser.add_argument("--template", type=Path, help="JSON file of prompt template blocks to override")
 
     def handle(self, *args, name: str, project: str, template: Path | None, **options) -> None:
+        if options["base_url"] or options["api_key_env"]:
+            raise CommandError("--base-url and --api-key-env are not accepted: the operator declares endpoints in "
+                               "LLM_ENDPOINTS and a judge names one with --endpoint")
         found = command_project(project)
         blocks = None
         if template is not None:
@@ -57,7 +63,7 @@ class Command(BaseCommand):
                 project=found, name=name, backend=options["backend"], model=options["model"], template=blocks,
                 method=method, cot=options["cot"] or None, use_definition=False if options["no_definition"] else None,
                 adapter=options["adapter"], device=options["device"], dtype=options["dtype"],
-                batch_size=options["batch_size"], base_url=options["base_url"], api_key_env=options["api_key_env"],
+                batch_size=options["batch_size"], endpoint=options["endpoint"],
                 concurrency=options["concurrency"], strategies=strategies, max_new_tokens=options["max_new_tokens"],
                 **prices,
             )
