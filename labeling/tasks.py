@@ -17,14 +17,25 @@ def validation_refresh_task(project_id: int) -> None:
     validation_refresh(project_id=project_id)
 
 
-@shared_task(bind=True, acks_late=True, reject_on_worker_lost=True, max_retries=3)
+# Not reject_on_worker_lost: a chunk that kills its worker would come straight back, forever, paying its model
+# each time. The message is dropped instead, and the sweep below brings the chunk back (a bounded number of times).
+@shared_task(bind=True, acks_late=True, max_retries=3)
 def score_chunk_task(self, chunk_id: int) -> None:
     """Score one chunk; transient errors are retried with backoff, and a chunk that keeps failing marks its
     pairs failed so the job goes on."""
-    from labeling.services.scoring import scoring_chunk_fail, scoring_chunk_run
+    from labeling.services.scoring import scoring_chunk_fail, scoring_chunk_run, worker_name
 
-    _run_retrying(self, lambda: scoring_chunk_run(chunk_id=chunk_id),
-                  lambda error: scoring_chunk_fail(chunk_id=chunk_id, error=error))
+    worker = worker_name(self.request.id)
+    _run_retrying(self, lambda: scoring_chunk_run(chunk_id=chunk_id, worker=worker),
+                  lambda error: scoring_chunk_fail(chunk_id=chunk_id, error=error, worker=worker))
+
+
+@shared_task(ignore_result=True)
+def scoring_sweep_task() -> None:
+    """Celery beat, every SCORING_SWEEP_SECONDS: queue again the chunks that lost their worker."""
+    from labeling.services.scoring import scoring_sweep
+
+    scoring_sweep()
 
 
 @shared_task(bind=True, acks_late=True, reject_on_worker_lost=True, max_retries=3)

@@ -109,3 +109,20 @@ def test_experts_cannot_estimate(client, project):
     client.force_login(member(project, Membership.Role.EXPERT))
     minilm_judge(project)
     assert client.get(reverse("labeling:judge_estimate", args=[project.slug, "minilm"])).status_code == 403
+
+
+def test_a_model_folder_that_cannot_load_is_an_error_on_the_page_not_a_500(client, project, settings, tmp_path):
+    """Issue 14, finding 7: the estimate loads the judge's tokenizer in the web process."""
+    root = tmp_path / "models"
+    (root / "broken").mkdir(parents=True)
+    (root / "broken" / "config.json").write_text('{"model_type": "llama"}')
+    settings.MODEL_ROOTS = [root]
+    client.force_login(member(project, Membership.Role.ADMIN))
+    response = client.post(reverse("labeling:judge_create", args=[project.slug]),
+                           {"name": "etc", "backend": "hf", "model": "/etc", "method": "tok"})
+    assert response.status_code == 400 and "is not under a model root" in response.content.decode()
+    response = client.post(reverse("labeling:judge_create", args=[project.slug]),
+                           {"name": "broken", "backend": "hf", "model": str(root / "broken"), "method": "tok"})
+    assert response.status_code == 302
+    response = client.get(reverse("labeling:judge_estimate", args=[project.slug, "broken"]))
+    assert response.status_code == 200 and "holds no loadable tokenizer" in response.content.decode()

@@ -285,11 +285,24 @@ class ScoringChunk(models.Model):
     query = models.ForeignKey("labeling.Query", on_delete=models.CASCADE, related_name="+")
     pair_ids = models.JSONField()
     size = models.PositiveIntegerField()
-    attempts = models.PositiveIntegerField(default=0)
-    # LLM calls this chunk made and their tokens (cached ensemble members cost nothing and count nothing).
+    attempts = models.PositiveIntegerField(default=0, help_text="times a worker claimed this chunk")
+    # Claimed by one worker before it calls a model, so a second delivery of the message skips the chunk;
+    # `claimed_at` moves with every part written: a claim that stops moving belongs to a lost worker.
+    claimed_by = models.CharField(max_length=255, blank=True, default="", db_default="")
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    lost_workers = models.PositiveIntegerField(default=0, db_default=0,
+                                               help_text="claims taken back after their worker stopped moving")
+    written = models.PositiveIntegerField(default=0, db_default=0,
+                                          help_text="pairs of pair_ids written so far, in order")
+    failed_pairs = models.PositiveIntegerField(default=0, db_default=0)
+    # LLM calls this chunk made and their tokens, over all its attempts (cached ensemble members cost nothing).
     calls = models.PositiveIntegerField(default=0)
     prompt_tokens = models.PositiveBigIntegerField(default=0)
     completion_tokens = models.PositiveBigIntegerField(default=0)
+    # Pairs sent to the model whose answer has not come back yet; when their worker is lost they become
+    # `lost_calls`: paid for (at least one call each), never answered.
+    in_flight = models.PositiveIntegerField(default=0, db_default=0)
+    lost_calls = models.PositiveIntegerField(default=0, db_default=0)
     failed = models.BooleanField(default=False)
     error = models.TextField(blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -297,6 +310,7 @@ class ScoringChunk(models.Model):
     class Meta:
         ordering = ["job", "id"]
         indexes = [models.Index(fields=["job", "finished_at"], name="chunk_job_finished")]
+        constraints = [models.CheckConstraint(condition=Q(written__lte=F("size")), name="chunk_written_within_size")]
 
     def __str__(self) -> str:
         return f"chunk {self.id} of job {self.job_id} ({self.size} pairs)"

@@ -2,13 +2,20 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 
-from django.db.models import QuerySet, Sum
+from django.conf import settings
+from django.db.models import Max, QuerySet, Sum
 from django.utils import timezone
 
 from labeling.models import Judge, MemberOutput, Project, ScoringJob
 from models_llm.cost import usd_cost
 from models_llm.ensembles import STEPS
+
+
+# What viewers and experts read instead of a failure's text: a remote server's answer is for project admins
+# (and the server log) only.
+HIDDEN_ERROR = "scoring failed for some pairs (a project admin sees the reason)"
 
 
 @dataclass(frozen=True)
@@ -21,17 +28,32 @@ class JobProgress:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost_usd: float | None = None  # at the judge's prices; None when it has none
+    lost_calls: int = 0  # pairs sent whose answer went with a lost worker (counted in calls, no tokens known)
+    stalled: bool = False  # running, and no chunk has moved for SCORING_STALL_SECONDS
+    error: str = ""  # the job's last error as the reader may see it
 
 
-def job_usage(job: ScoringJob) -> tuple[int, int, int]:
-    """Model calls, prompt and completion tokens of the job so far: the sums over its written chunks."""
-    sums = job.chunks.aggregate(calls=Sum("calls"), prompt=Sum("prompt_tokens"), completion=Sum("completion_tokens"))
-    return sums["calls"] or 0, sums["prompt"] or 0, sums["completion"] or 0
+def job_usage(job: ScoringJob) -> tuple[int, int, int, int]:
+    """Model calls (those lost with a worker included), prompt and completion tokens of the job so far, and the
+    lost calls: sums over all its chunks' attempts."""
+    sums = job.chunks.aggregate(calls=Sum("calls"), lost=Sum("lost_calls"), in_flight=Sum("in_flight"),
+                                prompt=Sum("prompt_tokens"), completion=Sum("completion_tokens"))
+    lost = sums["lost"] or 0
+    return (sums["calls"] or 0) + lost + (sums["in_flight"] or 0), sums["prompt"] or 0, sums["completion"] or 0, lost
 
 
-def job_progress(job: ScoringJob) -> JobProgress:
+def _stalled(job: ScoringJob) -> bool:
+    if job.status != ScoringJob.Status.RUNNING:
+        return False
+    moved = job.chunks.aggregate(claimed=Max("claimed_at"), finished=Max("finished_at"))
+    last = max(filter(None, [moved["claimed"], moved["finished"], job.created_at]))
+    return (timezone.now() - last).total_seconds() > settings.SCORING_STALL_SECONDS
+
+
+def job_progress(job: ScoringJob, *, show_errors: bool = False) -> JobProgress:
     """Speed counts from the first chunk written (model loading excluded) to now or the end; calls, tokens
-    and cost add up the written chunks (ensemble members read from the cache cost nothing)."""
+    and cost add up every attempt of every chunk (ensemble members read from the cache cost nothing).
+    `show_errors`: False for readers who are not project admins (they get a generic message)."""
     fraction = job.done / job.total if job.total else 1.0
     rate = eta = None
     if job.first_result_at is not None and job.done:
@@ -44,10 +66,12 @@ def job_progress(job: ScoringJob) -> JobProgress:
             rate = counted / seconds
             if job.status == ScoringJob.Status.RUNNING:
                 eta = (job.total - job.done) / rate
-    calls, prompt, completion = job_usage(job)
+    calls, prompt, completion, lost = job_usage(job)
     cost = usd_cost(prompt, completion, job.judge.price_in, job.judge.price_out)
+    error = job.last_error if show_errors or not job.last_error else HIDDEN_ERROR
     return JobProgress(job=job, fraction=fraction, pairs_per_s=rate, eta_s=eta, calls=calls, prompt_tokens=prompt,
-                       completion_tokens=completion, cost_usd=cost)
+                       completion_tokens=completion, cost_usd=cost, lost_calls=lost, stalled=_stalled(job),
+                       error=error)
 
 
 def jobs_for_project(project: Project, *, limit: int = 20) -> QuerySet[ScoringJob]:
@@ -56,6 +80,28 @@ def jobs_for_project(project: Project, *, limit: int = 20) -> QuerySet[ScoringJo
 
 def judges_for_project(project: Project) -> QuerySet[Judge]:
     return Judge.objects.filter(project=project).order_by("name")
+
+
+@dataclass(frozen=True)
+class JudgeSummary:
+    name: str
+    backend: str
+    model: str
+    method: str
+    endpoint: str
+    price_in: float | None
+    price_out: float | None
+    created_at: datetime
+
+
+def judge_summary(judge: Judge) -> JudgeSummary:
+    """What the API shows of a judge: its settings as chosen, nothing the operator declared (no URL, no key
+    variable)."""
+    parameters = judge.parameters or {}
+    method = parameters.get("method") or ("" if judge.backend in ("import", "ensemble") else "tok")
+    return JudgeSummary(name=judge.name, backend=judge.backend, model=judge.model, method=method,
+                        endpoint=parameters.get("endpoint", ""), price_in=judge.price_in, price_out=judge.price_out,
+                        created_at=judge.created_at)
 
 
 @dataclass(frozen=True)

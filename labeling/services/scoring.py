@@ -3,14 +3,18 @@ score independently. Chunks write in one transaction and once (a redelivered or 
 twice); a chunk that keeps failing marks its pairs failed and the job goes on."""
 from __future__ import annotations
 
+import logging
+import os
 import random
+import socket
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from itertools import groupby
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F
+from django.db.models import Max
 from django.utils import timezone
 
 from labeling.models import Judge, Judgment, Pair, Project, RelevanceDefinition, ScoringChunk, ScoringJob
@@ -26,9 +30,13 @@ from labeling.selectors.scoring import observed_answers
 from labeling.services.judging import Usage, judge_pairs, judgments_upsert, query_intent
 from labeling.services.validation import validation_request_refresh
 from labeling.tasks import score_chunk_task
+from models_llm.backends import ScorerConfigError
 from models_llm.cost import TokenEstimate, diras_token_estimate
 from models_llm.ensembles.cost import ensemble_token_estimate
 from models_llm.types import Verdict
+
+
+logger = logging.getLogger(__name__)
 
 
 class ScoringError(ValueError):
@@ -71,12 +79,49 @@ def _pairs_in_scope(*, project: Project, judge: Judge, scope: str, pair_ids: Seq
 
 
 @transaction.atomic
+def scoring_job_start(
+    *, project: Project, judge: Judge, scope: str = ScoringJob.Scope.MISSING, pair_ids: Sequence[int] | None = None,
+    user=None, chunk_pairs: int | None = None,
+) -> tuple[ScoringJob, bool]:
+    """Score `scope` of the project's pairs with `judge` on the workers: (job, created). The judge is locked, so
+    two starts at once (two clicks, two API calls, the page and the CLI) never make two jobs: while the judge has
+    a running job, that job is resumed (its unwritten chunks queued again) and returned with created False. A
+    selection leaves out the pairs a running job of the judge has still to write. The one way to start a job."""
+    if judge.project_id != project.id:
+        raise ScoringError(f"judge {judge.name!r} belongs to another project")
+    Judge.objects.select_for_update().filter(id=judge.id).first()
+    running = ScoringJob.objects.filter(judge=judge, status=ScoringJob.Status.RUNNING).order_by("id")
+    if scope == ScoringJob.Scope.SELECTION and pair_ids:
+        queued = _queued_pair_ids(running)
+        fresh = [pair_id for pair_id in pair_ids if pair_id not in queued]
+        if fresh:
+            return scoring_job_create(project=project, judge=judge, scope=scope, pair_ids=fresh, user=user,
+                                      chunk_pairs=chunk_pairs), True
+    job = running.first()
+    if job is not None:
+        scoring_job_resume(job=job)
+        return job, False
+    return scoring_job_create(project=project, judge=judge, scope=scope, pair_ids=pair_ids, user=user,
+                              chunk_pairs=chunk_pairs), True
+
+
+def _queued_pair_ids(jobs) -> set[int]:
+    queued: set[int] = set()
+    for ids, written in ScoringChunk.objects.filter(job__in=jobs, finished_at__isnull=True).values_list(
+        "pair_ids", "written"
+    ):
+        queued.update(ids[written:])
+    return queued
+
+
+@transaction.atomic
 def scoring_job_create(
     *, project: Project, judge: Judge, scope: str = ScoringJob.Scope.MISSING, pair_ids: Sequence[int] | None = None,
     user=None, chunk_pairs: int | None = None,
 ) -> ScoringJob:
-    """Start scoring `scope` of the project's pairs with `judge`; workers pick the chunks up once this
-    commits. Scope `missing` (the default) skips pairs already judged under their query's current definition."""
+    """A new job over `scope` of the project's pairs; workers pick the chunks up once this commits. Scope
+    `missing` (the default) skips pairs already judged under their query's current definition. Interfaces
+    call scoring_job_start, which never makes a second job for a judge that has one running."""
     if judge.project_id != project.id:
         raise ScoringError(f"judge {judge.name!r} belongs to another project")
     if scope not in ScoringJob.Scope.values:
@@ -111,7 +156,8 @@ def _enqueue(chunk_ids: Sequence[int]) -> None:
 
 def scoring_job_resume(*, job: ScoringJob) -> int:
     """Queue again every chunk of a running job that has not been written (its worker was killed, its
-    message lost); finished chunks are never redone. Returns the number of chunks queued."""
+    message lost); finished chunks are never redone, and a chunk a live worker holds is skipped by the second
+    delivery. Returns the number of chunks queued."""
     if job.status != ScoringJob.Status.RUNNING:
         return 0
     chunk_ids = list(job.chunks.filter(finished_at__isnull=True).values_list("id", flat=True))
@@ -121,7 +167,8 @@ def scoring_job_resume(*, job: ScoringJob) -> int:
 
 @transaction.atomic
 def scoring_job_cancel(*, job: ScoringJob) -> ScoringJob:
-    """Stop a running job: chunks not yet started are skipped; what was written stays."""
+    """Stop a running job: chunks not yet started are skipped, a chunk being scored stops at its next part;
+    what was written stays."""
     ScoringJob.objects.filter(id=job.id, status=ScoringJob.Status.RUNNING).update(
         status=ScoringJob.Status.CANCELLED, finished_at=timezone.now()
     )
@@ -129,56 +176,182 @@ def scoring_job_cancel(*, job: ScoringJob) -> ScoringJob:
     return job
 
 
-def scoring_chunk_run(*, chunk_id: int) -> int:
-    """Score one chunk with its judge and write the judgments; returns the number of pairs written (0 when
-    the chunk is finished already or its job no longer runs). Scoring errors propagate for the task to retry."""
-    chunk = ScoringChunk.objects.select_related("job__judge", "job__project").filter(id=chunk_id).first()
-    if chunk is None or chunk.finished_at is not None or chunk.job.status != ScoringJob.Status.RUNNING:
+def worker_name(task_id: str | None = None) -> str:
+    """Who claims a chunk: this machine, process and task delivery."""
+    return f"{socket.gethostname()}:{os.getpid()}:{task_id or 'direct'}"
+
+
+def _stale_before() -> datetime:
+    return timezone.now() - timedelta(seconds=settings.SCORING_STALL_SECONDS)
+
+
+def _take_back(chunk: ScoringChunk) -> str | None:
+    """Release a chunk whose worker was lost (on a locked row): its in-flight pairs count as lost calls. Returns
+    the reason to fail it when it has now lost its worker SCORING_CHUNK_MAX_ATTEMPTS times, else None."""
+    chunk.lost_workers += 1
+    chunk.lost_calls += chunk.in_flight
+    chunk.in_flight = 0
+    chunk.claimed_by, chunk.claimed_at = "", None
+    chunk.save(update_fields=["lost_workers", "lost_calls", "in_flight", "claimed_by", "claimed_at"])
+    if chunk.lost_workers >= settings.SCORING_CHUNK_MAX_ATTEMPTS:
+        return (f"the chunk lost its worker {chunk.lost_workers} times (killed, out of memory or stopped); "
+                "given up (SCORING_CHUNK_MAX_ATTEMPTS)")
+    return None
+
+
+def _chunk_claim(*, chunk_id: int, worker: str) -> ScoringChunk | None:
+    """Claim the chunk for `worker` before any model is called; None when it is written already, its job no
+    longer runs, or another worker holds it and still shows signs of life. A claim that stopped moving is taken
+    back (and the chunk failed when that has happened too often)."""
+    with transaction.atomic():
+        chunk = (ScoringChunk.objects.select_for_update().select_related("job__judge", "job__project")
+                 .filter(id=chunk_id).first())
+        if chunk is None or chunk.finished_at is not None or chunk.job.status != ScoringJob.Status.RUNNING:
+            return None
+        give_up = None
+        if chunk.claimed_by and chunk.claimed_by != worker:
+            if chunk.claimed_at is not None and chunk.claimed_at >= _stale_before():
+                return None
+            give_up = _take_back(chunk)
+        if give_up is None:
+            chunk.attempts += 1
+            chunk.lost_calls += chunk.in_flight  # this worker's own earlier attempt, cut short
+            chunk.in_flight = 0
+            chunk.claimed_by, chunk.claimed_at = worker, timezone.now()
+            chunk.save(update_fields=["attempts", "lost_calls", "in_flight", "claimed_by", "claimed_at"])
+            return chunk
+    scoring_chunk_fail(chunk_id=chunk_id, error=give_up, worker=None)
+    return None
+
+
+def scoring_chunk_run(*, chunk_id: int, worker: str | None = None) -> int:
+    """Claim one chunk, score it part by part (SCORING_WRITE_PAIRS pairs) and write each part as it comes, so a
+    killed worker loses at most one part and a resumed chunk starts where it stopped. Returns the pairs written
+    by this call (0 when the chunk is written already, its job stopped, or another worker holds it). Scoring
+    errors propagate for the task to retry."""
+    worker = worker or worker_name()
+    chunk = _chunk_claim(chunk_id=chunk_id, worker=worker)
+    if chunk is None:
         return 0
-    ScoringChunk.objects.filter(id=chunk.id).update(attempts=F("attempts") + 1)
     definition = _current_definitions([chunk.query_id]).get(chunk.query_id)
-    pairs = list(Pair.objects.filter(id__in=chunk.pair_ids).select_related("query", "passage").order_by("id"))
-    verdicts, usage = judge_pairs(judge=chunk.job.judge, pairs=pairs, definitions={chunk.query_id: definition})
-    return _chunk_write(chunk=chunk, definition=definition, verdicts=verdicts, error="", usage=usage)
+    step = max(1, settings.SCORING_WRITE_PAIRS)
+    written = 0
+    for start in range(chunk.written, chunk.size, step):
+        part = chunk.pair_ids[start:start + step]
+        # The claim moves and the part is marked in flight before the model sees it; a lost claim stops here.
+        moved = ScoringChunk.objects.filter(id=chunk.id, claimed_by=worker, finished_at__isnull=True,
+                                            job__status=ScoringJob.Status.RUNNING).update(
+            claimed_at=timezone.now(), in_flight=len(part))
+        if not moved:
+            return written
+        pairs = list(Pair.objects.filter(id__in=part).select_related("query", "passage").order_by("id"))
+        verdicts, usage = judge_pairs(judge=chunk.job.judge, pairs=pairs, definitions={chunk.query_id: definition})
+        if not _part_write(chunk=chunk, worker=worker, start=start, definition=definition, verdicts=verdicts,
+                           usage=usage, error=""):
+            return written
+        written += len(part)
+    return written
 
 
-def scoring_chunk_fail(*, chunk_id: int, error: str) -> int:
-    """Give up on a chunk after its retries: its pairs get `failed` judgments carrying the error (an ok
-    judgment already stored is kept), and the job goes on."""
+def scoring_chunk_fail(*, chunk_id: int, error: str, worker: str | None = None) -> int:
+    """Give up on a chunk (its retries are spent, or it lost its worker too often): its unwritten pairs get
+    `failed` judgments carrying the error (an ok judgment already stored is kept), and the job goes on. With a
+    `worker`, only while that worker still holds the chunk."""
     chunk = ScoringChunk.objects.select_related("job__judge", "job__project").filter(id=chunk_id).first()
     if chunk is None or chunk.finished_at is not None:
         return 0
+    logger.warning("scoring chunk %s of job %s failed: %s", chunk.id, chunk.job_id, error)
     definition = _current_definitions([chunk.query_id]).get(chunk.query_id)
     method = judge_method(chunk.job.judge)
-    verdicts = [Verdict(pair_id=pid, status="failed", method=method, error=error) for pid in chunk.pair_ids]
-    return _chunk_write(chunk=chunk, definition=definition, verdicts=verdicts, error=error, usage=Usage())
+    rest = chunk.pair_ids[chunk.written:]
+    verdicts = [Verdict(pair_id=pid, status="failed", method=method, error=error) for pid in rest]
+    written = _part_write(chunk=chunk, worker=worker, start=chunk.written, definition=definition, verdicts=verdicts,
+                          usage=Usage(), error=error)
+    return len(verdicts) if written else 0
 
 
 @transaction.atomic
-def _chunk_write(*, chunk: ScoringChunk, definition: RelevanceDefinition | None, verdicts: list[Verdict],
-                 error: str, usage: Usage) -> int:
+def _part_write(*, chunk: ScoringChunk, worker: str | None, start: int, definition: RelevanceDefinition | None,
+                verdicts: list[Verdict], usage: Usage, error: str) -> bool:
+    """Write the verdicts of pair_ids[start:start + len(verdicts)] and the part's usage, once: False (nothing
+    written) when the chunk is finished, has moved past `start`, or (with a `worker`) is no longer its."""
     locked = ScoringChunk.objects.select_for_update().get(id=chunk.id)
-    if locked.finished_at is not None:
-        return 0  # another worker wrote this chunk while this one was scoring
+    if locked.finished_at is not None or locked.written != start or (worker and locked.claimed_by != worker):
+        return False  # another worker wrote this part, or took the chunk over while this one was scoring
     now = timezone.now()
-    pairs = list(Pair.objects.filter(id__in=chunk.pair_ids).only("id", "query_id"))
+    ids = [verdict.pair_id for verdict in verdicts]
+    pairs = list(Pair.objects.filter(id__in=ids).only("id", "query_id"))
     judgments_upsert(judge=chunk.job.judge, pairs=pairs, definitions={chunk.query_id: definition}, verdicts=verdicts)
-    failed = sum(v.status == Judgment.Status.FAILED for v in verdicts)
-    ScoringChunk.objects.filter(id=chunk.id).update(
-        finished_at=now, failed=bool(error), error=error, calls=usage.calls, prompt_tokens=usage.prompt_tokens,
-        completion_tokens=usage.completion_tokens,
-    )
-    job = ScoringJob.objects.select_for_update().get(id=chunk.job_id)
-    job.done += len(verdicts)
-    job.failed += failed
-    job.first_result_at = job.first_result_at or now
+    locked.written = start + len(verdicts)
+    locked.failed_pairs += sum(v.status == Judgment.Status.FAILED for v in verdicts)
+    locked.calls += usage.calls
+    locked.prompt_tokens += usage.prompt_tokens
+    locked.completion_tokens += usage.completion_tokens
     if error:
-        job.last_error = error
-    if job.status == ScoringJob.Status.RUNNING and not job.chunks.filter(finished_at__isnull=True).exists():
-        job.status, job.finished_at = ScoringJob.Status.DONE, now
+        locked.lost_calls += locked.in_flight
+    locked.in_flight = 0
+    locked.claimed_at = now
+    fields = ["written", "failed_pairs", "calls", "prompt_tokens", "completion_tokens", "in_flight", "lost_calls",
+              "claimed_at"]
+    finished = locked.written >= locked.size
+    if finished:
+        locked.finished_at, locked.failed, locked.error = now, bool(error), error
+        fields += ["finished_at", "failed", "error"]
+    locked.save(update_fields=fields)
+    job = ScoringJob.objects.select_for_update().get(id=chunk.job_id)
+    job.first_result_at = job.first_result_at or now
+    if finished:
+        job.done += locked.size
+        job.failed += locked.failed_pairs
+        if error:
+            job.last_error = error
+        if job.status == ScoringJob.Status.RUNNING and not job.chunks.filter(finished_at__isnull=True).exists():
+            job.status, job.finished_at = ScoringJob.Status.DONE, now
     job.save(update_fields=["done", "failed", "first_result_at", "last_error", "status", "finished_at"])
-    validation_request_refresh(project=chunk.job.project)
-    return len(verdicts)
+    if finished:
+        validation_request_refresh(project=chunk.job.project)
+    return True
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    requeued: list[int]
+    failed: list[int]
+
+
+def scoring_sweep() -> SweepResult:
+    """Bring back what lost its worker, for Celery beat: in running jobs, a claimed chunk whose claim has not
+    moved for SCORING_STALL_SECONDS is released and queued again (or failed, when it has lost its worker
+    SCORING_CHUNK_MAX_ATTEMPTS times); in a job with no sign of progress for that long, the unclaimed chunks
+    are queued again too (their messages may have gone with a worker). A second delivery of a chunk some
+    worker still holds is skipped, so queuing again never scores twice."""
+    stale = _stale_before()
+    requeued: list[int] = []
+    failed: list[int] = []
+    for job in ScoringJob.objects.filter(status=ScoringJob.Status.RUNNING, created_at__lt=stale):
+        open_chunks = job.chunks.filter(finished_at__isnull=True)
+        last = open_chunks.aggregate(moved=Max("claimed_at"))["moved"]
+        last_done = job.chunks.aggregate(done=Max("finished_at"))["done"]
+        idle = max(filter(None, [last, last_done, job.created_at])) < stale
+        for chunk_id in open_chunks.filter(claimed_at__lt=stale).values_list("id", flat=True):
+            with transaction.atomic():
+                chunk = ScoringChunk.objects.select_for_update().get(id=chunk_id)
+                if chunk.finished_at is not None or chunk.claimed_at is None or chunk.claimed_at >= stale:
+                    continue
+                give_up = _take_back(chunk)
+            if give_up:
+                scoring_chunk_fail(chunk_id=chunk_id, error=give_up)
+                failed.append(chunk_id)
+            else:
+                requeued.append(chunk_id)
+        if idle:
+            requeued += list(open_chunks.filter(claimed_at__isnull=True).exclude(id__in=requeued)
+                             .values_list("id", flat=True))
+    if requeued:
+        transaction.on_commit(lambda: _enqueue(sorted(set(requeued))))
+    if requeued or failed:
+        logger.info("scoring sweep: %d chunk(s) queued again, %d given up", len(set(requeued)), len(failed))
+    return SweepResult(requeued=sorted(set(requeued)), failed=failed)
 
 
 ESTIMATE_SAMPLE = 200
@@ -227,9 +400,12 @@ def scoring_job_estimate(
     inputs = pair_inputs(pairs, texts)
     count = None
     if config.backend == "hf":
-        from models_llm.backends.hf import chat_token_counter
+        from models_llm.backends.hf import chat_token_counter  # torch and transformers load lazily
 
-        count = chat_token_counter(config.model)
+        try:
+            count = chat_token_counter(config.model)
+        except ScorerConfigError as exc:
+            raise ScoringError(str(exc)) from None
     observed = None
     if config.method == "ensemble":
         # A judge that has answered before (a pilot run) is estimated by how it answered: how far its strategies

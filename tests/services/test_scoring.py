@@ -1,6 +1,9 @@
 """Scoring jobs run chunk by chunk in this process with real models: one judgment per pair, re-runs write
 nothing, failures are recorded on the pairs and the job goes on, cancelling stops it."""
+from pathlib import Path
+
 import pytest
+from django.conf import settings
 
 from labeling.models import Judgment, ScoringChunk, ScoringJob
 from labeling.services.judges import JudgeError, judge_create
@@ -55,7 +58,7 @@ def test_scope_all_rescore_updates_in_place(tmp_path):
 def test_a_chunk_that_keeps_failing_marks_its_pairs_and_the_job_goes_on(tmp_path):
     project = small_scoring_project(tmp_path / "b", queries=2, passages=3)
     broken = judge_create(project=project, name="down", backend="openai", model="gpt-x",
-                          base_url="http://127.0.0.1:9/v1", max_retries=0, timeout_s=2.0, method="ask")
+                          endpoint="unreachable", max_retries=0, timeout_s=2.0, method="ask")
     job = scoring_job_create(project=project, judge=broken, chunk_pairs=3)
     for chunk_id in job.chunks.values_list("id", flat=True):
         score_chunk_task.apply(args=[chunk_id])  # retries run eagerly, then the chunk is given up
@@ -72,7 +75,7 @@ def test_a_failure_never_replaces_a_stored_answer(tmp_path):
     judge = minilm_judge(project)
     run_all(scoring_job_create(project=project, judge=judge))
     stored = dict(Judgment.objects.filter(judge=judge).values_list("pair_id", "p_relevant"))
-    judge.model = str(tmp_path / "gone")  # the model folder disappears: every chunk fails
+    judge.model = str(Path(settings.MODEL_ROOTS[0]) / f"gone-{tmp_path.name}")  # the folder disappears: every chunk fails
     judge.save()
     job = scoring_job_create(project=project, judge=judge, scope="all")
     for chunk_id in job.chunks.values_list("id", flat=True):
@@ -99,13 +102,18 @@ def test_cancel_stops_the_job_and_resume_requeues_only_unwritten_chunks(tmp_path
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"backend": "hf", "model": "/nowhere/model", "method": "tok"}, "model folder /nowhere/model does not exist"),
-        ({"backend": "openai", "model": "gpt-4o", "method": "ask"}, "needs a base URL"),
-        ({"backend": "hf", "model": "x", "method": "shout"}, "method must be tok, ask, embedding or ensemble"),
+        ({"backend": "hf", "model": "/nowhere/model", "method": "tok"}, "'/nowhere/model' is not under a model root"),
+        ({"backend": "hf", "model": "/etc", "method": "tok"}, "'/etc' is not under a model root"),
+        ({"backend": "hf", "model": "{root}/../../etc", "method": "tok"}, "is not under a model root"),
+        ({"backend": "hf", "model": "{root}/missing", "method": "tok"}, "missing does not exist"),
+        ({"backend": "hf", "model": "{root}", "method": "tok"}, "holds no config.json"),
+        ({"backend": "openai", "model": "gpt-4o", "method": "ask"}, "needs an endpoint"),
+        ({"backend": "hf", "model": "{root}/x", "method": "shout"}, "method must be tok, ask, embedding or ensemble"),
     ],
 )
 def test_bad_judges_are_refused_with_the_reason(tmp_path, kwargs, message):
     project = small_scoring_project(tmp_path / "b", queries=1, passages=2)
+    kwargs = {**kwargs, "model": kwargs["model"].format(root=settings.MODEL_ROOTS[0])}
     with pytest.raises(JudgeError, match=message):
         judge_create(project=project, name="bad", **kwargs)
 

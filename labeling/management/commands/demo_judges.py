@@ -5,9 +5,9 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from labeling.management.lookup import command_project
-from labeling.models import Judge, ScoringJob
+from labeling.models import Judge
 from labeling.services.judges import judge_create
-from labeling.services.scoring import scoring_job_create, scoring_job_resume
+from labeling.services.scoring import scoring_job_start
 from models_llm.bundled import BundledModelError, minilm_folder, smollm2_folder
 
 
@@ -31,9 +31,8 @@ class Command(BaseCommand):
                 model = folder.relative_to(settings.BASE_DIR) if folder.is_relative_to(settings.BASE_DIR) else folder
                 judge = judge_create(project=found, name=name, backend=backend, model=str(model), method=method)
                 self.stdout.write(f"Created judge {name!r}.")
-            running = ScoringJob.objects.filter(judge=judge, status=ScoringJob.Status.RUNNING).first()
-            if running is not None:
-                self.stdout.write(f"{name}: job {running.id} resumed ({scoring_job_resume(job=running)} chunks queued).")
-                continue
-            job = scoring_job_create(project=found, judge=judge)
-            self.stdout.write(f"{name}: job {job.id} queued for {job.total:,} pairs.")
+            job, created = scoring_job_start(project=found, judge=judge)
+            if created:
+                self.stdout.write(f"{name}: job {job.id} queued for {job.total:,} pairs.")
+            else:
+                self.stdout.write(f"{name}: job {job.id} resumed (its unfinished chunks queued again).")

@@ -7,7 +7,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from labeling.management.lookup import command_judge, command_project
 from labeling.models import Judge, Project, ScoringJob
 from labeling.selectors.scoring import job_progress
-from labeling.services.scoring import ScoringError, scoring_job_create, scoring_job_estimate, scoring_job_resume
+from labeling.services.scoring import ScoringError, scoring_job_estimate, scoring_job_start
 
 
 class Command(BaseCommand):
@@ -29,17 +29,15 @@ class Command(BaseCommand):
         if dry_run:
             self._estimate(found, item, scope)
             return
-        running = ScoringJob.objects.filter(judge=item, status=ScoringJob.Status.RUNNING).first()
-        if running is not None:
-            queued = scoring_job_resume(job=running)
-            job = running
-            self.stdout.write(f"Resumed job {job.id}: {queued} unfinished chunk(s) queued again.")
-        else:
-            try:
-                job = scoring_job_create(project=found, judge=item, scope=scope)
-            except ScoringError as exc:
-                raise CommandError(str(exc)) from None
+        try:
+            job, created = scoring_job_start(project=found, judge=item, scope=scope)
+        except ScoringError as exc:
+            raise CommandError(str(exc)) from None
+        if created:
             self.stdout.write(f"Job {job.id}: {job.total:,} pair(s) to score with {judge!r}.")
+        else:
+            unwritten = job.chunks.filter(finished_at__isnull=True).count()
+            self.stdout.write(f"Resumed job {job.id}: {unwritten} unfinished chunk(s) queued again.")
         if wait:
             self._wait(job)
 
@@ -70,7 +68,7 @@ class Command(BaseCommand):
     def _wait(self, job: ScoringJob) -> None:
         while True:
             job.refresh_from_db()
-            progress = job_progress(job)
+            progress = job_progress(job, show_errors=True)
             bar = "#" * int(30 * progress.fraction)
             eta = f", ETA {progress.eta_s:.0f}s" if progress.eta_s is not None else ""
             rate = f", {progress.pairs_per_s:.1f} pairs/s" if progress.pairs_per_s else ""
