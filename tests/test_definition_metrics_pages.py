@@ -9,6 +9,7 @@ from django.urls import reverse
 from rest_framework.test import APIClient
 
 from labeling.models import Membership
+from labeling.services.validation import validation_result_ensure
 from tests.factories import MembershipFactory, UserFactory
 from tests.selectors.test_definition_metrics import build_study, reference
 
@@ -30,7 +31,9 @@ def cell(html, group, part, metric):
 
 @pytest.fixture
 def study():
-    return build_study(per_query=12)
+    study = build_study(per_query=12)
+    validation_result_ensure(project=study.project)  # the section is read from the cached report
+    return study
 
 
 def test_the_section_shows_each_version_on_all_and_on_common_pairs(client, study):

@@ -46,8 +46,7 @@ MATRIX: dict[str, dict[str, str]] = {
     "labeling:member_remove": {"POST": ADMIN_ONLY},
     "labeling:settings": {"GET": ADMIN_ONLY, "POST": ADMIN_ONLY},
     "labeling:validation": {"GET": READER},
-    # Asking for a recomputation changes no data, only when the cached report is rebuilt: viewers may.
-    "labeling:validation_refresh": {"POST": MEMBER},
+    "labeling:validation_refresh": {"POST": ADMIN_ONLY},
     "labeling:judge_calibrate": {"POST": ADMIN_ONLY},
     "labeling:judges": {"GET": MEMBER},
     "labeling:judge_create": {"POST": ADMIN_ONLY},

@@ -1,12 +1,17 @@
 """The validation dashboard, its actions and its API through the test client."""
+import sys
+from collections import Counter
+
 import pytest
 from django.urls import reverse
 from rest_framework.test import APIClient
 
 from labeling.models import JudgeCalibration, Membership, Project, ValidationResult
+from labeling.services import validation
 from labeling.services.bundle_import import bundle_import
 from labeling.services.validation import validation_refresh, validation_request_refresh
 from tests.factories import MembershipFactory, ProjectFactory, UserFactory
+from tests.selectors.test_definition_metrics import build_study
 from tests.services.test_bundle_import import SAMPLE
 from tests.services.test_validation import synthetic_bundle
 
@@ -82,3 +87,72 @@ def test_api_serves_the_command_keys(sample):
     assert missing.status_code == 404 and "no judge 'nope'" in missing.json()["detail"]
     api.force_authenticate(UserFactory())
     assert api.get(url).status_code == 404
+
+
+@pytest.fixture
+def queued(monkeypatch):
+    """The recomputations sent to the broker, one (args, options) each, however the code sends them."""
+    sent: list[tuple] = []
+    task = validation.validation_refresh_task
+    monkeypatch.setattr(task, "delay", lambda *args: sent.append((args, {})))
+    monkeypatch.setattr(task, "apply_async", lambda args=(), kwargs=None, **options: sent.append((tuple(args), options)))
+    return sent
+
+
+@pytest.mark.parametrize("role", [Membership.Role.VIEWER, Membership.Role.EXPERT])
+def test_only_admins_ask_for_a_recomputation(client, sample, queued, role, django_capture_on_commit_callbacks):
+    before = ValidationResult.objects.get(project=sample).requested_at
+    client.force_login(member(sample, role))
+    with django_capture_on_commit_callbacks(execute=True):
+        assert client.post(reverse("labeling:validation_refresh", args=["cr"])).status_code == 403
+    assert queued == [] and ValidationResult.objects.get(project=sample).requested_at == before
+
+
+def test_the_recompute_button_is_shown_to_admins_only(client, sample):
+    url = reverse("labeling:validation", args=["cr"])
+    client.force_login(member(sample))
+    assert "Recompute now" not in client.get(url).content.decode()
+    client.force_login(member(sample, Membership.Role.ADMIN))
+    assert "Recompute now" in client.get(url).content.decode()
+
+
+def test_ten_refreshes_in_a_row_queue_one_recomputation(client, sample, queued, django_capture_on_commit_callbacks):
+    client.force_login(member(sample, Membership.Role.ADMIN))
+    for _ in range(10):
+        with django_capture_on_commit_callbacks(execute=True):
+            response = client.post(reverse("labeling:validation_refresh", args=["cr"]))
+        assert response.status_code == 302
+    assert [args for args, _ in queued] == [(sample.id,)]
+    assert ValidationResult.objects.get(project=sample).is_stale
+
+
+def _count_calls(monkeypatch, name: str) -> list:
+    """Wrap the function `name` wherever a labeling module imported it; returns the list of its calls' kwargs."""
+    calls: list[dict] = []
+    for module in [m for key, m in list(sys.modules.items()) if key.startswith("labeling") and hasattr(m, name)]:
+        original = getattr(module, name)
+
+        def counted(*args, _original=original, **kwargs):
+            calls.append(kwargs)
+            return _original(*args, **kwargs)
+
+        monkeypatch.setattr(module, name, counted)
+    return calls
+
+
+def test_metrics_by_definition_are_computed_once_for_many_reads(client, monkeypatch):
+    study = build_study(per_query=6)
+    calls = _count_calls(monkeypatch, "judge_metrics_by_definition")
+    api = APIClient()
+    api.force_authenticate(member(study.project))
+    url = reverse("api:judge-metrics-by-definition", args=[study.project.slug, "qwen"])
+    bodies = [api.get(url).json() for _ in range(5)]
+    assert bodies[0]["by_version"]["groups"] and all(body == bodies[0] for body in bodies)
+    client.force_login(member(study.project))
+    page = reverse("labeling:validation", args=[study.project.slug])
+    for _ in range(3):
+        assert 'data-group="v2"' in client.get(page, {"judge": "qwen"}).content.decode()
+        section = client.get(page, {"judge": "qwen"}, headers={"HX-Request": "true", "HX-Target": "by-definition"})
+        assert 'data-group="v2"' in section.content.decode()
+    computed = Counter(call["judge"].name for call in calls)
+    assert computed["qwen"] == 1, computed

@@ -26,7 +26,7 @@ from labeling.api.serializers import (
     ScoringJobSerializer,
 )
 from labeling.models import Judge, Membership, Pair, Passage, Project, Query, ScoringJob
-from labeling.selectors.definition_metrics import judge_metrics_by_definition
+from labeling.selectors.definition_metrics import cached_metrics_by_definition
 from labeling.selectors.definitions import definition_history
 from labeling.selectors.disclosure import BLIND_REPORTS, item_disclosure, sees_reports
 from labeling.selectors.projects import (
@@ -246,8 +246,8 @@ class JudgeMetricsByDefinitionView(APIView):
     """A judge's kappa, AUROC, Brier, ECE and F1 against the gold labels per relevance-definition version
     (`by_version`: v1, v2, ... across queries; "none" without a definition) and per definition origin
     (`by_origin`), each on every gold pair its group judged (`gold`) and on the `n_common` gold pairs judged
-    under every group of the grouping (`common`): DIRAS Table 4. Computed from the current judgments. Admins and
-    viewers only (experts label blind)."""
+    under every group of the grouping (`common`): DIRAS Table 4. From the validation report's cache, computed with
+    it (`stale` says a recomputation is pending). Admins and viewers only (experts label blind)."""
 
     @extend_schema(responses={200: OpenApiTypes.OBJECT})
     def get(self, request: Request, slug: str, judge: str) -> Response:
@@ -255,5 +255,7 @@ class JudgeMetricsByDefinitionView(APIView):
         found = Judge.objects.filter(project=project, name=judge).first()
         if found is None:
             raise NotFound(f"project {slug!r} has no judge {judge!r}")
-        comparison = judge_metrics_by_definition(judge=found)
-        return Response({"project": project.slug, **asdict(comparison), "comparable": comparison.comparable})
+        result = validation_result_ensure(project=project)
+        comparison = cached_metrics_by_definition(report=result.data, judge=found)
+        return Response({"project": project.slug, **asdict(comparison), "comparable": comparison.comparable,
+                         "stale": result.is_stale})

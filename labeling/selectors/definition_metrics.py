@@ -12,7 +12,7 @@ from sklearn.metrics import roc_auc_score
 
 from labeling.models import Judge, Judgment, Project, RelevanceDefinition
 from labeling.selectors.streams import CHUNK
-from labeling.selectors.validation import GoldSet, gold_set, scale_spec
+from labeling.selectors.validation import BY_DEFINITION, GoldSet, gold_set, scale_spec
 from models_llm.metrics import JudgeData, ScaleSpec, brier, ece
 from models_llm.metrics.classification import Confusion, single_class_reason
 
@@ -185,7 +185,7 @@ def _origin_rank(origin: str) -> tuple[int, str]:
     return (ORIGIN_ORDER.index(origin) if origin in ORIGIN_ORDER else len(ORIGIN_ORDER), origin)
 
 
-def judge_metrics_by_definition(*, judge: Judge) -> DefinitionComparison:
+def judge_metrics_by_definition(*, judge: Judge, gold: GoldSet | None = None) -> DefinitionComparison:
     """The judge's kappa, AUROC, Brier, ECE and F1 against gold per definition version number (v1, v2, ...
     across queries; "none" for judgments made without a definition) and per definition origin, each on every
     gold pair its group judged and on the gold pairs judged under every group of the grouping (a fair
@@ -193,9 +193,11 @@ def judge_metrics_by_definition(*, judge: Judge) -> DefinitionComparison:
     (under two versions both written by a person) counts once, under the newer version.
 
     Reads every ok judgment of the judge in one query (pair, definition, P, guess) and cuts the groups with
-    numpy: fast enough for a page request (under a second for 100k gold pairs on SQLite, half of it reading gold)."""
+    numpy (under a second for 100k gold pairs on SQLite, half of it reading gold; pass `gold` when it is read
+    already). The worker computes it with the validation report; pages and the API read it from there
+    (cached_metrics_by_definition)."""
     project = judge.project
-    gold = gold_set(project)
+    gold = gold_set(project) if gold is None else gold
     scale = scale_spec(project)
     judged = _judged(judge)
     versions = sorted(set(judged.version.tolist()) - {0}) + ([0] if (judged.version == 0).any() else [])
@@ -216,6 +218,28 @@ def judge_metrics_by_definition(*, judge: Judge) -> DefinitionComparison:
         by_version=_grouping(BY_VERSION, by_version, gold, scale),
         by_origin=_grouping(BY_ORIGIN, by_origin, gold, scale),
     )
+
+
+def _grouping_from_json(data: dict) -> DefinitionGrouping:
+    groups = [
+        DefinitionGroupMetrics(key=group["key"], label=group["label"], n_judgments=group["n_judgments"],
+                               gold=GroupMetrics(**group["gold"]), common=GroupMetrics(**group["common"]))
+        for group in data["groups"]
+    ]
+    return DefinitionGrouping(by=data["by"], groups=groups, n_common=data["n_common"])
+
+
+def cached_metrics_by_definition(*, report: dict, judge: Judge) -> DefinitionComparison:
+    """The judge's metrics by definition version as the cached validation report holds them (`report`: its
+    data). A judge the report does not hold yet (created since it was computed) has no groups."""
+    cached = report.get(BY_DEFINITION, {}).get(judge.name)
+    if cached is None:
+        return DefinitionComparison(judge=judge.name, n_gold=report["counts"]["gold"],
+                                    by_version=DefinitionGrouping(BY_VERSION, [], 0),
+                                    by_origin=DefinitionGrouping(BY_ORIGIN, [], 0))
+    return DefinitionComparison(judge=cached["judge"], n_gold=cached["n_gold"],
+                                by_version=_grouping_from_json(cached["by_version"]),
+                                by_origin=_grouping_from_json(cached["by_origin"]))
 
 
 def judges_with_judgments(*, project: Project) -> list[Judge]:

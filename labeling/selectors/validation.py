@@ -160,6 +160,16 @@ def validation_result_for(project: Project) -> ValidationResult | None:
     return ValidationResult.objects.filter(project=project).first()
 
 
+# The key of the cached report's data under which the worker stores every judge's metrics by definition version.
+BY_DEFINITION = "by_definition"
+
+
+def holds_report(result: ValidationResult | None) -> bool:
+    """Whether the cache holds a report with every part the pages and the API read (one stored before the
+    metrics by definition version were cached with it lacks them)."""
+    return result is not None and result.data is not None and BY_DEFINITION in result.data
+
+
 def report_for_judges(data: dict, names: list[str] | None) -> dict:
     """The cached report narrowed to the judges named (all when None), shaped as `validation_report --json`:
     one judge under `judge`, several under `judges`. Raises KeyError naming a judge that is not in it."""

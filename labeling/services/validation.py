@@ -1,12 +1,18 @@
 """Validation writes: the cached report of a project (recomputed by a worker after labels or judgments
-change) and a judge's calibrator fitted on the gold pairs."""
+change, debounced) and a judge's calibrator fitted on the gold pairs."""
 from __future__ import annotations
 
+from dataclasses import asdict
+from datetime import datetime, timedelta
+
+from django.conf import settings
 from django.db import transaction
+from django.db.models import F, Q
 from django.utils import timezone
 
 from labeling.models import Judge, JudgeCalibration, Project, ValidationResult
-from labeling.selectors.validation import GoldSet, gold_set, judge_arrays, scale_spec
+from labeling.selectors.definition_metrics import judge_metrics_by_definition
+from labeling.selectors.validation import BY_DEFINITION, GoldSet, gold_set, holds_report, judge_arrays, scale_spec
 from labeling.tasks import validation_refresh_task
 from models_llm.calibration import CalibrationError, calibrator_fit
 from models_llm.metrics import human_agreement, judge_report
@@ -51,7 +57,10 @@ def validation_compute(*, project: Project, judges: list[Judge] | None = None,
     """The validation report of `project` for `judges` (default: all of its judges), computed now."""
     if judges is None:
         judges = list(project.judges.order_by("name"))
-    gold = gold_set(project)
+    return _report(project, judges, gold_set(project), bootstrap_draws)
+
+
+def _report(project: Project, judges: list[Judge], gold: GoldSet, bootstrap_draws: int) -> dict:
     human = gold.human
     return {
         "project": project.slug,
@@ -59,6 +68,17 @@ def validation_compute(*, project: Project, judges: list[Judge] | None = None,
         "counts": _counts(gold),
         "human": human_agreement(human.item, human.annotator, human.grade, scale_spec(project)),
         "judges": [_judge_section(gold, judge, bootstrap_draws=bootstrap_draws) for judge in judges],
+    }
+
+
+def _report_to_cache(project: Project) -> dict:
+    """The report as the cache keeps it: every judge's section, and every judge's metrics by definition version
+    (read by the dashboard and the API instead of being computed per request)."""
+    judges = list(project.judges.order_by("name"))
+    gold = gold_set(project)
+    return {
+        **_report(project, judges, gold, BOOTSTRAP_DRAWS),
+        BY_DEFINITION: {judge.name: asdict(judge_metrics_by_definition(judge=judge, gold=gold)) for judge in judges},
     }
 
 
@@ -73,44 +93,65 @@ def validation_refresh(*, project_id: int) -> ValidationResult | None:
         return result
     started = timezone.now()
     try:
-        data = validation_compute(project=project)
+        data = _report_to_cache(project)
     except Exception as exc:
+        # Recorded, the error also ends the pending recomputation: the next request queues a new one.
         ValidationResult.objects.filter(id=result.id).update(error=f"{type(exc).__name__}: {exc}")
         raise
     ValidationResult.objects.filter(id=result.id).update(data=data, computed_at=started, error="")
     result.refresh_from_db()
     if result.is_stale:
-        # Labels arrived while computing and did not enqueue a run of their own (one was pending): run again.
-        transaction.on_commit(lambda: validation_refresh_task.delay(project_id))
+        # Requests arrived while computing and queued nothing (this run was pending): run again, when due.
+        countdown = _seconds_until_due(started)
+        transaction.on_commit(lambda: validation_refresh_task.apply_async((project_id,), countdown=countdown))
     return result
 
 
+# No recomputation is pending: none was asked for since the last one started, or the last one failed.
+_NONE_PENDING = (
+    Q(requested_at__isnull=True) | Q(computed_at__isnull=False, requested_at__lte=F("computed_at")) | ~Q(error="")
+)
+
+
+def _seconds_until_due(computed_at: datetime | None) -> float:
+    if computed_at is None:
+        return 0.0
+    due = computed_at + timedelta(seconds=settings.VALIDATION_REFRESH_MIN_SECONDS)
+    return max(0.0, (due - timezone.now()).total_seconds())
+
+
+def _mark_stale(project_id: int) -> float | None:
+    """Mark the project's report stale. Returns the countdown of the recomputation to queue, or None when one
+    is pending already: it will read the data as they are when it runs. One conditional UPDATE decides, so of
+    two requests at once only one queues."""
+    now = timezone.now()
+    ValidationResult.objects.get_or_create(project_id=project_id)
+    rows = ValidationResult.objects.filter(project_id=project_id)
+    if not rows.filter(_NONE_PENDING).update(requested_at=now, error=""):
+        rows.update(requested_at=now)
+        return None
+    return _seconds_until_due(rows.values_list("computed_at", flat=True).get())
+
+
+def _enqueue(project_id: int, countdown: float | None) -> None:
+    if countdown is not None:
+        validation_refresh_task.apply_async((project_id,), countdown=countdown)
+
+
 def validation_request_refresh(*, project: Project) -> None:
-    """Mark the project's cached report stale and have a worker recompute it once this transaction commits."""
-    now = timezone.now()
-    updated = ValidationResult.objects.filter(project=project).update(requested_at=now)
-    if not updated:
-        ValidationResult.objects.get_or_create(project=project, defaults={"requested_at": now})
-    transaction.on_commit(lambda: validation_refresh_task.delay(project.id))
-
-
-def _mark_stale_and_enqueue(project_id: int) -> None:
-    now = timezone.now()
-    result, _ = ValidationResult.objects.get_or_create(project_id=project_id)
-    already_pending = result.requested_at is not None and (
-        result.computed_at is None or result.requested_at > result.computed_at
-    )
-    ValidationResult.objects.filter(id=result.id).update(requested_at=now)
-    if not already_pending:
-        validation_refresh_task.delay(project_id)
+    """Mark the project's cached report stale and, once this transaction commits, have a worker recompute it:
+    debounced, so that however often this is called one recomputation is queued at a time and a project's
+    report is computed at most once per VALIDATION_REFRESH_MIN_SECONDS."""
+    project_id = project.id
+    countdown = _mark_stale(project_id)
+    transaction.on_commit(lambda: _enqueue(project_id, countdown))
 
 
 def validation_request_refresh_soon(*, project: Project) -> None:
-    """Like validation_request_refresh, for frequent writes (every expert label): after this transaction
-    commits, mark the report stale and enqueue a recomputation only when none is pending already; a
-    recomputation that finds newer requests when it finishes runs again (validation_refresh)."""
+    """Like validation_request_refresh, for frequent writes (every expert label): the report is marked stale
+    only after this transaction commits, so that labels do not wait on each other for the report's row."""
     project_id = project.id
-    transaction.on_commit(lambda: _mark_stale_and_enqueue(project_id))
+    transaction.on_commit(lambda: _enqueue(project_id, _mark_stale(project_id)))
 
 
 @transaction.atomic
@@ -145,13 +186,14 @@ def judge_calibrate(*, judge: Judge, user=None) -> JudgeCalibration:
 
 
 def validation_result_ensure(*, project: Project) -> ValidationResult:
-    """The project's cached report; computed and stored now when there is none yet (a stale one is
-    returned as is: its recomputation is already queued)."""
+    """The project's cached report; computed and stored now when there is none yet, or the one stored was made
+    before the report held the metrics by definition version (a stale one is returned as is: its recomputation
+    is already queued)."""
     result = ValidationResult.objects.filter(project=project).first()
-    if result is not None and result.data is not None:
+    if holds_report(result):
         return result
     started = timezone.now()
-    data = validation_compute(project=project)
+    data = _report_to_cache(project)
     result, _ = ValidationResult.objects.update_or_create(
         project=project, defaults={"data": data, "computed_at": started, "error": ""}
     )

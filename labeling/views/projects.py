@@ -17,8 +17,8 @@ from labeling.forms import JudgeForm
 from labeling.models import Judge, Membership, Project, ScoringJob, ValidationResult
 from labeling.selectors.adjudication import adjudication_counts
 from labeling.selectors.definition_metrics import (
+    cached_metrics_by_definition,
     default_comparison_judge,
-    judge_metrics_by_definition,
     judges_with_judgments,
 )
 from labeling.selectors.definitions import stale_counts_for_queries
@@ -32,7 +32,13 @@ from labeling.selectors.projects import (
 )
 from labeling.selectors.queue_settings import queue_settings_summary
 from labeling.selectors.scoring import job_progress, jobs_for_project, judges_for_project
-from labeling.selectors.validation import METRIC_ROWS, human_rows, metric_rows, validation_result_for
+from labeling.selectors.validation import (
+    METRIC_ROWS,
+    holds_report,
+    human_rows,
+    metric_rows,
+    validation_result_for,
+)
 from labeling.services.judges import JudgeError, judge_create
 from labeling.services.scoring import ScoringError, scoring_job_cancel, scoring_job_create, scoring_job_estimate
 from labeling.services.validation import ValidationError, judge_calibrate, validation_request_refresh
@@ -97,7 +103,7 @@ def _validation_context(project: Project, result: ValidationResult | None, role:
         "data": data,
         "judges": judges,
         "human_rows": human_rows(data["human"]) if data else [],
-        "can_calibrate": role == Membership.Role.ADMIN,
+        "is_admin": role == Membership.Role.ADMIN,
         "metric_table": [
             {"label": label, "cells": [rows[index] for rows in columns]}
             for index, (_, label, _) in enumerate(METRIC_ROWS)
@@ -105,21 +111,23 @@ def _validation_context(project: Project, result: ValidationResult | None, role:
     }
 
 
-def _by_definition_context(project: Project, judge_name: str | None) -> dict:
+def _by_definition_context(project: Project, result: ValidationResult | None, judge_name: str | None) -> dict:
     """The "By definition version" section for one judge (`judge_name`; default: the queues' judge, else the
-    first judge with judgments). Computed in the request from the judgments as they are now, not taken from
-    the cached report, so that a re-score under a new version shows at once; one query over the judge's
-    judgments plus the gold pairs, about a second for 100k of them."""
+    first judge with judgments), read from the cached report: the worker computes it with the report, so a
+    re-score shows once the report is recomputed, and no request computes it."""
     judges = judges_with_judgments(project=project)
     if judge_name:
         judge = get_object_or_404(Judge, project=project, name=judge_name)
     else:
         judge = default_comparison_judge(project=project, judges=judges)
+    comparison = None
+    if judge is not None and holds_report(result):
+        comparison = cached_metrics_by_definition(report=result.data, judge=judge)
     return {
         "project": project,
         "definition_judges": judges,
         "definition_judge": judge,
-        "comparison": judge_metrics_by_definition(judge=judge) if judge is not None else None,
+        "comparison": comparison,
     }
 
 
@@ -134,25 +142,25 @@ def _report_project(request: HttpRequest, slug: str) -> Project:
 def validation_dashboard(request: HttpRequest, slug: str) -> HttpResponse:
     project = _report_project(request, slug)
     partial = request.htmx and not request.htmx.history_restore_request
-    if partial and request.htmx.target == "by-definition":
-        context = _by_definition_context(project, request.GET.get("judge"))
-        return render(request, "labeling/validation.html#by-definition", context)
     result = validation_result_for(project)
-    if result is None or (result.data is None and not result.is_stale):
+    if partial and request.htmx.target == "by-definition":
+        context = _by_definition_context(project, result, request.GET.get("judge"))
+        return render(request, "labeling/validation.html#by-definition", context)
+    if result is None or (not holds_report(result) and not result.is_stale):
         validation_request_refresh(project=project)
         result = validation_result_for(project)
     context = _validation_context(project, result, project_role(user=request.user, project=project))
     if partial:
         # The report polls while it is recomputed: only its body, not the live section below it.
         return render(request, "labeling/validation.html#validation-body", context)
-    context |= _by_definition_context(project, request.GET.get("judge"))
+    context |= _by_definition_context(project, result, request.GET.get("judge"))
     return render(request, "labeling/validation.html", context)
 
 
 @login_required
 @require_POST
 def validation_refresh(request: HttpRequest, slug: str) -> HttpResponse:
-    project = get_object_or_404(projects_visible_to(user=request.user), slug=slug)
+    project = admin_project(request, slug, to="ask for a recomputation")
     validation_request_refresh(project=project)
     messages.info(request, "Recomputing the report: this page updates when it is ready.")
     return redirect("labeling:validation", slug=project.slug)

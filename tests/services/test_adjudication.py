@@ -47,7 +47,7 @@ def gold_of(pair) -> int | None:
 def test_the_adjudicator_label_becomes_the_gold_grade_under_the_current_definition(
         pair, monkeypatch, django_capture_on_commit_callbacks):
     sent: list[int] = []
-    monkeypatch.setattr(validation.validation_refresh_task, "delay", sent.append)
+    monkeypatch.setattr(validation.validation_refresh_task, "apply_async", lambda args, **_: sent.append(*args))
     boss = UserFactory(username="boss")
     assert gold_of(pair) is None  # 0 against 2: unresolved
     now = timezone.now()

@@ -167,7 +167,7 @@ def test_unknown_strategy_is_an_error():
 def test_labels_mark_the_validation_report_stale_but_enqueue_one_recomputation_while_one_is_pending(
         monkeypatch, django_capture_on_commit_callbacks):
     sent: list[int] = []
-    monkeypatch.setattr(validation.validation_refresh_task, "delay", sent.append)
+    monkeypatch.setattr(validation.validation_refresh_task, "apply_async", lambda args, **_: sent.append(*args))
     project, _, pairs = _project()
     alice = _expert(project, "alice")
     for pair in pairs[:3]:

@@ -2,13 +2,16 @@
 user sees are checked against scikit-learn computed straight from the bundle files."""
 import json
 import random
+from dataclasses import asdict
 
 import numpy as np
 import pytest
 from sklearn.metrics import cohen_kappa_score, f1_score
 
 from labeling.models import Judge, JudgeCalibration, ValidationResult
+from labeling.selectors.definition_metrics import judge_metrics_by_definition
 from labeling.selectors.export import export_source_parse, pair_records, qrels_rows
+from labeling.services import validation as validation_module
 from labeling.services.bundle_import import bundle_import
 from labeling.services.validation import (
     ValidationError,
@@ -17,6 +20,7 @@ from labeling.services.validation import (
     validation_refresh,
     validation_request_refresh,
 )
+from tests.factories import JudgeFactory
 from tests.services.test_bundle_import import SAMPLE, jsonl, write_bundle
 
 pytestmark = pytest.mark.django_db
@@ -155,3 +159,50 @@ def test_refresh_runs_once_per_request(tmp_path, django_capture_on_commit_callba
     assert again.computed_at == first.computed_at  # nothing requested since: the second run writes nothing
     validation_request_refresh(project=project)
     assert ValidationResult.objects.get(project=project).is_stale
+
+
+@pytest.fixture
+def queued(monkeypatch):
+    """The recomputations sent to the broker, one (args, options) each, however the code sends them."""
+    sent: list[tuple] = []
+    task = validation_module.validation_refresh_task
+    monkeypatch.setattr(task, "delay", lambda *args: sent.append((args, {})))
+    monkeypatch.setattr(task, "apply_async", lambda args=(), kwargs=None, **options: sent.append((tuple(args), options)))
+    return sent
+
+
+def test_requests_queue_one_recomputation_at_most_once_per_minimum_interval(
+        tmp_path, settings, queued, monkeypatch, django_capture_on_commit_callbacks):
+    settings.VALIDATION_REFRESH_MIN_SECONDS = 30
+    bundle_import(path=synthetic_bundle(tmp_path / "b", queries=2, per_query=10), project_slug="syn")
+    project = Judge.objects.get(name="squashed").project
+    queued.clear()  # the import's own request
+    validation_refresh(project_id=project.id)  # the worker ran it: the report was computed just now
+    for _ in range(10):
+        with django_capture_on_commit_callbacks(execute=True):
+            validation_request_refresh(project=project)
+    ((args, options),) = queued
+    assert args == (project.id,) and 25 < options["countdown"] <= 30  # not sooner than 30 s after the last one
+    validation_refresh(project_id=project.id)
+    assert not ValidationResult.objects.get(project=project).is_stale and len(queued) == 1
+
+    # A computation that fails leaves nothing pending: the next request queues one again.
+    with django_capture_on_commit_callbacks(execute=True):
+        validation_request_refresh(project=project)
+    monkeypatch.setattr(validation_module, "gold_set", lambda project: 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        validation_refresh(project_id=project.id)
+    assert ValidationResult.objects.get(project=project).error.startswith("ZeroDivisionError")
+    with django_capture_on_commit_callbacks(execute=True):
+        validation_request_refresh(project=project)
+    assert len(queued) == 3
+
+
+def test_the_cached_report_holds_every_judges_metrics_by_definition(tmp_path):
+    bundle_import(path=synthetic_bundle(tmp_path / "b", queries=2, per_query=10), project_slug="syn")
+    project = Judge.objects.get(name="squashed").project
+    JudgeFactory(project=project, name="unused")
+    result = validation_refresh(project_id=project.id)
+    squashed = Judge.objects.get(name="squashed")
+    assert result.data["by_definition"]["squashed"] == asdict(judge_metrics_by_definition(judge=squashed))
+    assert result.data["by_definition"]["unused"]["by_version"]["groups"] == []
