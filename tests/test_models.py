@@ -1,9 +1,10 @@
 """The database, not just the services, refuses rows that break the data model."""
 import pytest
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
-from labeling.models import Judgment
+from labeling.models import Judgment, RelevanceDefinition
+from labeling.models.project import DEFINITION_IN_USE_SQL
 from tests.factories import (
     JudgeFactory,
     JudgmentFactory,
@@ -128,3 +129,16 @@ def test_definition_version_is_unique_per_query():
 def test_project_slug_is_unique():
     ProjectFactory(slug="same")
     refused(lambda: ProjectFactory(slug="same"))
+
+
+def test_the_sql_in_use_rule_picks_the_versions_in_use_picks():
+    query = QueryFactory()
+    RelevanceDefinitionFactory(query=query)
+    RelevanceDefinitionFactory(query=query, is_draft=True, origin=RelevanceDefinition.Origin.LLM_DRAFT)
+    RelevanceDefinitionFactory(query=query, origin=RelevanceDefinition.Origin.LLM_REFINED)
+    RelevanceDefinitionFactory(query=query, is_draft=True, origin=RelevanceDefinition.Origin.LLM_REFINED)
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT d.id FROM labeling_relevancedefinition d WHERE {DEFINITION_IN_USE_SQL} ORDER BY d.id")
+        in_sql = [row[0] for row in cursor]
+    in_use = list(RelevanceDefinition.objects.in_use().order_by("id").values_list("id", flat=True))
+    assert in_sql == in_use and len(in_use) == 2

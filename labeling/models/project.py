@@ -125,9 +125,16 @@ class Query(models.Model):
         return self.external_id
 
 
+# in_use() as a SQL condition on a definition row aliased `d`, for the bundle import's set-based SQL
+# (labeling.services.bundle_merge): the same rule, so change both together (tests/test_models.py checks that they
+# pick the same rows).
+DEFINITION_IN_USE_SQL = "NOT d.is_draft"
+
+
 class RelevanceDefinitionQuerySet(models.QuerySet):
     def in_use(self) -> RelevanceDefinitionQuerySet:
-        """The versions that are not LLM drafts: the newest of a query's is its current definition."""
+        """The versions that are not LLM drafts: the newest of a query's is its current definition. In SQL:
+        DEFINITION_IN_USE_SQL."""
         return self.filter(is_draft=False)
 
 

@@ -9,6 +9,7 @@ from datetime import datetime
 from django.contrib.auth import get_user_model
 from django.db.backends.base.base import BaseDatabaseWrapper
 
+from labeling.models.project import DEFINITION_IN_USE_SQL
 from labeling.staging import StagingTable
 
 # Resolves a staged row's (qext, pext) to its query (c), passage (d) and pair (x).
@@ -83,31 +84,36 @@ class BundleMerger:
                 WHERE labeling_query.project_id = %(project)s AND labeling_query.external_id = s.ext
                   AND labeling_query.metadata <> s.metadata{self.json}"""
         )
+        # A bundle's definition is added as a new version when it differs from the current one (the newest in
+        # use); the new version is numbered after every version, LLM drafts included.
+        newest = """SELECT d.query_id, MAX(d.version) AS version FROM labeling_relevancedefinition d
+                    JOIN labeling_query dq ON dq.id = d.query_id AND dq.project_id = %(project)s"""
         definitions = self._execute(
-            """INSERT INTO labeling_relevancedefinition (query_id, version, text, author_id, created_at)
-               SELECT q.id, COALESCE(cur.version, 0) + 1, s.definition, NULL, %(now)s
-               FROM import_stage_query s
-               JOIN labeling_query q ON q.project_id = %(project)s AND q.external_id = s.ext
-               LEFT JOIN (SELECT d.query_id, MAX(d.version) AS version FROM labeling_relevancedefinition d
-                          JOIN labeling_query dq ON dq.id = d.query_id AND dq.project_id = %(project)s
-                          GROUP BY d.query_id) cur ON cur.query_id = q.id
-               LEFT JOIN labeling_relevancedefinition latest
-                      ON latest.query_id = q.id AND latest.version = cur.version
-               WHERE s.definition IS NOT NULL AND (latest.id IS NULL OR latest.text <> s.definition)
-               ORDER BY s.seq"""
+            f"""INSERT INTO labeling_relevancedefinition (query_id, version, text, author_id, created_at)
+                SELECT q.id, COALESCE(top.version, 0) + 1, s.definition, NULL, %(now)s
+                FROM import_stage_query s
+                JOIN labeling_query q ON q.project_id = %(project)s AND q.external_id = s.ext
+                LEFT JOIN ({newest} GROUP BY d.query_id) top ON top.query_id = q.id
+                LEFT JOIN ({newest} WHERE {DEFINITION_IN_USE_SQL} GROUP BY d.query_id) cur ON cur.query_id = q.id
+                LEFT JOIN labeling_relevancedefinition cur_def
+                       ON cur_def.query_id = q.id AND cur_def.version = cur.version
+                WHERE s.definition IS NOT NULL AND (cur_def.id IS NULL OR cur_def.text <> s.definition)
+                ORDER BY s.seq"""
         )
         self._analyze("labeling_query", "labeling_relevancedefinition")
         return {"queries": created, "query metadata updated": updated, "definitions": definitions}
 
     def current_definitions(self, table: StagingTable) -> None:
-        """Fill `import_stage_curdef`: every query of the project with its current definition (or NULL)."""
+        """Fill `import_stage_curdef`: every query of the project with its current definition (the newest in use,
+        not an LLM draft), or NULL."""
         table.create()
         self._execute(
-            """INSERT INTO import_stage_curdef (qext, query_id, definition_id)
-               SELECT q.external_id, q.id,
-                      (SELECT d.id FROM labeling_relevancedefinition d WHERE d.query_id = q.id
-                       ORDER BY d.version DESC LIMIT 1)
-               FROM labeling_query q WHERE q.project_id = %(project)s"""
+            f"""INSERT INTO import_stage_curdef (qext, query_id, definition_id)
+                SELECT q.external_id, q.id,
+                       (SELECT d.id FROM labeling_relevancedefinition d
+                        WHERE d.query_id = q.id AND {DEFINITION_IN_USE_SQL}
+                        ORDER BY d.version DESC LIMIT 1)
+                FROM labeling_query q WHERE q.project_id = %(project)s"""
         )
         table.analyze()
 

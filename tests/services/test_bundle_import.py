@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 from django.contrib.auth import get_user_model
 from django.db import connection
+from django.db.models import Count, Max
 
 from labeling.models import (
     Judge,
@@ -20,7 +21,9 @@ from labeling.models import (
     RelevanceDefinition,
 )
 from labeling.services.bundle_import import BundleImportError, bundle_import
+from labeling.services.drafting import definition_draft_create, definition_draft_run
 from tests.factories import PairFactory
+from tests.services.test_drafting import Scripted, openai_judge
 
 SAMPLE = Path(__file__).resolve().parents[2] / "data" / "climretrieve"
 DIRAS_EXAMPLE = Path(__file__).resolve().parents[3] / "shared" / "data" / "diras-example"
@@ -349,3 +352,43 @@ def test_staging_tables_are_dropped(small):
     bundle_import(path=small, project_slug="s")
     tables = connection.introspection.table_names(include_views=False)
     assert not [name for name in tables if name.startswith("import_stage_")]
+
+
+@pytest.mark.parametrize(("bundle", "query_id"), [("sample", None), ("small", "q2")], ids=["sample", "no-definition"])
+def test_reimport_after_an_llm_draft_changes_nothing(small, bundle, query_id):
+    """A draft is the query's newest version but not its current one: the import must not take it for the
+    current definition (which would copy version 1 after it and attach judgments and labels to the draft). In
+    the small bundle q2 has no definition at all, so its draft is its only version."""
+    path = SAMPLE if bundle == "sample" else small
+    bundle_import(path=path, project_slug="p")
+    queries = Query.objects.filter(project__slug="p").order_by("id")
+    query = queries.get(external_id=query_id) if query_id else queries.first()
+    draft = definition_draft_create(query=query, judge=openai_judge(query.project), refine=False, user=None)
+    definition_draft_run(draft_id=draft.id, generate=Scripted())
+    assert RelevanceDefinition.objects.get(query=query, is_draft=True).version == query.definitions.count()
+    before = table_state()
+    ids = {model.__name__: model.objects.aggregate(n=Count("id"), top=Max("id")) for model in TABLES}
+
+    report = bundle_import(path=path, project_slug="p")
+
+    assert not report.changed, report.written
+    assert {model.__name__: model.objects.aggregate(n=Count("id"), top=Max("id")) for model in TABLES} == ids
+    assert table_state() == before
+    assert not Judgment.objects.filter(definition__is_draft=True).exists()
+    assert not Label.objects.filter(definition__is_draft=True).exists()
+
+
+def test_a_changed_definition_after_an_llm_draft_is_numbered_after_the_draft(small):
+    bundle_import(path=small, project_slug="s")
+    query = Query.objects.get(project__slug="s", external_id="q1")
+    draft = definition_draft_create(query=query, judge=openai_judge(query.project), refine=False, user=None)
+    definition_draft_run(draft_id=draft.id, generate=Scripted())
+    queries = (small / "queries.jsonl").read_text().replace("Plans for floods.", "Plans for floods and storms.")
+    (small / "queries.jsonl").write_text(queries)
+    report = bundle_import(path=small, project_slug="s")
+    assert report.written["definitions"] == 1
+    versions = query.definitions.order_by("version").values_list("version", "is_draft", "text")
+    assert [(v, is_draft) for v, is_draft, _ in versions] == [(1, False), (2, True), (3, False)]
+    assert versions[2][2] == "Plans for floods and storms."
+    # The bundle's judgments of q1 are added under version 3, the current one.
+    assert set(Judgment.objects.filter(pair__query=query).values_list("definition__version", flat=True)) == {1, 3}
