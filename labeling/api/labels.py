@@ -12,10 +12,11 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from labeling.api.fields import IdField
 from labeling.models import Label, Membership, Project
 from labeling.models.project import QUEUE_STRATEGIES
-from labeling.selectors.projects import project_role, projects_visible_to
 from labeling.selectors.disclosure import labels_visible_to
+from labeling.selectors.projects import project_role, projects_visible_to
 from labeling.services.labels import Claim, LabelError, item_skip, label_submit, label_undo, queue_next_for_annotator
 
 ANNOTATING_ROLES = (Membership.Role.ADMIN, Membership.Role.EXPERT)
@@ -49,13 +50,13 @@ class ItemSerializer(serializers.Serializer):
 
 
 class LabelInSerializer(serializers.Serializer):
-    pair_id = serializers.IntegerField()
+    pair_id = IdField()
     grade = serializers.IntegerField()
     note = serializers.CharField(required=False, allow_blank=True, default="", trim_whitespace=True)
     unsure = serializers.BooleanField(required=False, default=False)
     time_spent_seconds = serializers.FloatField(required=False, allow_null=True, default=None)
     client_key = serializers.CharField(required=False, allow_blank=True, default="", max_length=64)
-    definition_id = serializers.IntegerField(required=False, allow_null=True, default=None)
+    definition_id = IdField(required=False, allow_null=True, default=None)
 
 
 class LabelSerializer(serializers.ModelSerializer):
@@ -73,7 +74,13 @@ class LabelSerializer(serializers.ModelSerializer):
 
 
 class SkipSerializer(serializers.Serializer):
-    pair_id = serializers.IntegerField()
+    pair_id = IdField()
+
+
+class LabelFilterSerializer(serializers.Serializer):
+    """The query parameters of the label list that need checking before they reach a query."""
+
+    pair = IdField(required=False)
 
 
 def _project_for_annotating(request: Request, slug: str) -> Project:
@@ -137,7 +144,7 @@ class LabelListView(generics.ListAPIView):
         return get_object_or_404(projects_visible_to(user=self.request.user), slug=self.kwargs["slug"])
 
     @extend_schema(parameters=[
-        OpenApiParameter("pair", int), OpenApiParameter("annotator", str), OpenApiParameter("current", bool),
+        LabelFilterSerializer, OpenApiParameter("annotator", str), OpenApiParameter("current", bool),
     ])
     def get(self, request: Request, *args, **kwargs) -> Response:
         return super().get(request, *args, **kwargs)
@@ -151,11 +158,10 @@ class LabelListView(generics.ListAPIView):
             "annotator", "definition"
         )
         params = self.request.query_params
-        if params.get("pair"):
-            try:
-                labels = labels.filter(pair_id=int(params["pair"]))
-            except ValueError:
-                raise ValidationError({"pair": f"must be an item id, got {params['pair']!r}"}) from None
+        filters = LabelFilterSerializer(data=params)
+        filters.is_valid(raise_exception=True)
+        if "pair" in filters.validated_data:
+            labels = labels.filter(pair_id=filters.validated_data["pair"])
         if params.get("annotator"):
             labels = labels.filter(annotator__username=params["annotator"])
         if params.get("current") in ("true", "1"):

@@ -4,6 +4,7 @@ from __future__ import annotations
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from labeling.api.fields import IdField
 from labeling.models import Pair, PairSource, Passage, Query, RelevanceDefinition
 
 
@@ -69,10 +70,10 @@ class PairSourceSerializer(serializers.ModelSerializer):
 
 
 class PairSerializer(serializers.ModelSerializer):
-    query = serializers.CharField(source="query.external_id", help_text="The query's external id.")
     """`reference_grades` in the context says whether the caller may see them (labeling.selectors.disclosure):
     hidden, the grade is null and its source empty, as for a pair without one."""
 
+    query = serializers.CharField(source="query.external_id", help_text="The query's external id.")
     passage = serializers.CharField(source="passage.external_id", help_text="The passage's external id.")
     sources = PairSourceSerializer(many=True, help_text="Retrieval systems that put the pair in the pool.")
 
@@ -80,17 +81,57 @@ class PairSerializer(serializers.ModelSerializer):
         model = Pair
         fields = ["id", "query", "passage", "reference_grade", "reference_source", "sources"]
 
-
     def to_representation(self, pair: Pair) -> dict:
         data = super().to_representation(pair)
         if not self.context["reference_grades"]:
             data.update(reference_grade=None, reference_source="")
         return data
 
+
+class JudgeSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    backend = serializers.CharField()
+    model = serializers.CharField()
+    method = serializers.CharField(allow_blank=True, help_text="tok, ask, embedding or ensemble; empty for imports")
+    endpoint = serializers.CharField(allow_blank=True, help_text="openai: the operator's endpoint it uses")
+    price_in = serializers.FloatField(allow_null=True)
+    price_out = serializers.FloatField(allow_null=True)
+    created_at = serializers.DateTimeField()
+
+
+class JudgeCreateSerializer(serializers.Serializer):
+    """A new judge. An openai judge names one of the endpoints the operator declared (LLM_ENDPOINTS): URLs and
+    the variables holding API keys are never taken from a request."""
+
+    name = serializers.CharField(max_length=200)
+    backend = serializers.ChoiceField(choices=["hf", "openai", "embedding", "ensemble"])
+    model = serializers.CharField(max_length=300, required=False, allow_blank=True, default="")
+    endpoint = serializers.CharField(max_length=64, required=False)
+    method = serializers.ChoiceField(choices=["tok", "ask", "ensemble"], required=False)
+    cot = serializers.BooleanField(required=False)
+    use_definition = serializers.BooleanField(required=False)
+    adapter = serializers.CharField(max_length=300, required=False)
+    strategies = serializers.ListField(child=serializers.CharField(max_length=32), required=False, max_length=8)
+    members = serializers.ListField(child=serializers.CharField(max_length=200), required=False, max_length=20)
+    max_new_tokens = serializers.IntegerField(min_value=1, max_value=4096, required=False)
+    price_in = serializers.FloatField(min_value=0, max_value=10_000, required=False)
+    price_out = serializers.FloatField(min_value=0, max_value=10_000, required=False)
+    template = serializers.DictField(child=serializers.CharField(), required=False)
+
+    def validate(self, attrs: dict) -> dict:
+        unknown = sorted(set(self.initial_data) - set(self.fields))
+        if unknown:
+            raise serializers.ValidationError(
+                {name: ["not a judge field (an openai judge names an endpoint the operator declared)"]
+                 for name in unknown}
+            )
+        return attrs
+
+
 class ScoringJobCreateSerializer(serializers.Serializer):
     judge = serializers.CharField()
     scope = serializers.ChoiceField(choices=["missing", "all", "selection"], default="missing")
-    pair_ids = serializers.ListField(child=serializers.IntegerField(), required=False, allow_empty=False)
+    pair_ids = serializers.ListField(child=IdField(), required=False, allow_empty=False)
 
 
 class ScoringJobSerializer(serializers.Serializer):
@@ -101,7 +142,9 @@ class ScoringJobSerializer(serializers.Serializer):
     total = serializers.IntegerField(source="job.total")
     done = serializers.IntegerField(source="job.done")
     failed = serializers.IntegerField(source="job.failed")
-    last_error = serializers.CharField(source="job.last_error")
+    last_error = serializers.CharField(source="error", help_text="the reason for project admins; others a generic text")
+    stalled = serializers.BooleanField(help_text="running, but no chunk has moved for SCORING_STALL_SECONDS")
+    lost_calls = serializers.IntegerField(help_text="pairs sent whose answer went with a lost worker (in calls)")
     created_at = serializers.DateTimeField(source="job.created_at")
     finished_at = serializers.DateTimeField(source="job.finished_at")
     pairs_per_s = serializers.FloatField(allow_null=True)

@@ -14,9 +14,10 @@ from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from labeling.highlight import highlight_segments
+from labeling.ids import IdError, parse_id
 from labeling.models import Judgment, Lease, Membership, Project
-from labeling.selectors.projects import project_role, projects_visible_to
 from labeling.selectors.disclosure import item_disclosure
+from labeling.selectors.projects import project_role, projects_visible_to
 from labeling.selectors.queues import queue_progress
 from labeling.services.labels import (
     Claim,
@@ -101,11 +102,16 @@ def workspace(request: HttpRequest, slug: str) -> HttpResponse:
     return _render_next(request, project)
 
 
-def _int(value: str | None, what: str) -> int:
+def _grade(value: str | None) -> int:
     try:
         return int(value or "")
     except ValueError:
-        raise LabelError(f"{what} must be a whole number, got {value!r}") from None
+        raise LabelError(f"the grade must be a whole number, got {value!r}") from None
+
+
+def _refused(request: HttpRequest, project: Project, error: IdError) -> HttpResponse:
+    # Only a forged form sends an id that is not one: a 400 whether htmx posted it or not, and nothing stored.
+    return _render_next(request, project, status=400, error=str(error))
 
 
 @login_required
@@ -114,16 +120,20 @@ def workspace_submit(request: HttpRequest, slug: str) -> HttpResponse:
     project = _annotating_project(request, slug)
     now = timezone.now()
     try:
-        pair_id = _int(request.POST.get("pair_id"), "the item id")
-        grade = _int(request.POST.get("grade"), "the grade")
+        pair_id = parse_id(request.POST.get("pair_id", ""), name="the item id")
         definition = request.POST.get("definition_id") or None
+        definition_id = None if definition is None else parse_id(definition, name="the definition id")
+    except IdError as exc:
+        return _refused(request, project, exc)
+    try:
+        grade = _grade(request.POST.get("grade"))
         lease = Lease.objects.filter(pair_id=pair_id, annotator=request.user, skipped=False).first()
         result = label_submit(
             project=project, annotator=request.user, pair_id=pair_id, grade=grade,
             note=request.POST.get("note", "").strip(), unsure=request.POST.get("unsure") == "on",
             time_spent_seconds=None if lease is None else (now - lease.claimed_at).total_seconds(),
             client_key=request.POST.get("client_key", ""),
-            definition_id=None if definition is None else _int(definition, "the definition id"), now=now,
+            definition_id=definition_id, now=now,
         )
     except LabelError as exc:
         if request.htmx:
@@ -142,7 +152,11 @@ def workspace_submit(request: HttpRequest, slug: str) -> HttpResponse:
 def workspace_skip(request: HttpRequest, slug: str) -> HttpResponse:
     project = _annotating_project(request, slug)
     try:
-        item_skip(project=project, annotator=request.user, pair_id=_int(request.POST.get("pair_id"), "the item id"))
+        pair_id = parse_id(request.POST.get("pair_id", ""), name="the item id")
+    except IdError as exc:
+        return _refused(request, project, exc)
+    try:
+        item_skip(project=project, annotator=request.user, pair_id=pair_id)
     except LabelError as exc:
         if request.htmx:
             return _render_next(request, project, status=400, error=str(exc))
