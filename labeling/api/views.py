@@ -18,6 +18,8 @@ from rest_framework.views import APIView
 from labeling.api.serializers import (
     DefinitionCreateSerializer,
     DefinitionSerializer,
+    JudgeCreateSerializer,
+    JudgeSerializer,
     PairSerializer,
     PassageSerializer,
     ProjectSerializer,
@@ -37,10 +39,11 @@ from labeling.selectors.projects import (
     projects_visible_to,
     queries_with_current_definition,
 )
-from labeling.selectors.scoring import job_progress, jobs_for_project
+from labeling.selectors.scoring import job_progress, jobs_for_project, judge_summary, judges_for_project
 from labeling.selectors.validation import report_for_judges
 from labeling.services.definitions import DefinitionError, definition_save
-from labeling.services.scoring import ScoringError, scoring_job_create
+from labeling.services.judges import JudgeError, judge_create
+from labeling.services.scoring import ScoringError, scoring_job_start
 from labeling.services.validation import validation_result_ensure
 
 
@@ -173,6 +176,31 @@ class ValidationView(APIView):
         return Response({**body, "stale": result.is_stale})
 
 
+class JudgeListView(APIView):
+    """GET the project's judges. POST creates one (project admins), checked as the page and `add_judge` check it;
+    an openai judge names an `endpoint` the operator declared, and any other field (`base_url`, `api_key_env`)
+    is refused with 400."""
+
+    @extend_schema(responses={200: JudgeSerializer(many=True)})
+    def get(self, request: Request, slug: str) -> Response:
+        project = get_object_or_404(projects_visible_to(user=request.user), slug=slug)
+        return Response(JudgeSerializer([judge_summary(judge) for judge in judges_for_project(project)],
+                                        many=True).data)
+
+    @extend_schema(request=JudgeCreateSerializer, responses={201: JudgeSerializer})
+    def post(self, request: Request, slug: str) -> Response:
+        project = get_object_or_404(projects_visible_to(user=request.user), slug=slug)
+        if project_role(user=request.user, project=project) != Membership.Role.ADMIN:
+            raise PermissionDenied("Only a project admin can create a judge.")
+        body = JudgeCreateSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        try:
+            judge = judge_create(project=project, **body.validated_data)
+        except JudgeError as exc:
+            raise ValidationError({"detail": str(exc)}) from None
+        return Response(JudgeSerializer(judge_summary(judge)).data, status=201)
+
+
 class ScoringJobListView(APIView):
     """POST starts a scoring job (project admins): `judge`, `scope` (missing, all or selection) and, for a
     selection, `pair_ids`. GET lists the project's recent jobs with their progress."""
@@ -180,9 +208,11 @@ class ScoringJobListView(APIView):
     @extend_schema(responses={200: ScoringJobSerializer(many=True)})
     def get(self, request: Request, slug: str) -> Response:
         project = get_object_or_404(projects_visible_to(user=request.user), slug=slug)
-        return Response(ScoringJobSerializer([job_progress(j) for j in jobs_for_project(project)], many=True).data)
+        admin = project_role(user=request.user, project=project) == Membership.Role.ADMIN
+        jobs = [job_progress(job, show_errors=admin) for job in jobs_for_project(project)]
+        return Response(ScoringJobSerializer(jobs, many=True).data)
 
-    @extend_schema(request=ScoringJobCreateSerializer, responses={201: ScoringJobSerializer})
+    @extend_schema(request=ScoringJobCreateSerializer, responses={201: ScoringJobSerializer, 200: ScoringJobSerializer})
     def post(self, request: Request, slug: str) -> Response:
         project = get_object_or_404(projects_visible_to(user=request.user), slug=slug)
         if project_role(user=request.user, project=project) != Membership.Role.ADMIN:
@@ -193,11 +223,12 @@ class ScoringJobListView(APIView):
         if judge is None:
             raise ValidationError({"judge": f"project {slug!r} has no judge {body.validated_data['judge']!r}"})
         try:
-            job = scoring_job_create(project=project, judge=judge, scope=body.validated_data["scope"],
-                                     pair_ids=body.validated_data.get("pair_ids"), user=request.user)
+            job, created = scoring_job_start(project=project, judge=judge, scope=body.validated_data["scope"],
+                                             pair_ids=body.validated_data.get("pair_ids"), user=request.user)
         except ScoringError as exc:
             raise ValidationError({"detail": str(exc)}) from None
-        return Response(ScoringJobSerializer(job_progress(job)).data, status=201)
+        # 200 with the running job: the judge had one already, and it was resumed rather than doubled.
+        return Response(ScoringJobSerializer(job_progress(job, show_errors=True)).data, status=201 if created else 200)
 
 
 class ScoringJobDetailView(APIView):
@@ -207,7 +238,8 @@ class ScoringJobDetailView(APIView):
     def get(self, request: Request, slug: str, job_id: int) -> Response:
         project = get_object_or_404(projects_visible_to(user=request.user), slug=slug)
         job = get_object_or_404(ScoringJob.objects.select_related("judge"), project=project, id=job_id)
-        return Response(ScoringJobSerializer(job_progress(job)).data)
+        admin = project_role(user=request.user, project=project) == Membership.Role.ADMIN
+        return Response(ScoringJobSerializer(job_progress(job, show_errors=admin)).data)
 
 
 class DefinitionListView(APIView):

@@ -40,7 +40,7 @@ from labeling.selectors.validation import (
     validation_result_for,
 )
 from labeling.services.judges import JudgeError, judge_create
-from labeling.services.scoring import ScoringError, scoring_job_cancel, scoring_job_create, scoring_job_estimate
+from labeling.services.scoring import ScoringError, scoring_job_cancel, scoring_job_estimate, scoring_job_start
 from labeling.services.validation import ValidationError, judge_calibrate, validation_request_refresh
 from labeling.views.access import admin_project
 from models_llm.prompts import DEFAULT_TEMPLATE
@@ -190,7 +190,7 @@ def judge_calibrate_view(request: HttpRequest, slug: str, judge: str) -> HttpRes
 
 def _judges_context(request: HttpRequest, project: Project, form: JudgeForm | None = None) -> dict:
     role = project_role(user=request.user, project=project)
-    jobs = [job_progress(job) for job in jobs_for_project(project)]
+    jobs = [job_progress(job, show_errors=role == Membership.Role.ADMIN) for job in jobs_for_project(project)]
     return {
         "project": project,
         "judges": judges_for_project(project),
@@ -235,11 +235,15 @@ def job_start_view(request: HttpRequest, slug: str, judge: str) -> HttpResponse:
     found = get_object_or_404(Judge, project=project, name=judge)
     scope = request.POST.get("scope", ScoringJob.Scope.MISSING)
     try:
-        job = scoring_job_create(project=project, judge=found, scope=scope, user=request.user)
+        job, created = scoring_job_start(project=project, judge=found, scope=scope, user=request.user)
     except ScoringError as exc:
         messages.error(request, str(exc))
     else:
-        messages.success(request, f"Job {job.id}: {job.total:,} pairs queued for {found.name}.")
+        if created:
+            messages.success(request, f"Job {job.id}: {job.total:,} pairs queued for {found.name}.")
+        else:
+            messages.info(request, f"{found.name} already has job {job.id} running: its unwritten chunks were "
+                                   "queued again instead of starting a second job.")
     return redirect("labeling:judges", slug=project.slug)
 
 
