@@ -68,6 +68,7 @@ MATRIX: dict[str, dict[str, str]] = {
     "api:label-list": {"GET": MEMBER, "POST": ANNOTATOR},
     "api:label-undo": {"POST": ANNOTATOR},
     "api:validation": {"GET": READER},
+    "api:judge-list": {"GET": MEMBER, "POST": ADMIN_ONLY},
     "api:job-list": {"GET": MEMBER, "POST": ADMIN_ONLY},
     "api:job-detail": {"GET": MEMBER},
     "api:definition-list": {"GET": MEMBER, "POST": ADMIN_ONLY},
