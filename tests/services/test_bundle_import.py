@@ -26,7 +26,7 @@ from tests.factories import PairFactory
 from tests.services.test_drafting import Scripted, openai_judge
 
 SAMPLE = Path(__file__).resolve().parents[2] / "data" / "climretrieve"
-DIRAS_EXAMPLE = Path(__file__).resolve().parents[3] / "shared" / "data" / "diras-example"
+DIRAS_EXAMPLE = Path(__file__).resolve().parents[2] / "data" / "diras-example"
 TABLES = [Project, Query, RelevanceDefinition, Passage, Pair, PairSource, Label, Judge, Judgment, Membership]
 
 pytestmark = pytest.mark.django_db
