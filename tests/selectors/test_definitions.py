@@ -9,12 +9,11 @@ from django.utils import timezone
 from labeling.models import RelevanceDefinition
 from labeling.selectors.definitions import (
     current_definition,
-    DiffBlock,
-    DiffPiece,
     definition_diff,
     definition_history,
     definition_versions,
 )
+from labeling.textdiff import DiffBlock, DiffPiece
 from tests.factories import (
     JudgeFactory,
     JudgmentFactory,
