@@ -4,7 +4,9 @@ Local use (DEBUG=1) needs nothing running: SQLite and kombu's filesystem broker 
 secret key is generated there once. Production sets DEBUG=0, SECRET_KEY, DATABASE_URL, CELERY_BROKER_URL
 and ALLOWED_HOSTS, and passes `manage.py check --deploy`.
 """
+import json
 import os
+import re
 import secrets
 from datetime import timedelta
 from pathlib import Path
@@ -308,9 +310,6 @@ def _llm_endpoints(raw: str) -> dict[str, dict]:
     {"openai": {"base_url": "https://api.openai.com/v1", "api_key_env": "OPENAI_API_KEY"},
      "local": {"base_url": "http://127.0.0.1:8001/v1", "allow_local": true}}.
     Judges name an endpoint; nobody but the operator types a URL or the variable that holds a key."""
-    import json
-    import re
-
     try:
         value = json.loads(raw or "{}")
     except ValueError as exc:

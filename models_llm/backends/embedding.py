@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from transformers import AutoModel, AutoTokenizer
 
 from models_llm.backends import ScorerConfigError
 from models_llm.types import JudgeConfig, PairInput, Verdict
@@ -90,8 +91,6 @@ class EmbeddingScorer:
     """Scores pairs by embedding cosine similarity; see the module docstring."""
 
     def __init__(self, config: JudgeConfig) -> None:
-        from transformers import AutoModel, AutoTokenizer
-
         if config.backend != "embedding":
             raise ScorerConfigError(f"EmbeddingScorer needs the embedding backend, got {config.backend!r}")
         folder = Path(config.model)
