@@ -4,7 +4,7 @@ A bulk import streams validated rows into these tables and then merges them into
 set-based SQL, so memory stays flat whatever the size of the files."""
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from types import TracebackType
 from typing import Any
 
@@ -68,10 +68,6 @@ class _Writer:
         self._batch.append(row)
         if len(self._batch) >= BATCH_ROWS:
             self._flush()
-
-    def write_many(self, rows: Iterable[tuple]) -> None:
-        for row in rows:
-            self(row)
 
     def _flush(self) -> None:
         if self._batch:

@@ -292,12 +292,6 @@ class HFScorer:
         return verdicts
 
     @torch.inference_mode()
-    def count_chat_tokens(self, messages: Sequence[dict[str, str]]) -> int:
-        """The prompt tokens generate_chat would send for `messages` (no model call)."""
-        text = self.tokenizer.apply_chat_template(list(messages), add_generation_prompt=True, tokenize=False)
-        return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
-
-    @torch.inference_mode()
     def generate_chat(self, messages: Sequence[dict[str, str]], max_new_tokens: int | None = None) -> Generation:
         """The greedy answer (at most `max_new_tokens`, default config.max_new_tokens) to chat `messages`, with
         its token counts."""
