@@ -8,12 +8,60 @@ from django.db.models.functions import Abs
 from django.utils import timezone
 
 
+class JudgeBackend(models.TextChoices):
+    """The kinds of judge (Judge.Backend). models_llm.types.Backend holds the three that load a model."""
+
+    HF = "hf", "hf: local transformers model"
+    OPENAI = "openai", "openai: OpenAI-compatible API"
+    EMBEDDING = "embedding", "embedding: cosine similarity baseline"
+    ENSEMBLE = "ensemble", "ensemble: the mean P of other judges"
+    IMPORT = "import", "import: the judgments of an imported bundle"
+
+    @classmethod
+    def creatable(cls) -> tuple[JudgeBackend, ...]:
+        """The backends a judge is created with (an imported judge comes with its bundle's judgments)."""
+        return (cls.HF, cls.OPENAI, cls.EMBEDDING, cls.ENSEMBLE)
+
+    @classmethod
+    def generative(cls) -> tuple[JudgeBackend, ...]:
+        """The backends whose model writes text: they draft definitions and their prompts cost tokens."""
+        return (cls.HF, cls.OPENAI)
+
+    @classmethod
+    def local_model(cls) -> tuple[JudgeBackend, ...]:
+        """The backends whose `model` is a folder under a model root (openai names a model of its endpoint)."""
+        return (cls.HF, cls.EMBEDDING)
+
+
+class JudgeMethod(models.TextChoices):
+    """How a judge turns its model's answer into P (Judge.Method), recorded on each judgment; models_llm.types.Method
+    is the same set."""
+
+    TOK = "tok", "Tok: P from the Yes/No next-token logits"
+    ASK = "ask", "Ask: parse the stated confidence"
+    EMBEDDING = "embedding", "Embedding: cosine similarity of query and passage"
+    ENSEMBLE = "ensemble", "Ensemble: DisastIR prompt strategies, JSON scores averaged"
+
+    @classmethod
+    def prompting(cls) -> tuple[JudgeMethod, ...]:
+        """The methods a generative judge is created with."""
+        return (cls.TOK, cls.ASK, cls.ENSEMBLE)
+
+    @classmethod
+    def default_for(cls, backend: str) -> JudgeMethod:
+        """The method a new judge of `backend` scores with when none is chosen."""
+        return cls.EMBEDDING if backend == JudgeBackend.EMBEDDING else cls.TOK
+
+
 class Judge(models.Model):
-    """An LLM judging configuration. Imported judgments get a judge with backend 'import'."""
+    """An LLM judging configuration. Imported judgments get a judge with backend `import`."""
+
+    Backend = JudgeBackend
+    Method = JudgeMethod
 
     project = models.ForeignKey("labeling.Project", on_delete=models.CASCADE, related_name="judges", db_index=False)
     name = models.CharField(max_length=200)
-    backend = models.CharField(max_length=64)
+    backend = models.CharField(max_length=64, choices=Backend.choices)
     model = models.CharField(max_length=300, blank=True)
     prompt = models.TextField(blank=True)
     calibration = models.CharField(max_length=64, blank=True)
@@ -34,10 +82,24 @@ class Judge(models.Model):
                 & (Q(price_out__isnull=True) | Q(price_out__gte=0)),
                 name="judge_prices_not_negative",
             ),
+            models.CheckConstraint(condition=Q(backend__in=JudgeBackend.values), name="judge_backend_valid"),
         ]
 
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def is_imported(self) -> bool:
+        return self.backend == self.Backend.IMPORT
+
+    @property
+    def is_ensemble(self) -> bool:
+        """A judges ensemble: its P is the mean of its member judges' P; it has no model of its own."""
+        return self.backend == self.Backend.ENSEMBLE
+
+    @property
+    def is_generative(self) -> bool:
+        return self.backend in self.Backend.generative()
 
 
 class Judgment(models.Model):
