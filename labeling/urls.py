@@ -1,16 +1,13 @@
 from django.urls import path
 
-from labeling.views import adjudication, definitions, members
-from labeling.views import projects as views
-from labeling.views import settings
-from labeling.views import workspace
+from labeling.views import adjudication, definitions, judges, members, projects, settings, validation, workspace
 
 # <id:...> is a database id (labeling.ids.IdConverter, registered in labeling/apps.py).
 app_name = "labeling"
 
 urlpatterns = [
-    path("", views.project_list, name="project_list"),
-    path("projects/<slug:slug>/", views.project_detail, name="project_detail"),
+    path("", projects.project_list, name="project_list"),
+    path("projects/<slug:slug>/", projects.project_detail, name="project_detail"),
     path("projects/<slug:slug>/annotate/", workspace.workspace, name="workspace"),
     path("projects/<slug:slug>/annotate/submit/", workspace.workspace_submit, name="workspace_submit"),
     path("projects/<slug:slug>/annotate/skip/", workspace.workspace_skip, name="workspace_skip"),
@@ -22,14 +19,14 @@ urlpatterns = [
     path("projects/<slug:slug>/members/", members.members_page, name="members"),
     path("projects/<slug:slug>/members/<id:user_id>/remove/", members.member_remove_view, name="member_remove"),
     path("projects/<slug:slug>/settings/", settings.queue_settings_page, name="settings"),
-    path("projects/<slug:slug>/validation/", views.validation_dashboard, name="validation"),
-    path("projects/<slug:slug>/validation/refresh/", views.validation_refresh, name="validation_refresh"),
-    path("projects/<slug:slug>/judges/<path:judge>/calibrate/", views.judge_calibrate_view, name="judge_calibrate"),
-    path("projects/<slug:slug>/judges/", views.judges_page, name="judges"),
-    path("projects/<slug:slug>/judges/new/", views.judge_create_view, name="judge_create"),
-    path("projects/<slug:slug>/judges/<path:judge>/score/", views.job_start_view, name="job_start"),
-    path("projects/<slug:slug>/judges/<path:judge>/estimate/", views.judge_estimate_view, name="judge_estimate"),
-    path("projects/<slug:slug>/jobs/<id:job_id>/cancel/", views.job_cancel_view, name="job_cancel"),
+    path("projects/<slug:slug>/validation/", validation.validation_dashboard, name="validation"),
+    path("projects/<slug:slug>/validation/refresh/", validation.validation_refresh, name="validation_refresh"),
+    path("projects/<slug:slug>/judges/<path:judge>/calibrate/", validation.judge_calibrate_view, name="judge_calibrate"),
+    path("projects/<slug:slug>/judges/", judges.judges_page, name="judges"),
+    path("projects/<slug:slug>/judges/new/", judges.judge_create_view, name="judge_create"),
+    path("projects/<slug:slug>/judges/<path:judge>/score/", judges.job_start_view, name="job_start"),
+    path("projects/<slug:slug>/judges/<path:judge>/estimate/", judges.judge_estimate_view, name="judge_estimate"),
+    path("projects/<slug:slug>/jobs/<id:job_id>/cancel/", judges.job_cancel_view, name="job_cancel"),
     path("projects/<slug:slug>/queries/<id:query_id>/definition/", definitions.definition_page, name="definition"),
     path(
         "projects/<slug:slug>/queries/<id:query_id>/definition/draft/", definitions.definition_draft_view,

@@ -1,0 +1,104 @@
+"""HTML pages: a project's judges and their scoring jobs; admins create judges, start, estimate and cancel
+jobs."""
+from __future__ import annotations
+
+import json
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+
+from labeling.forms import JudgeForm
+from labeling.models import Judge, Membership, Project, ScoringJob
+from labeling.selectors.projects import project_role, projects_visible_to
+from labeling.selectors.scoring import job_progress, jobs_for_project, judges_for_project
+from labeling.services.judges import JudgeError, judge_create
+from labeling.services.scoring import ScoringError, scoring_job_cancel, scoring_job_estimate, scoring_job_start
+from labeling.views.access import admin_project
+from models_llm.prompts import DEFAULT_TEMPLATE
+
+
+def _judges_context(request: HttpRequest, project: Project, form: JudgeForm | None = None) -> dict:
+    role = project_role(user=request.user, project=project)
+    jobs = [job_progress(job, show_errors=role == Membership.Role.ADMIN) for job in jobs_for_project(project)]
+    return {
+        "project": project,
+        "judges": judges_for_project(project),
+        "jobs": jobs,
+        "any_running": any(p.job.status == ScoringJob.Status.RUNNING for p in jobs),
+        "is_admin": role == Membership.Role.ADMIN,
+        "form": form or JudgeForm(project=project),
+        "default_template": json.dumps(DEFAULT_TEMPLATE, indent=2),
+    }
+
+
+@login_required
+def judges_page(request: HttpRequest, slug: str) -> HttpResponse:
+    project = get_object_or_404(projects_visible_to(user=request.user), slug=slug)
+    context = _judges_context(request, project)
+    if request.htmx and not request.htmx.history_restore_request:
+        return render(request, "labeling/judges.html#jobs", context)
+    return render(request, "labeling/judges.html", context)
+
+
+@login_required
+@require_POST
+def judge_create_view(request: HttpRequest, slug: str) -> HttpResponse:
+    project = admin_project(request, slug, to="do this")
+    form = JudgeForm(request.POST, project=project)
+    if form.is_valid():
+        try:
+            judge = judge_create(project=project, **form.service_arguments())
+        except JudgeError as exc:
+            form.add_error(None, str(exc))
+        else:
+            messages.success(request, f"Created judge {judge.name}.")
+            return redirect("labeling:judges", slug=project.slug)
+    return render(request, "labeling/judges.html", _judges_context(request, project, form), status=400)
+
+
+@login_required
+@require_POST
+def job_start_view(request: HttpRequest, slug: str, judge: str) -> HttpResponse:
+    project = admin_project(request, slug, to="do this")
+    found = get_object_or_404(Judge, project=project, name=judge)
+    scope = request.POST.get("scope", ScoringJob.Scope.MISSING)
+    try:
+        job, created = scoring_job_start(project=project, judge=found, scope=scope, user=request.user)
+    except ScoringError as exc:
+        messages.error(request, str(exc))
+    else:
+        if created:
+            messages.success(request, f"Job {job.id}: {job.total:,} pairs queued for {found.name}.")
+        else:
+            messages.info(request, f"{found.name} already has job {job.id} running: its unwritten chunks were "
+                                   "queued again instead of starting a second job.")
+    return redirect("labeling:judges", slug=project.slug)
+
+
+@login_required
+def judge_estimate_view(request: HttpRequest, slug: str, judge: str) -> HttpResponse:
+    """A dry run of a job (project admins): calls, tokens and cost before anything is sent to a model."""
+    project = admin_project(request, slug, to="do this")
+    found = get_object_or_404(Judge, project=project, name=judge)
+    scope = request.GET.get("scope", ScoringJob.Scope.MISSING)
+    context = {"project": project, "judge": found, "scope": scope}
+    try:
+        context["estimate"] = scoring_job_estimate(project=project, judge=found, scope=scope)
+    except ScoringError as exc:
+        context["error"] = str(exc)
+    # 200 either way: htmx swaps the answer, error included, into the Judges page; without htmx, a page of its own.
+    template = "labeling/_estimate.html" if request.htmx else "labeling/judge_estimate.html"
+    return render(request, template, context)
+
+
+@login_required
+@require_POST
+def job_cancel_view(request: HttpRequest, slug: str, job_id: int) -> HttpResponse:
+    project = admin_project(request, slug, to="do this")
+    job = get_object_or_404(ScoringJob, project=project, id=job_id)
+    scoring_job_cancel(job=job)
+    messages.info(request, f"Job {job.id} cancelled; what it wrote stays.")
+    return redirect("labeling:judges", slug=project.slug)

@@ -1,0 +1,133 @@
+"""HTML pages: a project's validation report (judges against the human labels, by definition version), its
+recomputation, and fitting a judge's calibrator from it."""
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse, HttpResponseForbidden
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+
+from labeling.charts import f1_curve_chart, reliability_chart
+from labeling.models import Judge, Membership, Project, ValidationResult
+from labeling.selectors.definition_metrics import (
+    cached_metrics_by_definition,
+    default_comparison_judge,
+    judges_with_judgments,
+)
+from labeling.selectors.disclosure import BLIND_REPORTS, sees_reports
+from labeling.selectors.projects import project_role, projects_visible_to
+from labeling.selectors.validation import (
+    METRIC_ROWS,
+    holds_report,
+    human_rows,
+    metric_rows,
+    validation_result_for,
+)
+from labeling.services.validation import ValidationError, judge_calibrate, validation_request_refresh
+from labeling.views.access import admin_project
+
+
+def _validation_context(project: Project, result: ValidationResult | None, role: str | None) -> dict:
+    data = result.data if result is not None else None
+    judges, columns = [], []
+    if data is not None:
+        for section in data["judges"]:
+            columns.append(metric_rows(section))
+            judges.append(
+                {
+                    "section": section,
+                    "reliability": reliability_chart(section["reliability"]) if section.get("reliability") else None,
+                    "f1_curve": f1_curve_chart(section["f1_curve"]) if section.get("f1_curve") else None,
+                }
+            )
+    return {
+        "project": project,
+        "result": result,
+        "data": data,
+        "judges": judges,
+        "human_rows": human_rows(data["human"]) if data else [],
+        "is_admin": role == Membership.Role.ADMIN,
+        "metric_table": [
+            {"label": label, "cells": [rows[index] for rows in columns]}
+            for index, (_, label, _) in enumerate(METRIC_ROWS)
+        ],
+    }
+
+
+def _by_definition_context(project: Project, result: ValidationResult | None, judge_name: str | None) -> dict:
+    """The "By definition version" section for one judge (`judge_name`; default: the queues' judge, else the
+    first judge with judgments), read from the cached report: the worker computes it with the report, so a
+    re-score shows once the report is recomputed, and no request computes it."""
+    judges = judges_with_judgments(project=project)
+    if judge_name:
+        judge = get_object_or_404(Judge, project=project, name=judge_name)
+    else:
+        judge = default_comparison_judge(project=project, judges=judges)
+    comparison = None
+    if judge is not None and holds_report(result):
+        comparison = cached_metrics_by_definition(report=result.data, judge=judge)
+    return {
+        "project": project,
+        "definition_judges": judges,
+        "definition_judge": judge,
+        "comparison": comparison,
+    }
+
+
+def _report_project(request: HttpRequest, slug: str) -> Project:
+    project = get_object_or_404(projects_visible_to(user=request.user), slug=slug)
+    if not sees_reports(project=project, role=project_role(user=request.user, project=project)):
+        raise PermissionDenied(BLIND_REPORTS)
+    return project
+
+
+@login_required
+def validation_dashboard(request: HttpRequest, slug: str) -> HttpResponse:
+    project = _report_project(request, slug)
+    partial = request.htmx and not request.htmx.history_restore_request
+    result = validation_result_for(project)
+    if partial and request.htmx.target == "by-definition":
+        context = _by_definition_context(project, result, request.GET.get("judge"))
+        return render(request, "labeling/validation.html#by-definition", context)
+    if result is None or (not holds_report(result) and not result.is_stale):
+        validation_request_refresh(project=project)
+        result = validation_result_for(project)
+    context = _validation_context(project, result, project_role(user=request.user, project=project))
+    if partial:
+        # The report polls while it is recomputed: only its body, not the live section below it.
+        return render(request, "labeling/validation.html#validation-body", context)
+    context |= _by_definition_context(project, result, request.GET.get("judge"))
+    return render(request, "labeling/validation.html", context)
+
+
+@login_required
+@require_POST
+def validation_refresh(request: HttpRequest, slug: str) -> HttpResponse:
+    project = admin_project(request, slug, to="ask for a recomputation")
+    validation_request_refresh(project=project)
+    messages.info(request, "Recomputing the report: this page updates when it is ready.")
+    return redirect("labeling:validation", slug=project.slug)
+
+
+@login_required
+@require_POST
+def judge_calibrate_view(request: HttpRequest, slug: str, judge: str) -> HttpResponse:
+    project = get_object_or_404(projects_visible_to(user=request.user), slug=slug)
+    if project_role(user=request.user, project=project) != Membership.Role.ADMIN:
+        return HttpResponseForbidden("Only a project admin can fit a calibrator.")
+    found = get_object_or_404(Judge, project=project, name=judge)
+    try:
+        calibration = judge_calibrate(judge=found, user=request.user)
+    except ValidationError as exc:
+        messages.error(request, str(exc))
+    else:
+        cv = calibration.cv
+        messages.success(
+            request,
+            f"Calibrated {found.name} with {calibration.method} on {calibration.n:,} gold pairs: cross-validated ECE "
+            f"{cv['raw']['ece']:.3f} -> {cv['calibrated']['ece']:.3f}, Brier {cv['raw']['brier']:.3f} -> "
+            f"{cv['calibrated']['brier']:.3f}. Exports of this judge now use the calibrated P.",
+        )
+    return redirect("labeling:validation", slug=project.slug)
