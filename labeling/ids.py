@@ -2,6 +2,8 @@
 against before it reaches the ORM, so that an id no row can have is a 404 or a 400 instead of an overflow."""
 from __future__ import annotations
 
+from labeling.exceptions import DomainError
+
 # Primary keys are bigints (BigAutoField) on PostgreSQL and SQLite: a larger number overflows in the driver.
 ID_MIN, ID_MAX = 1, 2**63 - 1
 # Digits with no leading zero and at most as many as ID_MAX has; the URL converter still checks ID_MAX itself.
@@ -9,7 +11,7 @@ ID_PATTERN = "[1-9][0-9]{0,18}"
 ID_RULE = f"a whole number from {ID_MIN} to {ID_MAX}"
 
 
-class IdError(ValueError):
+class IdError(DomainError):
     """A value from outside is not a database id; the message names the parameter and says what it must be."""
 
 

@@ -5,8 +5,10 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from labeling.exceptions import DomainError
 
-class ScaleError(ValueError):
+
+class ScaleError(DomainError):
     """A label scale that cannot be used (raised with a message naming what is wrong)."""
 
 

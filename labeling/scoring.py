@@ -9,6 +9,7 @@ from pathlib import Path
 
 from django.conf import settings
 
+from labeling.exceptions import DomainError
 from labeling.models import Judge, Judgment, Pair
 from models_llm.backends import Scorer, load_scorer
 from models_llm.bundled import BundledModelError, minilm_folder
@@ -24,7 +25,7 @@ PARAMETER_FIELDS = (
 )
 
 
-class JudgeConfigError(ValueError):
+class JudgeConfigError(DomainError):
     """A judge whose stored configuration cannot be used (the message names the field)."""
 
 

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 from django.db.models import F
 
+from labeling.exceptions import DomainError
 from labeling.models import Judge, JudgeCalibration, Judgment, PairSource, Project
 from labeling.selectors.streams import (
     CHUNK,
@@ -30,7 +31,7 @@ from models_llm.calibration import Calibrator
 BATCH = 5_000
 
 
-class ExportError(ValueError):
+class ExportError(DomainError):
     """The export cannot run as asked (unknown judge, threshold out of range...)."""
 
 

@@ -27,6 +27,7 @@ from django.db.models import (
 from django.db.models.functions import Abs, Coalesce, Floor, Greatest
 from django.utils import timezone
 
+from labeling.exceptions import DomainError
 from labeling.models import Judgment, Label, Lease, Pair, Project
 from labeling.models.project import QUEUE_STRATEGIES
 
@@ -39,7 +40,7 @@ OVERLAP_DIGITS = 1024
 LEFT_COUNT_CAP = 10_000
 
 
-class QueueError(ValueError):
+class QueueError(DomainError):
     """A queue asked for that does not exist."""
 
 

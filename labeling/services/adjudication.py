@@ -8,13 +8,14 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from labeling.exceptions import DomainError
 from labeling.models import Label, Pair, Project
 from labeling.selectors.definitions import current_definition
 from labeling.services.labels import MAX_NOTE_CHARS
 from labeling.services.validation import validation_request_refresh_soon
 
 
-class AdjudicationError(ValueError):
+class AdjudicationError(DomainError):
     """An adjudication that cannot be stored as asked (grade off the scale, pair not in the project...)."""
 
 

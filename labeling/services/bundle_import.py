@@ -16,6 +16,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from labeling.bundle_reader import Problems
+from labeling.exceptions import DomainError
 from labeling.models import Judge, Membership, Passage, Project, Query
 from labeling.scale import DEFAULT_SCALE, LabelScale, ScaleError
 from labeling.services.bundle_merge import BundleMerger
@@ -28,7 +29,7 @@ IMPORTED_JUDGE_BACKEND = "import"
 _VALIDATION_INPUTS = ("pairs", "reference grades", "labels", "labels superseded", "judgments", "definitions")
 
 
-class BundleImportError(Exception):
+class BundleImportError(DomainError):
     """The bundle was not imported; `problems` lists what is wrong, each naming its file and line."""
 
     def __init__(self, problems: Problems) -> None:

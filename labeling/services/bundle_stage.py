@@ -19,6 +19,7 @@ from labeling.bundle_reader import (
     iter_jsonl,
     iter_tsv,
 )
+from labeling.exceptions import DomainError
 from labeling.models import Label
 from labeling.scale import LabelScale, ScaleError
 from labeling.staging import StagingTable
@@ -30,7 +31,7 @@ MAX_USERNAME_LENGTH = 150
 ROLES = {choice.value for choice in Label.Role}
 
 
-class BundleLayoutError(ValueError):
+class BundleLayoutError(DomainError):
     """The folder is not a bundle (no queries file, missing corpus...)."""
 
 

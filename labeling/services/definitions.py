@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 
+from labeling.exceptions import DomainError
 from labeling.models import Judge, Project, Query, RelevanceDefinition, ScoringJob
 from labeling.selectors.definitions import stale_pairs
 from labeling.services.scoring import scoring_job_create
@@ -12,7 +13,7 @@ from labeling.services.scoring import scoring_job_create
 MAX_DEFINITION_CHARS = 50_000
 
 
-class DefinitionError(ValueError):
+class DefinitionError(DomainError):
     """A definition that cannot be saved as given, or a re-scoring with nothing to do; the message says why."""
 
 

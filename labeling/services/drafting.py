@@ -10,6 +10,7 @@ from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
+from labeling.exceptions import DomainError
 from labeling.models import DefinitionDraft, Judge, Query, RelevanceDefinition
 from labeling.scoring import JudgeConfigError, judge_config, scorer_for
 from labeling.selectors.definitions import current_definition
@@ -26,7 +27,7 @@ MAX_ERROR_CHARS = 2000
 Generate = Callable[..., Generation]
 
 
-class DraftingError(ValueError):
+class DraftingError(DomainError):
     """A draft that cannot be asked for as given (a judge that cannot write, nothing to refine from)."""
 
 

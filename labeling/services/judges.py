@@ -7,12 +7,13 @@ from pathlib import Path
 from django.conf import settings
 from django.db import transaction
 
+from labeling.exceptions import DomainError
 from labeling.models import Judge, Project
 from labeling.scoring import ENSEMBLE_BACKEND, PARAMETER_FIELDS, JudgeConfigError, judge_check, judge_config
 from models_llm.ensembles import DEFAULT_INTENT, EnsembleConfigError, strategies_for
 
 
-class JudgeError(ValueError):
+class JudgeError(DomainError):
     """A judge that cannot be created as asked (the message names the field)."""
 
 

@@ -11,6 +11,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
+from labeling.exceptions import DomainError
 from labeling.models import Label, Lease, Pair, Project, RelevanceDefinition
 from labeling.models.project import QUEUE_STRATEGIES
 from labeling.selectors.definitions import current_definition
@@ -23,7 +24,7 @@ MAX_TIME_SPENT_SECONDS = 24 * 3600
 MAX_CLIENT_KEY_CHARS = 64
 
 
-class LabelError(ValueError):
+class LabelError(DomainError):
     """A label or claim that cannot be made as asked (bad grade, unknown item, reused key...)."""
 
 

@@ -6,11 +6,12 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 
+from labeling.exceptions import DomainError
 from labeling.models import Lease, Membership, Project
 from labeling.selectors.projects import project_role
 
 
-class MembershipError(ValueError):
+class MembershipError(DomainError):
     """A membership change that cannot be made (unknown user or role, the last admin, not an admin...)."""
 
 

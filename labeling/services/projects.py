@@ -4,9 +4,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.core.exceptions import PermissionDenied
 from django.db import transaction
 
+from labeling.exceptions import DomainError, Forbidden
 from labeling.models import Judge, Membership, Project
 from labeling.models.project import QUEUE_STRATEGIES
 from labeling.selectors.projects import project_role
@@ -16,7 +16,7 @@ LABELS_PER_ITEM_MAX = 10
 LEASE_MINUTES_MAX = 240
 
 
-class ProjectSettingsError(ValueError):
+class ProjectSettingsError(DomainError):
     """Queue settings that cannot be saved; `errors` maps each bad field to a message naming it."""
 
     def __init__(self, errors: dict[str, str]) -> None:
@@ -24,7 +24,7 @@ class ProjectSettingsError(ValueError):
         self.errors = errors
 
 
-class ProjectSettingsForbidden(PermissionDenied):
+class ProjectSettingsForbidden(Forbidden):
     """Someone other than a project admin tried to change the settings."""
 
 

@@ -17,6 +17,7 @@ from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
+from labeling.exceptions import DomainError
 from labeling.models import Judge, Judgment, Pair, Project, RelevanceDefinition, ScoringChunk, ScoringJob
 from labeling.scoring import (
     JudgeConfigError,
@@ -39,7 +40,7 @@ from models_llm.types import Verdict
 logger = logging.getLogger(__name__)
 
 
-class ScoringError(ValueError):
+class ScoringError(DomainError):
     """A job that cannot be started or changed as asked (bad judge configuration, unknown pair ids...)."""
 
 

@@ -10,6 +10,7 @@ from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
+from labeling.exceptions import DomainError
 from labeling.models import Judge, JudgeCalibration, Project, ValidationResult
 from labeling.selectors.definition_metrics import judge_metrics_by_definition
 from labeling.selectors.validation import BY_DEFINITION, GoldSet, gold_set, holds_report, judge_arrays, scale_spec
@@ -20,7 +21,7 @@ from models_llm.metrics import human_agreement, judge_report
 BOOTSTRAP_DRAWS = 1_000
 
 
-class ValidationError(ValueError):
+class ValidationError(DomainError):
     """The report or the calibration cannot be made as asked (unknown judge, too few gold pairs...)."""
 
 

@@ -1,0 +1,19 @@
+"""The domain's errors. Every error the app's models, selectors and services raise derives from DomainError; the
+interfaces turn them into answers at the edge: the access errors below into 404 and 403 by one view decorator
+(labeling/views/access.py) and one DRF exception handler (labeling/api/exceptions.py), the others where they are
+caught (a form error, a 400, a CommandError)."""
+from __future__ import annotations
+
+
+class DomainError(ValueError):
+    """Something the domain refuses or cannot find, with a message for the person who asked. A ValueError, as each
+    error it replaced was: a value the caller gave that the domain does not accept."""
+
+
+class NotFound(DomainError):
+    """The caller named a row that does not exist or that they may not see: the two are one answer (404), so a
+    project's existence does not leak to a non-member."""
+
+
+class Forbidden(DomainError):
+    """The caller may see the project, but their role there does not allow what they asked (403)."""
