@@ -23,7 +23,7 @@ def validation_refresh_task(project_id: int) -> None:
 def score_chunk_task(self, chunk_id: int) -> None:
     """Score one chunk; transient errors are retried with backoff, and a chunk that keeps failing marks its
     pairs failed so the job goes on."""
-    from labeling.services.scoring import scoring_chunk_fail, scoring_chunk_run, worker_name
+    from labeling.services.scoring_chunks import scoring_chunk_fail, scoring_chunk_run, worker_name
 
     worker = worker_name(self.request.id)
     _run_retrying(self, lambda: scoring_chunk_run(chunk_id=chunk_id, worker=worker),
@@ -33,7 +33,7 @@ def score_chunk_task(self, chunk_id: int) -> None:
 @shared_task(ignore_result=True)
 def scoring_sweep_task() -> None:
     """Celery beat, every SCORING_SWEEP_SECONDS: queue again the chunks that lost their worker."""
-    from labeling.services.scoring import scoring_sweep
+    from labeling.services.scoring_chunks import scoring_sweep
 
     scoring_sweep()
 
