@@ -1,18 +1,29 @@
 """Metrics comparing LLM judgments with human labels (DIRAS App. C, DisastIR LVHL)."""
 from models_llm.metrics.calibration_error import ReliabilityBin, brier, ece, ece_adaptive, reliability_bins
+from models_llm.metrics.display import MetricLine, MetricRow, human_rows, metric_table
 from models_llm.metrics.human_agreement import human_agreement, is_uncertain
 from models_llm.metrics.judge_data import JudgeData, ScaleSpec
 from models_llm.metrics.judge_report import judge_report
+from models_llm.metrics.registry import METRICS, JudgedPairs, Metric, MetricValue, metric_values
 
 __all__ = [
+    "METRICS",
     "JudgeData",
+    "JudgedPairs",
+    "Metric",
+    "MetricLine",
+    "MetricRow",
+    "MetricValue",
     "ReliabilityBin",
     "ScaleSpec",
     "brier",
     "ece",
     "ece_adaptive",
     "human_agreement",
+    "human_rows",
     "is_uncertain",
     "judge_report",
+    "metric_table",
+    "metric_values",
     "reliability_bins",
 ]

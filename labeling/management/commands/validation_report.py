@@ -4,9 +4,9 @@ import json
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from labeling.management.lookup import command_judge, command_project
-from labeling.models import Project
-from labeling.selectors.validation import METRIC_ROWS, MetricRow, human_rows, metric_rows, report_for_judges
+from labeling.selectors.validation import report_for_judges
 from labeling.services.validation import BOOTSTRAP_DRAWS, validation_compute
+from models_llm.metrics import MetricRow, human_rows, metric_table
 
 
 def _cell(row: MetricRow) -> str:
@@ -44,17 +44,17 @@ class Command(BaseCommand):
 
     def _table(self, report: dict) -> None:
         judges = report["judges"]
-        width = max(len(label) for _, label, _ in METRIC_ROWS) + 2
-        columns = [[_cell(row) for row in metric_rows(section)] for section in judges]
-        col_width = [max(len(s["name"]), *(len(c) for c in column)) + 2 for s, column in zip(judges, columns)]
+        table = [(line.label, [_cell(row) for row in line.cells]) for line in metric_table(judges)]
+        width = max(len(label) for label, _ in table) + 2
+        col_width = [max(len(s["name"]), *(len(cells[j]) for _, cells in table)) + 2 for j, s in enumerate(judges)]
         counts = report["counts"]
         self.stdout.write(
             f"Project {report['project']}: {counts['pairs']:,} pairs, {counts['gold']:,} with a gold grade, "
             f"{counts['unresolved']:,} unresolved, {counts['uncertain']:,} uncertain."
         )
         self.stdout.write("".ljust(width) + "".join(s["name"].ljust(w) for s, w in zip(judges, col_width)))
-        for index, (_, label, _) in enumerate(METRIC_ROWS):
-            self.stdout.write(label.ljust(width) + "".join(c[index].ljust(w) for c, w in zip(columns, col_width)))
+        for label, cells in table:
+            self.stdout.write(label.ljust(width) + "".join(c.ljust(w) for c, w in zip(cells, col_width)))
         for section in judges:
             for key, reason in section.get("null_reasons", {}).items():
                 self.stdout.write(f"{section['name']}: {key} is empty: {reason}")

@@ -1,0 +1,148 @@
+"""The metric table: every judge-vs-gold metric once, with how it is computed on the pairs, how it is drawn in
+the bootstrap, when it is undefined and how it is shown; the report, the bootstrap, the display rows and the
+metrics by definition version all read it (as ranx's metric table)."""
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+from sklearn.metrics import average_precision_score, roc_auc_score
+
+from models_llm.metrics.calibration_error import brier, ece, ece_adaptive
+from models_llm.metrics.classification import Confusion, single_class_reason
+from models_llm.metrics.judge_data import JudgeData, QueryLayout, ScaleSpec
+from models_llm.metrics.query_stats import Resampled
+from models_llm.metrics.ranking import QueryRanking, mean_defined, query_ranking
+
+
+class JudgedPairs:
+    """A judge's gold-judged pairs as the metric functions take them: binary gold and call, confusion counts and
+    per-query rankings, each computed once, when a metric first asks for it."""
+
+    def __init__(self, data: JudgeData, scale: ScaleSpec) -> None:
+        self.data = data
+        self.gains = scale.gain_of(data.gold)  # before anything else: a grade off the scale is an error
+        self.relevant = data.relevant(scale)
+        self.n = data.n
+        self.n_relevant = int(self.relevant.sum())
+
+    @cached_property
+    def predicted(self) -> np.ndarray:
+        return self.data.predicted_relevant()
+
+    @cached_property
+    def confusion(self) -> Confusion:
+        return Confusion.of(self.relevant, self.predicted)
+
+    @cached_property
+    def layout(self) -> QueryLayout:
+        return QueryLayout.of(self.data.query)
+
+    @cached_property
+    def ranking(self) -> QueryRanking:
+        return query_ranking(self.layout, self.data.p, self.data.gold, self.gains, self.relevant)
+
+    @property
+    def has_both_classes(self) -> bool:
+        return 0 < self.n_relevant < self.n
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One metric of a judge against binary or graded gold, keyed as in the report.
+
+    `compute` takes the pairs and returns the value (None or nan where undefined); a metric combined from
+    others names them in `requires` and gets their values in `combine` instead, and is undefined, with their
+    reasons, when one of them is. `undefined` says why a value is missing ({n}: the number of pairs; {one_class}:
+    which gold class is missing). `draw` gives its value in each bootstrap draw; without one it has no interval."""
+
+    key: str
+    label: str
+    compute: Callable[[JudgedPairs], float | None] | None = None
+    requires: tuple[str, ...] = ()
+    combine: Callable[..., float] | None = None
+    undefined: str = "undefined on these pairs"
+    needs_negatives: bool = False  # undefined unless gold has non-relevant pairs as well as relevant ones
+    draw: Callable[[Resampled], np.ndarray] | None = None
+    decimals: int = 3
+
+
+NO_GAIN = "no query has a gold pair of positive gain"
+NO_RELEVANT = "no query has a relevant gold pair (all {n} are non-relevant)"
+
+# In the order of DIRAS App. C, which is the order of the report's rows. `s` is the JudgedPairs, `d` a Resampled
+# block of bootstrap draws.
+METRICS: dict[str, Metric] = {metric.key: metric for metric in (
+    Metric("f1", "F1", lambda s: s.confusion.f1(), draw=lambda d: d.confusion.f1(),
+           undefined="no pair is relevant, neither in gold nor by the judge"),
+    Metric("precision", "precision", lambda s: s.confusion.precision(),
+           undefined="the judge calls none of the {n} pairs relevant"),
+    Metric("recall", "recall", lambda s: s.confusion.recall(),
+           undefined="no gold pair is relevant (all {n} are non-relevant)"),
+    Metric("accuracy", "accuracy", lambda s: s.confusion.accuracy()),
+    Metric("kappa_vs_gold", "Cohen's kappa", lambda s: s.confusion.kappa(), draw=lambda d: d.confusion.kappa(),
+           needs_negatives=True, undefined="{one_class}; kappa would be 0 whatever the judge says"),
+    Metric("auroc", "AUROC", lambda s: roc_auc_score(s.relevant, s.data.p), draw=Resampled.auroc,
+           needs_negatives=True, undefined="{one_class}"),
+    Metric("brier", "Brier", lambda s: brier(s.data.p, s.relevant)),
+    Metric("ece", "ECE", lambda s: ece(s.data.p, s.relevant), draw=Resampled.ece),
+    Metric("ece_adaptive", "ECE (equal-count)", lambda s: ece_adaptive(s.data.p, s.relevant)),
+    Metric("cal_avg", "cal avg", requires=("auroc", "ece", "brier"),
+           combine=lambda auroc, ece_, brier_: (auroc + (1 - ece_) + (1 - brier_)) / 3),
+    Metric("ndcg", "nDCG", lambda s: mean_defined(s.ranking.ndcg), draw=lambda d: d.query_mean(d.stats.ndcg),
+           undefined=NO_GAIN),
+    Metric("map", "MAP", lambda s: mean_defined(s.ranking.ap), draw=lambda d: d.query_mean(d.stats.ap),
+           undefined=NO_RELEVANT),
+    Metric("info_avg", "info avg", requires=("ndcg", "map"), combine=lambda ndcg, map_: (ndcg + map_) / 2),
+    Metric("ndcg@10", "nDCG@10", lambda s: mean_defined(s.ranking.ndcg_at_10), undefined=NO_GAIN),
+    Metric("map@10", "MAP@10", lambda s: mean_defined(s.ranking.ap_at_10), undefined=NO_RELEVANT),
+    Metric("kendall_tau", "Kendall tau-b", lambda s: mean_defined(s.ranking.kendall_tau),
+           undefined="in every query P or the gold grade is constant (tau-b needs both to vary)"),
+    Metric("ndcg_tie_aware", "nDCG tie-aware", lambda s: mean_defined(s.ranking.ndcg_tie_aware), undefined=NO_GAIN),
+    Metric("map_tie_aware", "MAP tie-aware", lambda s: mean_defined(s.ranking.ap_tie_aware), undefined=NO_RELEVANT),
+    Metric("uncertainty_ap", "uncertainty AP",
+           lambda s: average_precision_score(s.data.uncertain, 1.0 - s.data.confidence_used())
+           if s.data.uncertain.any() else None,
+           undefined="needs at least one uncertain pair; none of the {n} is"),
+)}
+BOOTSTRAPPED = tuple(metric for metric in METRICS.values() if metric.draw is not None)
+
+
+@dataclass(frozen=True)
+class MetricValue:
+    """A metric's value on some pairs, or None and why."""
+
+    value: float | None
+    reason: str | None = None
+
+
+def _value(metric: Metric, pairs: JudgedPairs, value_of: Callable[[str], MetricValue]) -> MetricValue:
+    if metric.requires:
+        parts = {key: value_of(key) for key in metric.requires}
+        missing = [f"{key} ({part.reason})" for key, part in parts.items() if part.value is None]
+        if missing:
+            return MetricValue(None, "needs " + "; ".join(missing))
+        value = metric.combine(*(part.value for part in parts.values()))
+    elif metric.needs_negatives and not pairs.has_both_classes:
+        value = None
+    else:
+        value = metric.compute(pairs)
+    if value is None or not np.isfinite(value):
+        one_class = single_class_reason(pairs.n_relevant, pairs.n - pairs.n_relevant)
+        return MetricValue(None, metric.undefined.format(n=pairs.n, one_class=one_class))
+    return MetricValue(float(value))
+
+
+def metric_values(pairs: JudgedPairs, keys: Iterable[str]) -> dict[str, MetricValue]:
+    """The registered metrics named by `keys` on `pairs` (at least one pair), in that order; a combined metric's
+    parts are computed once whether or not they are asked for."""
+    done: dict[str, MetricValue] = {}
+
+    def value_of(key: str) -> MetricValue:
+        if key not in done:
+            done[key] = _value(METRICS[key], pairs, value_of)
+        return done[key]
+
+    return {key: value_of(key) for key in keys}
