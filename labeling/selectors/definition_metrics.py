@@ -8,25 +8,25 @@ from functools import reduce
 
 import numpy as np
 from django.db.models import Exists, OuterRef
-from sklearn.metrics import roc_auc_score
 
 from labeling.models import Judge, Judgment, Project, RelevanceDefinition
 from labeling.selectors.streams import CHUNK
 from labeling.selectors.validation import BY_DEFINITION, GoldSet, gold_set, scale_spec
-from models_llm.metrics import JudgeData, ScaleSpec, brier, ece
-from models_llm.metrics.classification import Confusion, single_class_reason
+from models_llm.metrics import JudgeData, JudgedPairs, ScaleSpec, metric_values
 
 NO_DEFINITION = "none"
 NO_DEFINITION_LABEL = "no definition"
 BY_VERSION, BY_ORIGIN = "version", "origin"
 ORIGIN_ORDER = (*RelevanceDefinition.Origin.values, NO_DEFINITION)
+# The registered metric behind each metric field of GroupMetrics.
+GROUP_METRICS = {"kappa": "kappa_vs_gold", "auroc": "auroc", "brier": "brier", "ece": "ece", "f1": "f1"}
 
 
 @dataclass(frozen=True)
 class GroupMetrics:
-    """A judge against binary gold on some gold pairs, computed as the validation report computes them: the
-    binary call is the judge's guess where it gave one, else P >= 0.5. An undefined metric is None and
-    `null_reasons[metric]` says why."""
+    """A judge against binary gold on some gold pairs, computed by the registered metrics of the validation
+    report (GROUP_METRICS): the binary call is the judge's guess where it gave one, else P >= 0.5. An undefined
+    metric is None and `null_reasons[metric]` says why."""
 
     n: int
     n_relevant: int
@@ -138,31 +138,18 @@ def _group(key: str, label: str, rows: np.ndarray, judged: _Judged, gold: GoldSe
     return _Group(key, label, int(rows.size), at[hit], judged.p[rows][hit], judged.guess[rows][hit])
 
 
-def _finite(value) -> float | None:
-    return float(value) if value is not None and np.isfinite(value) else None
-
-
 def _metrics(gold: GoldSet, scale: ScaleSpec, at: np.ndarray, p: np.ndarray, guess: np.ndarray) -> GroupMetrics:
     n = int(at.size)
+    if n == 0:
+        return GroupMetrics(0, 0, None, None, None, None, None, dict.fromkeys(GROUP_METRICS, "no gold pairs judged"))
     data = JudgeData(query=gold.query[at], gold=gold.gold[at], p=p, guess=guess,
                      confidence=np.full(n, np.nan), uncertain=gold.uncertain[at])
-    relevant = data.relevant(scale)
-    n_relevant = int(relevant.sum())
-    if n == 0:
-        reasons = dict.fromkeys(("kappa", "auroc", "brier", "ece", "f1"), "no gold pairs judged")
-        return GroupMetrics(0, 0, None, None, None, None, None, reasons)
-    confusion = Confusion.of(relevant, data.predicted_relevant())
-    one_class = single_class_reason(n_relevant, n - n_relevant)
-    values = {
-        "kappa": (_finite(confusion.kappa()), one_class),
-        "auroc": (float(roc_auc_score(relevant, p)) if 0 < n_relevant < n else None, one_class),
-        "brier": (brier(p, relevant), "undefined on these pairs"),
-        "ece": (ece(p, relevant), "undefined on these pairs"),
-        "f1": (_finite(confusion.f1()), "no pair is relevant, neither in gold nor by the judge"),
-    }
-    reasons = {key: reason for key, (value, reason) in values.items() if value is None}
-    return GroupMetrics(n=n, n_relevant=n_relevant, null_reasons=reasons,
-                        **{key: value for key, (value, _) in values.items()})
+    pairs = JudgedPairs(data, scale)
+    results = metric_values(pairs, GROUP_METRICS.values())
+    values = {name: results[key] for name, key in GROUP_METRICS.items()}
+    reasons = {name: result.reason for name, result in values.items() if result.value is None}
+    return GroupMetrics(n=n, n_relevant=pairs.n_relevant, null_reasons=reasons,
+                        **{name: result.value for name, result in values.items()})
 
 
 def _grouping(by: str, groups: list[_Group], gold: GoldSet, scale: ScaleSpec) -> DefinitionGrouping:
