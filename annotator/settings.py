@@ -238,6 +238,8 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.CursorPagination",
     "PAGE_SIZE": env_int("API_PAGE_SIZE", 100),
+    # The domain's NotFound and Forbidden (labeling.exceptions) answer 404 and 403.
+    "EXCEPTION_HANDLER": "labeling.api.exceptions.exception_handler",
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "annotator API",

@@ -93,6 +93,9 @@ class Membership(models.Model):
         EXPERT = "expert", "expert"
         VIEWER = "viewer", "viewer"
 
+    # The roles that label items (the workspace, the queue and label API): experts, and the admins who adjudicate.
+    ANNOTATING_ROLES = frozenset({Role.ADMIN, Role.EXPERT})
+
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="memberships")
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
     role = models.CharField(max_length=16, choices=Role.choices)

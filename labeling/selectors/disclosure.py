@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import QuerySet
 
-from labeling.models import Label, Membership, Project
+from labeling.models import Judgment, Label, Membership, Project
+from labeling.scale import Grade
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,29 @@ def item_disclosure(*, project: Project, role: str | None, labelled: bool) -> Di
         return Disclosure(reference_grade=True, others_labels=True, judge_p=True)
     return Disclosure(reference_grade=False, others_labels=False,
                       judge_p=labelled and project.reveal_llm_after_submit)
+
+
+@dataclass(frozen=True)
+class RevealedP:
+    """What a member is shown after labelling an item: their grade, and the queue judge's P (None: not judged)."""
+
+    grade: Grade
+    judge: str
+    p: float | None
+
+
+def revealed_after_submit(*, project: Project, role: str | None, pair_id: int, grade: int) -> RevealedP | None:
+    """The queue judge's P for the item just labelled with `grade`, where the rule lets the member see it; None
+    where it does not, or when the project has no queue judge."""
+    if not item_disclosure(project=project, role=role, labelled=True).judge_p or project.queue_judge_id is None:
+        return None
+    judgment = (
+        Judgment.objects.filter(pair_id=pair_id, judge_id=project.queue_judge_id, status=Judgment.Status.OK)
+        .order_by("-created_at", "-id")
+        .first()
+    )
+    return RevealedP(grade=project.label_scale.grade(grade), judge=project.queue_judge.name,
+                     p=None if judgment is None else judgment.p_relevant)
 
 
 BLIND_REPORTS = ("Experts label blind: the validation reports are made of the reference grades, labels and judges' P "

@@ -1,13 +1,15 @@
-"""Reads about projects: who may see which project, per-project row counts, and the project's queries,
-passages and pairs as the HTML pages and the API list them."""
+"""Reads about projects: who may see which project and do what in it (the one access check every page and endpoint
+goes through), per-project row counts, and the project's queries, passages and pairs as the HTML pages and the API
+list them."""
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import Count, OuterRef, Prefetch, QuerySet, Subquery
 
+from labeling.exceptions import Forbidden, NotFound
 from labeling.models import (
     Judgment,
     Label,
@@ -19,6 +21,7 @@ from labeling.models import (
     Query,
     RelevanceDefinition,
 )
+from labeling.selectors.disclosure import BLIND_REPORTS, sees_reports
 
 
 @dataclass(frozen=True)
@@ -109,6 +112,10 @@ def queries_with_current_definition(*, project: Project) -> QuerySet[Query]:
     )
 
 
+def queries_for_project(*, project: Project) -> QuerySet[Query]:
+    return Query.objects.filter(project=project).order_by("id")
+
+
 def passages_for_project(*, project: Project) -> QuerySet[Passage]:
     return Passage.objects.filter(project=project).order_by("id")
 
@@ -144,3 +151,52 @@ def project_role(*, user: AbstractBaseUser | AnonymousUser, project: Project) ->
     if user.is_superuser:
         return Membership.Role.ADMIN
     return Membership.objects.filter(user=user, project=project).values_list("role", flat=True).first()
+
+
+@dataclass(frozen=True)
+class Need:
+    """What a member's role must allow for a request on a project to go on (`allows(project=, role=)`), and what a
+    member it does not allow is told."""
+
+    allows: Callable[..., bool]
+    refused: str
+
+
+def _is_admin(*, project: Project, role: str | None) -> bool:
+    return role == Membership.Role.ADMIN
+
+
+def _annotates(*, project: Project, role: str | None) -> bool:
+    return role in Membership.ANNOTATING_ROLES
+
+
+def admin_to(to: str) -> Need:
+    """Project admins only; another member is told "Only a project admin can <to>."."""
+    return Need(allows=_is_admin, refused=f"Only a project admin can {to}.")
+
+
+ANNOTATE = Need(allows=_annotates, refused="Only the project's experts and admins annotate.")
+# Blind first decides who may read the validation reports (labeling.selectors.disclosure).
+READ_REPORTS = Need(allows=sees_reports, refused=BLIND_REPORTS)
+# get_object_or_404's words, which the pages and the API answered before this check was one function.
+PROJECT_NOT_FOUND = "No Project matches the given query."
+
+
+def role_require(*, user: AbstractBaseUser | AnonymousUser, project: Project, need: Need) -> str | None:
+    """The user's role in the project when it meets `need`, else Forbidden with `need.refused`."""
+    role = project_role(user=user, project=project)
+    if not need.allows(project=project, role=role):
+        raise Forbidden(need.refused)
+    return role
+
+
+def project_for_user(*, user: AbstractBaseUser | AnonymousUser, slug: str, need: Need | None = None) -> Project:
+    """The project `slug` as `user` may use it: NotFound when they may not see it (a non-member cannot tell it from
+    a project that does not exist), Forbidden when their role does not meet `need` (None: any member will do)."""
+    try:
+        project = projects_visible_to(user=user).get(slug=slug)
+    except Project.DoesNotExist:
+        raise NotFound(PROJECT_NOT_FOUND) from None
+    if need is not None:
+        role_require(user=user, project=project, need=need)
+    return project

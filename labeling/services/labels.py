@@ -109,6 +109,11 @@ def queue_next_for_annotator(*, project: Project, annotator: AbstractBaseUser, s
     return None
 
 
+def _time_spent_check(seconds: float | None) -> None:
+    if seconds is not None and not 0 <= seconds <= MAX_TIME_SPENT_SECONDS:
+        raise LabelError(f"time spent must be between 0 and {MAX_TIME_SPENT_SECONDS} seconds, got {seconds!r}")
+
+
 def _validated(project: Project, grade: object, note: str, time_spent_seconds: float | None,
                client_key: str) -> int:
     scale = project.label_scale
@@ -116,9 +121,7 @@ def _validated(project: Project, grade: object, note: str, time_spent_seconds: f
         raise LabelError(f"grade {grade!r} is not on this project's scale; the grades are {list(scale.values)}")
     if len(note) > MAX_NOTE_CHARS:
         raise LabelError(f"the note has {len(note):,} characters; the limit is {MAX_NOTE_CHARS:,}")
-    if time_spent_seconds is not None and not 0 <= time_spent_seconds <= MAX_TIME_SPENT_SECONDS:
-        raise LabelError(f"time spent must be between 0 and {MAX_TIME_SPENT_SECONDS} seconds, "
-                         f"got {time_spent_seconds!r}")
+    _time_spent_check(time_spent_seconds)
     if len(client_key) > MAX_CLIENT_KEY_CHARS:
         raise LabelError(f"the idempotency key is longer than {MAX_CLIENT_KEY_CHARS} characters")
     return grade
@@ -132,12 +135,13 @@ def _by_key(annotator: AbstractBaseUser, client_key: str, pair_id: int) -> Label
 
 
 def label_submit(*, project: Project, annotator: AbstractBaseUser, pair_id: int, grade: int, note: str = "",
-                 unsure: bool = False, time_spent_seconds: float | None = None, client_key: str = "",
-                 definition_id: int | None = None, now: datetime | None = None) -> SubmitResult:
+                 unsure: bool = False, time_spent_seconds: float | None = None, time_spent_from_lease: bool = False,
+                 client_key: str = "", definition_id: int | None = None, now: datetime | None = None) -> SubmitResult:
     """Store the expert's label on a pair of the project and release their lease on it. A label they gave the
     pair before is superseded (history is kept). With a `client_key`, submitting the same key again returns
     the stored label and writes nothing. `definition_id` is the definition version the expert was shown
-    (default: the current one)."""
+    (default: the current one). `time_spent_from_lease`: the time spent is the time since the expert's lease on
+    the item was claimed (none without a lease), for a client that does not measure it (the workspace page)."""
     now = now or timezone.now()
     grade = _validated(project, grade, note, time_spent_seconds, client_key)
     try:
@@ -157,6 +161,9 @@ def label_submit(*, project: Project, annotator: AbstractBaseUser, pair_id: int,
                 if definition is None:
                     raise LabelError(f"definition {definition_id!r} is not a version of this item's query")
             lease = Lease.objects.filter(pair=pair, annotator=annotator).first()
+            if time_spent_from_lease and lease is not None and not lease.skipped:
+                time_spent_seconds = (now - lease.claimed_at).total_seconds()
+                _time_spent_check(time_spent_seconds)
             Label.objects.filter(pair=pair, annotator=annotator, superseded_at__isnull=True).update(superseded_at=now)
             label = Label.objects.create(
                 pair=pair, annotator=annotator, grade=grade, role=Label.Role.ANNOTATOR, definition=definition,

@@ -1,4 +1,5 @@
-"""Writes on user accounts: the bootstrap administrator for a fresh installation, and revoking API tokens."""
+"""Writes on user accounts: the bootstrap administrator for a fresh installation, and API tokens (issued at a token
+login, revoked)."""
 from __future__ import annotations
 
 import secrets
@@ -28,6 +29,13 @@ def admin_ensure(*, username: str = "admin", email: str = "") -> tuple[AbstractU
     except IntegrityError:
         return user_model.objects.get(username=username), None
     return user, password
+
+
+@transaction.atomic
+def user_token_ensure(*, user: AbstractUser) -> Token:
+    """The user's API token, created at their first token login."""
+    token, _ = Token.objects.get_or_create(user=user)
+    return token
 
 
 @transaction.atomic
