@@ -3,23 +3,20 @@ and list labels. Experts see only their own labels (blind first); admins and vie
 from __future__ import annotations
 
 from django.db.models import QuerySet
-from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import generics, serializers
-from rest_framework.exceptions import PermissionDenied, ValidationError
-from rest_framework.pagination import CursorPagination
+from rest_framework import serializers
+from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from labeling.api.fields import IdField
-from labeling.models import Label, Membership, Project
+from labeling.api.views import ProjectScopedListView
+from labeling.models import Label, Project
 from labeling.models.project import QUEUE_STRATEGIES
-from labeling.selectors.disclosure import labels_visible_to
-from labeling.selectors.projects import project_role, projects_visible_to
+from labeling.selectors.labels import label_list
+from labeling.selectors.projects import ANNOTATE, project_for_user, project_role
 from labeling.services.labels import Claim, LabelError, item_skip, label_submit, label_undo, queue_next_for_annotator
-
-ANNOTATING_ROLES = (Membership.Role.ADMIN, Membership.Role.EXPERT)
 
 
 class ItemSerializer(serializers.Serializer):
@@ -84,10 +81,7 @@ class LabelFilterSerializer(serializers.Serializer):
 
 
 def _project_for_annotating(request: Request, slug: str) -> Project:
-    project = get_object_or_404(projects_visible_to(user=request.user), slug=slug)
-    if project_role(user=request.user, project=project) not in ANNOTATING_ROLES:
-        raise PermissionDenied("Only the project's experts and admins annotate.")
-    return project
+    return project_for_user(user=request.user, slug=slug, need=ANNOTATE)
 
 
 class QueueNextView(APIView):
@@ -127,21 +121,13 @@ class QueueSkipView(APIView):
         return Response(status=204)
 
 
-class LabelCursorPagination(CursorPagination):
-    ordering = "id"
-
-
-class LabelListView(generics.ListAPIView):
+class LabelListView(ProjectScopedListView):
     """GET lists labels, history included (`current` marks the one in force): an expert sees only their own,
     admins and viewers see everyone's; filter by `pair`, `annotator` or `current=true`. POST stores the
     caller's label; with a `client_key`, the same key again returns the stored label (200) instead of
     writing a second one (201)."""
 
     serializer_class = LabelSerializer
-    pagination_class = LabelCursorPagination
-
-    def _project(self) -> Project:
-        return get_object_or_404(projects_visible_to(user=self.request.user), slug=self.kwargs["slug"])
 
     @extend_schema(parameters=[
         LabelFilterSerializer, OpenApiParameter("annotator", str), OpenApiParameter("current", bool),
@@ -149,24 +135,15 @@ class LabelListView(generics.ListAPIView):
     def get(self, request: Request, *args, **kwargs) -> Response:
         return super().get(request, *args, **kwargs)
 
-    def get_queryset(self) -> QuerySet[Label]:
-        if getattr(self, "swagger_fake_view", False):
-            return Label.objects.none()
-        project = self._project()
-        role = project_role(user=self.request.user, project=project)
-        labels = labels_visible_to(project=project, user=self.request.user, role=role).select_related(
-            "annotator", "definition"
-        )
+    def rows(self, project: Project) -> QuerySet[Label]:
         params = self.request.query_params
         filters = LabelFilterSerializer(data=params)
         filters.is_valid(raise_exception=True)
-        if "pair" in filters.validated_data:
-            labels = labels.filter(pair_id=filters.validated_data["pair"])
-        if params.get("annotator"):
-            labels = labels.filter(annotator__username=params["annotator"])
-        if params.get("current") in ("true", "1"):
-            labels = labels.filter(superseded_at__isnull=True)
-        return labels
+        return label_list(
+            project=project, user=self.request.user, role=project_role(user=self.request.user, project=project),
+            pair_id=filters.validated_data.get("pair"), annotator=params.get("annotator") or None,
+            current=params.get("current") in ("true", "1"),
+        )
 
     @extend_schema(request=LabelInSerializer, responses={201: LabelSerializer, 200: LabelSerializer})
     def post(self, request: Request, slug: str) -> Response:

@@ -1,13 +1,13 @@
 """The API's token login: DRF's obtain_auth_token under the same login throttling as the HTML logins."""
 from __future__ import annotations
 
-from rest_framework.authtoken.models import Token
 from rest_framework.authtoken.views import ObtainAuthToken
 from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from labeling.login_throttle import client_address, lockout_message, lockout_seconds, login_failures_forgive
+from labeling.services.users import user_token_ensure
 
 
 class TokenObtainView(ObtainAuthToken):
@@ -27,5 +27,5 @@ class TokenObtainView(ObtainAuthToken):
             raise ValidationError(serializer.errors)
         # A token login is a login, but DRF sends no user_logged_in: forgive the failures as a page login does.
         login_failures_forgive(username=serializer.validated_data["username"], ip_address=client_address(request))
-        token, _ = Token.objects.get_or_create(user=serializer.validated_data["user"])
+        token = user_token_ensure(user=serializer.validated_data["user"])
         return Response({"token": token.key})

@@ -1,15 +1,15 @@
-"""API views. Every project lookup goes through projects_visible_to, so a project the caller
-may not see is a 404 on every endpoint and absent from the list."""
+"""API views. Every project lookup goes through project_for_user (labeling.selectors.projects), so a project the
+caller may not see is a 404 on every endpoint and absent from the list; the domain's NotFound and Forbidden answer
+404 and 403 through labeling.api.exceptions."""
 from __future__ import annotations
 
 from dataclasses import asdict
 
 from django.db.models import QuerySet
-from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import generics
-from rest_framework.exceptions import NotFound, PermissionDenied, ValidationError
+from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.pagination import CursorPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -27,17 +27,22 @@ from labeling.api.serializers import (
     ScoringJobCreateSerializer,
     ScoringJobSerializer,
 )
-from labeling.models import Judge, Membership, Pair, Passage, Project, Query, ScoringJob
+from labeling.models import Membership, Pair, Passage, Project, Query
 from labeling.selectors.definition_metrics import cached_metrics_by_definition
 from labeling.selectors.definitions import definition_history
-from labeling.selectors.disclosure import BLIND_REPORTS, item_disclosure, sees_reports
+from labeling.selectors.disclosure import item_disclosure
+from labeling.selectors.lookups import JudgeNotFound, judge_by_name, query_by_external_id, scoring_job_of_project
 from labeling.selectors.projects import (
+    READ_REPORTS,
+    admin_to,
     pairs_for_project,
     passages_for_project,
+    project_for_user,
     project_role,
     project_summaries,
     projects_visible_to,
     queries_with_current_definition,
+    role_require,
 )
 from labeling.selectors.scoring import job_progress, jobs_for_project, judge_summary, judges_for_project
 from labeling.selectors.validation import report_for_judges
@@ -79,7 +84,11 @@ class ProjectDetailView(generics.RetrieveAPIView):
     lookup_field = "slug"
 
     def get_queryset(self) -> QuerySet[Project]:
+        # Read by drf-spectacular for the type of the slug; the request itself goes through get_object.
         return projects_visible_to(user=self.request.user)
+
+    def get_object(self) -> Project:
+        return project_for_user(user=self.request.user, slug=self.kwargs["slug"])
 
     def retrieve(self, request: Request, *args, **kwargs) -> Response:
         (summary,) = project_summaries(projects=[self.get_object()])
@@ -94,8 +103,17 @@ class ProjectScopedListView(generics.ListAPIView):
     def get_project(self) -> Project:
         # Looked up once per request: the queryset and the serializer context both need it.
         if not hasattr(self, "_project"):
-            self._project = get_object_or_404(projects_visible_to(user=self.request.user), slug=self.kwargs["slug"])
+            self._project = project_for_user(user=self.request.user, slug=self.kwargs["slug"])
         return self._project
+
+    def get_queryset(self) -> QuerySet:
+        if getattr(self, "swagger_fake_view", False):
+            # Schema generation has no user, so no project: an empty queryset of the listed model, never run.
+            return self.get_serializer_class().Meta.model._default_manager.none()
+        return self.rows(self.get_project())
+
+    def rows(self, project: Project) -> QuerySet:
+        raise NotImplementedError
 
 
 class QueryListView(ProjectScopedListView):
@@ -103,10 +121,8 @@ class QueryListView(ProjectScopedListView):
 
     serializer_class = QuerySerializer
 
-    def get_queryset(self) -> QuerySet[Query]:
-        if getattr(self, "swagger_fake_view", False):  # schema generation has no request user
-            return Query.objects.none()
-        return queries_with_current_definition(project=self.get_project())
+    def rows(self, project: Project) -> QuerySet[Query]:
+        return queries_with_current_definition(project=project)
 
 
 class PassageListView(ProjectScopedListView):
@@ -114,10 +130,8 @@ class PassageListView(ProjectScopedListView):
 
     serializer_class = PassageSerializer
 
-    def get_queryset(self) -> QuerySet[Passage]:
-        if getattr(self, "swagger_fake_view", False):
-            return Passage.objects.none()
-        return passages_for_project(project=self.get_project())
+    def rows(self, project: Project) -> QuerySet[Passage]:
+        return passages_for_project(project=project)
 
 
 @extend_schema(
@@ -131,12 +145,8 @@ class PairListView(ProjectScopedListView):
 
     serializer_class = PairSerializer
 
-    def get_queryset(self) -> QuerySet[Pair]:
-        if getattr(self, "swagger_fake_view", False):
-            return Pair.objects.none()
-        return pairs_for_project(
-            project=self.get_project(), query_external_id=self.request.query_params.get("query")
-        )
+    def rows(self, project: Project) -> QuerySet[Pair]:
+        return pairs_for_project(project=project, query_external_id=self.request.query_params.get("query"))
 
     def get_serializer_context(self) -> dict:
         if getattr(self, "swagger_fake_view", False):
@@ -146,13 +156,6 @@ class PairListView(ProjectScopedListView):
         # What the rule hides even of the items the caller labelled, it hides of every item.
         shown = item_disclosure(project=project, role=role, labelled=True).reference_grade
         return {**super().get_serializer_context(), "reference_grades": shown}
-
-
-def _project_for_reports(request: Request, slug: str) -> Project:
-    project = get_object_or_404(projects_visible_to(user=request.user), slug=slug)
-    if not sees_reports(project=project, role=project_role(user=request.user, project=project)):
-        raise PermissionDenied(BLIND_REPORTS)
-    return project
 
 
 class ValidationView(APIView):
@@ -165,7 +168,7 @@ class ValidationView(APIView):
         responses={200: OpenApiTypes.OBJECT},
     )
     def get(self, request: Request, slug: str) -> Response:
-        project = _project_for_reports(request, slug)
+        project = project_for_user(user=request.user, slug=slug, need=READ_REPORTS)
         result = validation_result_ensure(project=project)
         names = request.query_params.getlist("judge") or None
         try:
@@ -183,15 +186,13 @@ class JudgeListView(APIView):
 
     @extend_schema(responses={200: JudgeSerializer(many=True)})
     def get(self, request: Request, slug: str) -> Response:
-        project = get_object_or_404(projects_visible_to(user=request.user), slug=slug)
+        project = project_for_user(user=request.user, slug=slug)
         return Response(JudgeSerializer([judge_summary(judge) for judge in judges_for_project(project)],
                                         many=True).data)
 
     @extend_schema(request=JudgeCreateSerializer, responses={201: JudgeSerializer})
     def post(self, request: Request, slug: str) -> Response:
-        project = get_object_or_404(projects_visible_to(user=request.user), slug=slug)
-        if project_role(user=request.user, project=project) != Membership.Role.ADMIN:
-            raise PermissionDenied("Only a project admin can create a judge.")
+        project = project_for_user(user=request.user, slug=slug, need=admin_to("create a judge"))
         body = JudgeCreateSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         try:
@@ -207,21 +208,20 @@ class ScoringJobListView(APIView):
 
     @extend_schema(responses={200: ScoringJobSerializer(many=True)})
     def get(self, request: Request, slug: str) -> Response:
-        project = get_object_or_404(projects_visible_to(user=request.user), slug=slug)
+        project = project_for_user(user=request.user, slug=slug)
         admin = project_role(user=request.user, project=project) == Membership.Role.ADMIN
         jobs = [job_progress(job, show_errors=admin) for job in jobs_for_project(project)]
         return Response(ScoringJobSerializer(jobs, many=True).data)
 
     @extend_schema(request=ScoringJobCreateSerializer, responses={201: ScoringJobSerializer, 200: ScoringJobSerializer})
     def post(self, request: Request, slug: str) -> Response:
-        project = get_object_or_404(projects_visible_to(user=request.user), slug=slug)
-        if project_role(user=request.user, project=project) != Membership.Role.ADMIN:
-            raise PermissionDenied("Only a project admin can start a scoring job.")
+        project = project_for_user(user=request.user, slug=slug, need=admin_to("start a scoring job"))
         body = ScoringJobCreateSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        judge = Judge.objects.filter(project=project, name=body.validated_data["judge"]).first()
-        if judge is None:
-            raise ValidationError({"judge": f"project {slug!r} has no judge {body.validated_data['judge']!r}"})
+        try:
+            judge = judge_by_name(project=project, name=body.validated_data["judge"])
+        except JudgeNotFound as exc:
+            raise ValidationError({"judge": str(exc)}) from None
         try:
             job, created = scoring_job_start(project=project, judge=judge, scope=body.validated_data["scope"],
                                              pair_ids=body.validated_data.get("pair_ids"), user=request.user)
@@ -236,8 +236,8 @@ class ScoringJobDetailView(APIView):
 
     @extend_schema(responses={200: ScoringJobSerializer})
     def get(self, request: Request, slug: str, job_id: int) -> Response:
-        project = get_object_or_404(projects_visible_to(user=request.user), slug=slug)
-        job = get_object_or_404(ScoringJob.objects.select_related("judge"), project=project, id=job_id)
+        project = project_for_user(user=request.user, slug=slug)
+        job = scoring_job_of_project(project=project, job_id=job_id)
         admin = project_role(user=request.user, project=project) == Membership.Role.ADMIN
         return Response(ScoringJobSerializer(job_progress(job, show_errors=admin)).data)
 
@@ -248,8 +248,8 @@ class DefinitionListView(APIView):
     unchanged from the current version is refused with 400."""
 
     def _query(self, request: Request, slug: str, query_external_id: str) -> tuple[Project, Query]:
-        project = get_object_or_404(projects_visible_to(user=request.user), slug=slug)
-        return project, get_object_or_404(Query, project=project, external_id=query_external_id)
+        project = project_for_user(user=request.user, slug=slug)
+        return project, query_by_external_id(project=project, external_id=query_external_id)
 
     @extend_schema(responses={200: DefinitionSerializer(many=True)})
     def get(self, request: Request, slug: str, query_external_id: str) -> Response:
@@ -262,8 +262,8 @@ class DefinitionListView(APIView):
     @extend_schema(request=DefinitionCreateSerializer, responses={201: DefinitionSerializer})
     def post(self, request: Request, slug: str, query_external_id: str) -> Response:
         project, query = self._query(request, slug, query_external_id)
-        if project_role(user=request.user, project=project) != Membership.Role.ADMIN:
-            raise PermissionDenied("Only a project admin can change a definition.")
+        # After the query: a query the project does not have is a 404 for every member.
+        role_require(user=request.user, project=project, need=admin_to("change a definition"))
         body = DefinitionCreateSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         try:
@@ -283,10 +283,8 @@ class JudgeMetricsByDefinitionView(APIView):
 
     @extend_schema(responses={200: OpenApiTypes.OBJECT})
     def get(self, request: Request, slug: str, judge: str) -> Response:
-        project = _project_for_reports(request, slug)
-        found = Judge.objects.filter(project=project, name=judge).first()
-        if found is None:
-            raise NotFound(f"project {slug!r} has no judge {judge!r}")
+        project = project_for_user(user=request.user, slug=slug, need=READ_REPORTS)
+        found = judge_by_name(project=project, name=judge)
         result = validation_result_ensure(project=project)
         comparison = cached_metrics_by_definition(report=result.data, judge=found)
         return Response({"project": project.slug, **asdict(comparison), "comparable": comparison.comparable,

@@ -1,18 +1,33 @@
-"""Who may open a project page: the lookups the views share."""
+"""The pages' edge for access: one decorator looks the project up for the user through the one access check
+(labeling.selectors.projects.project_for_user) and turns the domain's NotFound and Forbidden, from that check or
+from any lookup in the view, into Django's 404 and 403."""
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import wraps
+
 from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest
-from django.shortcuts import get_object_or_404
+from django.http import Http404, HttpRequest, HttpResponse
 
-from labeling.models import Membership, Project
-from labeling.selectors.projects import project_role, projects_visible_to
+from labeling.exceptions import Forbidden, NotFound
+from labeling.selectors.projects import Need, project_for_user
 
 
-def admin_project(request: HttpRequest, slug: str, *, to: str) -> Project:
-    """The project `slug` when the user is its admin. Scoping to the visible projects makes a non-member's
-    request a 404; a member who is not admin gets 403 "Only a project admin can <to>."."""
-    project = get_object_or_404(projects_visible_to(user=request.user), slug=slug)
-    if project_role(user=request.user, project=project) != Membership.Role.ADMIN:
-        raise PermissionDenied(f"Only a project admin can {to}.")
-    return project
+def project_view(need: Need | None = None) -> Callable:
+    """Decorate a view of the URL's project: it is called with the project in place of the `slug` when the user
+    may see it and their role meets `need` (None: any member). Put it under login_required and the method checks,
+    so that an anonymous visitor is sent to log in and a wrong method is a 405 before the project is looked up."""
+
+    def decorate(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+        @wraps(view)
+        def wrapped(request: HttpRequest, slug: str, *args: object, **kwargs: object) -> HttpResponse:
+            try:
+                return view(request, project_for_user(user=request.user, slug=slug, need=need), *args, **kwargs)
+            except NotFound as exc:
+                raise Http404(str(exc)) from None
+            except Forbidden as exc:
+                raise PermissionDenied(str(exc)) from None
+
+        return wrapped
+
+    return decorate

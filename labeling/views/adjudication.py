@@ -5,16 +5,21 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from labeling.highlight import highlight_segments
-from labeling.models import Pair, Project
+from labeling.models import Project
 from labeling.selectors.adjudication import KINDS, STATES, AdjudicationItem, adjudication_details, adjudication_items
+from labeling.selectors.lookups import pair_of_project
+from labeling.selectors.projects import admin_to
 from labeling.services.adjudication import AdjudicationError, adjudication_set
-from labeling.views.access import admin_project
+from labeling.views.access import project_view
+from labeling.views.htmx import htmx_partial
+
+ADJUDICATE = admin_to("adjudicate")
 
 TABS = (("conflict", "Conflicts"), ("disagreement", "Other disagreements"), ("all", "All disagreements"))
 STATE_NAMES = (("unresolved", "Unresolved"), ("resolved", "Resolved"), ("all", "Both"))
@@ -37,8 +42,8 @@ def _filters(request: HttpRequest) -> tuple[str, str]:
 
 @login_required
 @require_GET
-def adjudication_page(request: HttpRequest, slug: str) -> HttpResponse:
-    project = admin_project(request, slug, to="adjudicate")
+@project_view(ADJUDICATE)
+def adjudication_page(request: HttpRequest, project: Project) -> HttpResponse:
     kind, state = _filters(request)
     found = adjudication_items(project=project, kind=kind, state=state, page=request.GET.get("page"))
     context = {
@@ -49,7 +54,7 @@ def adjudication_page(request: HttpRequest, slug: str) -> HttpResponse:
         "tabs": [(value, name, found.counts[value]) for value, name in TABS],
         "states": STATE_NAMES,
     }
-    if request.htmx and not request.htmx.history_restore_request:
+    if htmx_partial(request):
         return render(request, "labeling/adjudication.html#adjudication-list", context)
     return render(request, "labeling/adjudication.html", context)
 
@@ -64,10 +69,9 @@ def _render_item(request: HttpRequest, project: Project, pair_id: int, status: i
 
 @login_required
 @require_POST
-def adjudication_set_view(request: HttpRequest, slug: str, pair_id: int) -> HttpResponse:
-    project = admin_project(request, slug, to="adjudicate")
-    if not Pair.objects.filter(id=pair_id, project=project).exists():
-        raise Http404("No such item in this project.")
+@project_view(ADJUDICATE)
+def adjudication_set_view(request: HttpRequest, project: Project, pair_id: int) -> HttpResponse:
+    pair_of_project(project=project, pair_id=pair_id)  # an item of another project is a 404
     try:
         grade = int(request.POST.get("grade", ""))
     except ValueError:

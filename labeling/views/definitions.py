@@ -7,33 +7,37 @@ from datetime import timedelta
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_http_methods, require_POST
 
 from labeling.forms import DefinitionDraftForm
 from labeling.ids import IdError, parse_id
-from labeling.models import Judge, Membership, Project, Query, RelevanceDefinition
+from labeling.models import Membership, Project, Query, RelevanceDefinition
 from labeling.selectors.definitions import definition_versions, stale_pairs
 from labeling.selectors.drafting import GENERATIVE_BACKENDS, definition_of_query, draft_requests, generative_judges
-from labeling.selectors.projects import project_role, projects_visible_to
+from labeling.selectors.lookups import judge_by_name, query_of_project
+from labeling.selectors.projects import admin_to, project_role, role_require
 from labeling.services.bundle_import import IMPORTED_JUDGE_BACKEND
 from labeling.services.definitions import MAX_DEFINITION_CHARS, DefinitionError, definition_save, stale_rescore_start
 from labeling.services.drafting import DraftingError, definition_draft_request
 from labeling.services.scoring import ScoringError
+from labeling.views.access import project_view
+from labeling.views.htmx import htmx_partial
+
+CHANGE_DEFINITIONS = admin_to("change definitions, ask for drafts or start re-scoring")
 
 
-def _project_and_query(request: HttpRequest, slug: str, query_id: int, *, admin: bool) -> tuple[Project, Query, bool]:
-    # Scoping to the visible projects makes a non-member's request a 404; a member who may only read gets 403.
-    project = get_object_or_404(projects_visible_to(user=request.user), slug=slug)
-    query = get_object_or_404(Query, project=project, id=query_id)
-    is_admin = project_role(user=request.user, project=project) == Membership.Role.ADMIN
-    if admin and not is_admin:
-        raise PermissionDenied("Only a project admin can change definitions, ask for drafts or start re-scoring.")
-    return project, query, is_admin
+def _query_and_is_admin(request: HttpRequest, project: Project, query_id: int, *, admin: bool) -> tuple[Query, bool]:
+    # The query before the role: a query of another project is a 404 for every member; a member who may only read
+    # gets 403 when `admin` is asked.
+    query = query_of_project(project=project, query_id=query_id)
+    if admin:
+        role_require(user=request.user, project=project, need=CHANGE_DEFINITIONS)
+        return query, True
+    return query, project_role(user=request.user, project=project) == Membership.Role.ADMIN
 
 
 def _context(project: Project, query: Query, is_admin: bool, *, text: str | None = None,
@@ -76,11 +80,12 @@ def _drafts_context(project: Project, query: Query) -> dict:
 
 @login_required
 @require_http_methods(["GET", "POST"])
-def definition_page(request: HttpRequest, slug: str, query_id: int) -> HttpResponse:
-    project, query, is_admin = _project_and_query(request, slug, query_id, admin=request.method == "POST")
+@project_view()
+def definition_page(request: HttpRequest, project: Project, query_id: int) -> HttpResponse:
+    query, is_admin = _query_and_is_admin(request, project, query_id, admin=request.method == "POST")
     if request.method == "POST":
         return _definition_post(request, project, query)
-    if request.htmx and not request.htmx.history_restore_request and is_admin:
+    if htmx_partial(request) and is_admin:
         # The draft requests poll while one is pending; the answer that finds none pending brings the history
         # too (out of band), so the new draft version shows without reloading the page.
         context = {"project": project, "query": query, "is_admin": is_admin, **_drafts_context(project, query)}
@@ -130,8 +135,9 @@ def _definition_post(request: HttpRequest, project: Project, query: Query) -> Ht
 
 @login_required
 @require_POST
-def definition_draft_view(request: HttpRequest, slug: str, query_id: int) -> HttpResponse:
-    project, query, _ = _project_and_query(request, slug, query_id, admin=True)
+@project_view()
+def definition_draft_view(request: HttpRequest, project: Project, query_id: int) -> HttpResponse:
+    query, _ = _query_and_is_admin(request, project, query_id, admin=True)
     form = DefinitionDraftForm(request.POST, judges=generative_judges(project=project))
     if not form.is_valid():
         # Like any form that does not validate (a judge id that is none of these included): 400, not a redirect.
@@ -154,9 +160,10 @@ def definition_draft_view(request: HttpRequest, slug: str, query_id: int) -> Htt
 
 @login_required
 @require_POST
-def stale_rescore_view(request: HttpRequest, slug: str, query_id: int, judge: str) -> HttpResponse:
-    project, query, _ = _project_and_query(request, slug, query_id, admin=True)
-    found = get_object_or_404(Judge, project=project, name=judge)
+@project_view()
+def stale_rescore_view(request: HttpRequest, project: Project, query_id: int, judge: str) -> HttpResponse:
+    query, _ = _query_and_is_admin(request, project, query_id, admin=True)
+    found = judge_by_name(project=project, name=judge)
     try:
         job = stale_rescore_start(project=project, query=query, judge=found, user=request.user)
     except (DefinitionError, ScoringError) as exc:

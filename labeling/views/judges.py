@@ -7,17 +7,22 @@ import json
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from labeling.forms import JudgeForm
-from labeling.models import Judge, Membership, Project, ScoringJob
-from labeling.selectors.projects import project_role, projects_visible_to
+from labeling.models import Membership, Project, ScoringJob
+from labeling.selectors.lookups import judge_by_name, scoring_job_of_project
+from labeling.selectors.projects import admin_to, project_role
 from labeling.selectors.scoring import job_progress, jobs_for_project, judges_for_project
 from labeling.services.judges import JudgeError, judge_create
 from labeling.services.scoring import ScoringError, scoring_job_cancel, scoring_job_estimate, scoring_job_start
-from labeling.views.access import admin_project
+from labeling.views.access import project_view
+from labeling.views.htmx import htmx_partial
 from models_llm.prompts import DEFAULT_TEMPLATE
+
+# Creating judges and starting, estimating or cancelling jobs: refused with "Only a project admin can do this.".
+JUDGE_ADMIN = admin_to("do this")
 
 
 def _judges_context(request: HttpRequest, project: Project, form: JudgeForm | None = None) -> dict:
@@ -35,18 +40,18 @@ def _judges_context(request: HttpRequest, project: Project, form: JudgeForm | No
 
 
 @login_required
-def judges_page(request: HttpRequest, slug: str) -> HttpResponse:
-    project = get_object_or_404(projects_visible_to(user=request.user), slug=slug)
+@project_view()
+def judges_page(request: HttpRequest, project: Project) -> HttpResponse:
     context = _judges_context(request, project)
-    if request.htmx and not request.htmx.history_restore_request:
+    if htmx_partial(request):
         return render(request, "labeling/judges.html#jobs", context)
     return render(request, "labeling/judges.html", context)
 
 
 @login_required
 @require_POST
-def judge_create_view(request: HttpRequest, slug: str) -> HttpResponse:
-    project = admin_project(request, slug, to="do this")
+@project_view(JUDGE_ADMIN)
+def judge_create_view(request: HttpRequest, project: Project) -> HttpResponse:
     form = JudgeForm(request.POST, project=project)
     if form.is_valid():
         try:
@@ -61,9 +66,9 @@ def judge_create_view(request: HttpRequest, slug: str) -> HttpResponse:
 
 @login_required
 @require_POST
-def job_start_view(request: HttpRequest, slug: str, judge: str) -> HttpResponse:
-    project = admin_project(request, slug, to="do this")
-    found = get_object_or_404(Judge, project=project, name=judge)
+@project_view(JUDGE_ADMIN)
+def job_start_view(request: HttpRequest, project: Project, judge: str) -> HttpResponse:
+    found = judge_by_name(project=project, name=judge)
     scope = request.POST.get("scope", ScoringJob.Scope.MISSING)
     try:
         job, created = scoring_job_start(project=project, judge=found, scope=scope, user=request.user)
@@ -79,10 +84,10 @@ def job_start_view(request: HttpRequest, slug: str, judge: str) -> HttpResponse:
 
 
 @login_required
-def judge_estimate_view(request: HttpRequest, slug: str, judge: str) -> HttpResponse:
+@project_view(JUDGE_ADMIN)
+def judge_estimate_view(request: HttpRequest, project: Project, judge: str) -> HttpResponse:
     """A dry run of a job (project admins): calls, tokens and cost before anything is sent to a model."""
-    project = admin_project(request, slug, to="do this")
-    found = get_object_or_404(Judge, project=project, name=judge)
+    found = judge_by_name(project=project, name=judge)
     scope = request.GET.get("scope", ScoringJob.Scope.MISSING)
     context = {"project": project, "judge": found, "scope": scope}
     try:
@@ -96,9 +101,9 @@ def judge_estimate_view(request: HttpRequest, slug: str, judge: str) -> HttpResp
 
 @login_required
 @require_POST
-def job_cancel_view(request: HttpRequest, slug: str, job_id: int) -> HttpResponse:
-    project = admin_project(request, slug, to="do this")
-    job = get_object_or_404(ScoringJob, project=project, id=job_id)
+@project_view(JUDGE_ADMIN)
+def job_cancel_view(request: HttpRequest, project: Project, job_id: int) -> HttpResponse:
+    job = scoring_job_of_project(project=project, job_id=job_id)
     scoring_job_cancel(job=job)
     messages.info(request, f"Job {job.id} cancelled; what it wrote stays.")
     return redirect("labeling:judges", slug=project.slug)

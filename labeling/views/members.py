@@ -10,8 +10,11 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from labeling.models import Membership, Project
 from labeling.selectors.members import project_members
+from labeling.selectors.projects import admin_to
 from labeling.services.members import MembershipError, membership_remove, membership_set
-from labeling.views.access import admin_project
+from labeling.views.access import project_view
+
+MANAGE_MEMBERS = admin_to("manage the members")
 
 
 def _render(request: HttpRequest, project: Project, status: int = 200, **extra: object) -> HttpResponse:
@@ -28,8 +31,8 @@ def _render(request: HttpRequest, project: Project, status: int = 200, **extra: 
 
 @login_required
 @require_http_methods(["GET", "POST"])
-def members_page(request: HttpRequest, slug: str) -> HttpResponse:
-    project = admin_project(request, slug, to="manage the members")
+@project_view(MANAGE_MEMBERS)
+def members_page(request: HttpRequest, project: Project) -> HttpResponse:
     if request.method == "GET":
         return _render(request, project)
     username, role = request.POST.get("username", ""), request.POST.get("role", "")
@@ -43,8 +46,8 @@ def members_page(request: HttpRequest, slug: str) -> HttpResponse:
 
 @login_required
 @require_POST
-def member_remove_view(request: HttpRequest, slug: str, user_id: int) -> HttpResponse:
-    project = admin_project(request, slug, to="manage the members")
+@project_view(MANAGE_MEMBERS)
+def member_remove_view(request: HttpRequest, project: Project, user_id: int) -> HttpResponse:
     try:
         removed = membership_remove(project=project, user_id=user_id, by=request.user)
     except MembershipError as exc:

@@ -4,9 +4,9 @@ from __future__ import annotations
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, render
+from django.shortcuts import render
 
-from labeling.models import Membership
+from labeling.models import Membership, Project
 from labeling.selectors.adjudication import adjudication_counts
 from labeling.selectors.definitions import stale_counts_for_queries
 from labeling.selectors.disclosure import sees_reports
@@ -14,10 +14,11 @@ from labeling.selectors.projects import (
     project_list_for_user,
     project_role,
     project_summaries,
-    projects_visible_to,
     queries_with_current_definition,
 )
 from labeling.selectors.queue_settings import queue_settings_summary
+from labeling.views.access import project_view
+from labeling.views.htmx import htmx_partial
 
 QUERIES_PER_PAGE = 50
 
@@ -29,9 +30,8 @@ def project_list(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
-def project_detail(request: HttpRequest, slug: str) -> HttpResponse:
-    # Scoping the lookup to the visible projects makes a non-member's request a 404, not a 403.
-    project = get_object_or_404(projects_visible_to(user=request.user), slug=slug)
+@project_view()
+def project_detail(request: HttpRequest, project: Project) -> HttpResponse:
     queries_page = Paginator(queries_with_current_definition(project=project), QUERIES_PER_PAGE).get_page(
         request.GET.get("page")
     )
@@ -40,7 +40,7 @@ def project_detail(request: HttpRequest, slug: str) -> HttpResponse:
         "queries_page": queries_page,
         "query_rows": stale_counts_for_queries(project=project, queries=queries_page),
     }
-    if request.htmx and not request.htmx.history_restore_request:
+    if htmx_partial(request):
         # Paging through the queries swaps only the table; a history restore needs the whole page.
         return render(request, "labeling/project_detail.html#query-table", table)
     (summary,) = project_summaries(projects=[project])

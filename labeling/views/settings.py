@@ -9,9 +9,10 @@ from django.views.decorators.http import require_http_methods
 
 from labeling.forms import QueueSettingsForm
 from labeling.models import Project
+from labeling.selectors.projects import admin_to
 from labeling.selectors.queue_settings import queue_settings_summary
 from labeling.services.projects import ProjectSettingsError, project_queue_settings_update
-from labeling.views.access import admin_project
+from labeling.views.access import project_view
 
 
 def _render(request: HttpRequest, project: Project, form: QueueSettingsForm, status: int = 200) -> HttpResponse:
@@ -21,8 +22,8 @@ def _render(request: HttpRequest, project: Project, form: QueueSettingsForm, sta
 
 @login_required
 @require_http_methods(["GET", "POST"])
-def queue_settings_page(request: HttpRequest, slug: str) -> HttpResponse:
-    project = admin_project(request, slug, to="change the queue settings")
+@project_view(admin_to("change the queue settings"))
+def queue_settings_page(request: HttpRequest, project: Project) -> HttpResponse:
     if request.method == "GET":
         return _render(request, project, QueueSettingsForm(project=project))
     form = QueueSettingsForm(request.POST, project=project)

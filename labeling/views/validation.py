@@ -4,20 +4,19 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest, HttpResponse, HttpResponseForbidden
-from django.shortcuts import get_object_or_404, redirect, render
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from labeling.charts import f1_curve_chart, reliability_chart
-from labeling.models import Judge, Membership, Project, ValidationResult
+from labeling.models import Membership, Project, ValidationResult
 from labeling.selectors.definition_metrics import (
     cached_metrics_by_definition,
     default_comparison_judge,
     judges_with_judgments,
 )
-from labeling.selectors.disclosure import BLIND_REPORTS, sees_reports
-from labeling.selectors.projects import project_role, projects_visible_to
+from labeling.selectors.lookups import judge_by_name
+from labeling.selectors.projects import READ_REPORTS, admin_to, project_role
 from labeling.selectors.validation import (
     METRIC_ROWS,
     holds_report,
@@ -26,7 +25,8 @@ from labeling.selectors.validation import (
     validation_result_for,
 )
 from labeling.services.validation import ValidationError, judge_calibrate, validation_request_refresh
-from labeling.views.access import admin_project
+from labeling.views.access import project_view
+from labeling.views.htmx import htmx_partial
 
 
 def _validation_context(project: Project, result: ValidationResult | None, role: str | None) -> dict:
@@ -62,7 +62,7 @@ def _by_definition_context(project: Project, result: ValidationResult | None, ju
     re-score shows once the report is recomputed, and no request computes it."""
     judges = judges_with_judgments(project=project)
     if judge_name:
-        judge = get_object_or_404(Judge, project=project, name=judge_name)
+        judge = judge_by_name(project=project, name=judge_name)
     else:
         judge = default_comparison_judge(project=project, judges=judges)
     comparison = None
@@ -76,17 +76,10 @@ def _by_definition_context(project: Project, result: ValidationResult | None, ju
     }
 
 
-def _report_project(request: HttpRequest, slug: str) -> Project:
-    project = get_object_or_404(projects_visible_to(user=request.user), slug=slug)
-    if not sees_reports(project=project, role=project_role(user=request.user, project=project)):
-        raise PermissionDenied(BLIND_REPORTS)
-    return project
-
-
 @login_required
-def validation_dashboard(request: HttpRequest, slug: str) -> HttpResponse:
-    project = _report_project(request, slug)
-    partial = request.htmx and not request.htmx.history_restore_request
+@project_view(READ_REPORTS)
+def validation_dashboard(request: HttpRequest, project: Project) -> HttpResponse:
+    partial = htmx_partial(request)
     result = validation_result_for(project)
     if partial and request.htmx.target == "by-definition":
         context = _by_definition_context(project, result, request.GET.get("judge"))
@@ -104,8 +97,8 @@ def validation_dashboard(request: HttpRequest, slug: str) -> HttpResponse:
 
 @login_required
 @require_POST
-def validation_refresh(request: HttpRequest, slug: str) -> HttpResponse:
-    project = admin_project(request, slug, to="ask for a recomputation")
+@project_view(admin_to("ask for a recomputation"))
+def validation_refresh(request: HttpRequest, project: Project) -> HttpResponse:
     validation_request_refresh(project=project)
     messages.info(request, "Recomputing the report: this page updates when it is ready.")
     return redirect("labeling:validation", slug=project.slug)
@@ -113,11 +106,9 @@ def validation_refresh(request: HttpRequest, slug: str) -> HttpResponse:
 
 @login_required
 @require_POST
-def judge_calibrate_view(request: HttpRequest, slug: str, judge: str) -> HttpResponse:
-    project = get_object_or_404(projects_visible_to(user=request.user), slug=slug)
-    if project_role(user=request.user, project=project) != Membership.Role.ADMIN:
-        return HttpResponseForbidden("Only a project admin can fit a calibrator.")
-    found = get_object_or_404(Judge, project=project, name=judge)
+@project_view(admin_to("fit a calibrator"))
+def judge_calibrate_view(request: HttpRequest, project: Project, judge: str) -> HttpResponse:
+    found = judge_by_name(project=project, name=judge)
     try:
         calibration = judge_calibrate(judge=found, user=request.user)
     except ValidationError as exc:

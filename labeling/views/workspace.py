@@ -6,18 +6,17 @@ import uuid
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from labeling.highlight import highlight_segments
 from labeling.ids import IdError, parse_id
-from labeling.models import Judgment, Lease, Membership, Project
-from labeling.selectors.disclosure import item_disclosure
-from labeling.selectors.projects import project_role, projects_visible_to
+from labeling.models import Project
+from labeling.selectors.disclosure import revealed_after_submit
+from labeling.selectors.projects import ANNOTATE, project_role
 from labeling.selectors.queues import queue_progress
 from labeling.services.labels import (
     Claim,
@@ -27,31 +26,8 @@ from labeling.services.labels import (
     label_undo,
     queue_next_for_annotator,
 )
-
-ANNOTATING_ROLES = (Membership.Role.ADMIN, Membership.Role.EXPERT)
-
-
-def _annotating_project(request: HttpRequest, slug: str) -> Project:
-    project = get_object_or_404(projects_visible_to(user=request.user), slug=slug)
-    if project_role(user=request.user, project=project) not in ANNOTATING_ROLES:
-        raise PermissionDenied("Only the project's experts and admins annotate.")
-    return project
-
-
-def _revealed(project: Project, role: str | None, pair_id: int, grade: int) -> dict | None:
-    """The queue judge's P for the item just labelled, where the blind-first rule lets the annotator see it."""
-    if not item_disclosure(project=project, role=role, labelled=True).judge_p or project.queue_judge_id is None:
-        return None
-    judgment = (
-        Judgment.objects.filter(pair_id=pair_id, judge_id=project.queue_judge_id, status=Judgment.Status.OK)
-        .order_by("-created_at", "-id")
-        .first()
-    )
-    return {
-        "grade": project.label_scale.grade(grade),
-        "judge": project.queue_judge.name,
-        "p": None if judgment is None else judgment.p_relevant,
-    }
+from labeling.views.access import project_view
+from labeling.views.htmx import htmx_partial
 
 
 def _context(request: HttpRequest, project: Project, claim: Claim | None, **extra: object) -> dict:
@@ -82,9 +58,7 @@ def _render_next(request: HttpRequest, project: Project, status: int = 200, **ex
     except LabelError as exc:
         claim, status, extra = None, 400, {**extra, "error": str(exc)}
     context = _context(request, project, claim, **extra)
-    template = "labeling/workspace.html#item" if request.htmx and not request.htmx.history_restore_request else (
-        "labeling/workspace.html"
-    )
+    template = "labeling/workspace.html#item" if htmx_partial(request) else "labeling/workspace.html"
     return render(request, template, context, status=status)
 
 
@@ -97,8 +71,8 @@ def _after_post(request: HttpRequest, project: Project, **extra: object) -> Http
 
 
 @login_required
-def workspace(request: HttpRequest, slug: str) -> HttpResponse:
-    project = _annotating_project(request, slug)
+@project_view(ANNOTATE)
+def workspace(request: HttpRequest, project: Project) -> HttpResponse:
     return _render_next(request, project)
 
 
@@ -116,8 +90,8 @@ def _refused(request: HttpRequest, project: Project, error: IdError) -> HttpResp
 
 @login_required
 @require_POST
-def workspace_submit(request: HttpRequest, slug: str) -> HttpResponse:
-    project = _annotating_project(request, slug)
+@project_view(ANNOTATE)
+def workspace_submit(request: HttpRequest, project: Project) -> HttpResponse:
     now = timezone.now()
     try:
         pair_id = parse_id(request.POST.get("pair_id", ""), name="the item id")
@@ -127,12 +101,10 @@ def workspace_submit(request: HttpRequest, slug: str) -> HttpResponse:
         return _refused(request, project, exc)
     try:
         grade = _grade(request.POST.get("grade"))
-        lease = Lease.objects.filter(pair_id=pair_id, annotator=request.user, skipped=False).first()
         result = label_submit(
             project=project, annotator=request.user, pair_id=pair_id, grade=grade,
             note=request.POST.get("note", "").strip(), unsure=request.POST.get("unsure") == "on",
-            time_spent_seconds=None if lease is None else (now - lease.claimed_at).total_seconds(),
-            client_key=request.POST.get("client_key", ""),
+            time_spent_from_lease=True, client_key=request.POST.get("client_key", ""),
             definition_id=definition_id, now=now,
         )
     except LabelError as exc:
@@ -141,7 +113,8 @@ def workspace_submit(request: HttpRequest, slug: str) -> HttpResponse:
         messages.error(request, str(exc))
         return _after_post(request, project)
     role = project_role(user=request.user, project=project)
-    revealed = _revealed(project, role, result.label.pair_id, result.label.grade)
+    revealed = revealed_after_submit(project=project, role=role, pair_id=result.label.pair_id,
+                                     grade=result.label.grade)
     if not request.htmx:
         messages.success(request, "Label saved.")
     return _after_post(request, project, saved=result.label, revealed=revealed)
@@ -149,8 +122,8 @@ def workspace_submit(request: HttpRequest, slug: str) -> HttpResponse:
 
 @login_required
 @require_POST
-def workspace_skip(request: HttpRequest, slug: str) -> HttpResponse:
-    project = _annotating_project(request, slug)
+@project_view(ANNOTATE)
+def workspace_skip(request: HttpRequest, project: Project) -> HttpResponse:
     try:
         pair_id = parse_id(request.POST.get("pair_id", ""), name="the item id")
     except IdError as exc:
@@ -166,8 +139,8 @@ def workspace_skip(request: HttpRequest, slug: str) -> HttpResponse:
 
 @login_required
 @require_POST
-def workspace_undo(request: HttpRequest, slug: str) -> HttpResponse:
-    project = _annotating_project(request, slug)
+@project_view(ANNOTATE)
+def workspace_undo(request: HttpRequest, project: Project) -> HttpResponse:
     undone = label_undo(project=project, annotator=request.user)
     notice = "Undid your last label; label the item again." if undone else "Nothing to undo."
     if not request.htmx:

@@ -5,7 +5,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from labeling.management.lookup import command_project
-from labeling.models import Judge
+from labeling.selectors.lookups import JudgeNotFound, judge_by_name
 from labeling.services.judges import judge_create
 from labeling.services.scoring import scoring_job_start
 from models_llm.bundled import BundledModelError, minilm_folder, smollm2_folder
@@ -24,8 +24,9 @@ class Command(BaseCommand):
         except BundledModelError as exc:
             raise CommandError(str(exc)) from None
         for name, (backend, folder) in folders.items():
-            judge = Judge.objects.filter(project=found, name=name).first()
-            if judge is None:
+            try:
+                judge = judge_by_name(project=found, name=name)
+            except JudgeNotFound:
                 method = "embedding" if backend == "embedding" else "tok"
                 # Stored relative to the checkout when it lies inside it: every worker resolves it in its own.
                 model = folder.relative_to(settings.BASE_DIR) if folder.is_relative_to(settings.BASE_DIR) else folder

@@ -4,6 +4,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from labeling.management.lookup import command_judge, command_project
 from labeling.models import Judge, Query
+from labeling.selectors.projects import queries_for_project
 from labeling.services.drafting import (
     DraftingError,
     definition_draft_create,
@@ -33,7 +34,7 @@ class Command(BaseCommand):
             definition_draft_judge_check(judge=item)
         except DraftingError as exc:
             raise CommandError(str(exc)) from None
-        queries = list(Query.objects.filter(project=found).order_by("id"))
+        queries = list(queries_for_project(project=found))
         if query is not None:
             by_id = {q.external_id: q for q in queries}
             missing = [external_id for external_id in query if external_id not in by_id]
