@@ -17,24 +17,18 @@ from labeling.selectors.definition_metrics import (
 )
 from labeling.selectors.lookups import judge_by_name
 from labeling.selectors.projects import READ_REPORTS, admin_to, project_role
-from labeling.selectors.validation import (
-    METRIC_ROWS,
-    holds_report,
-    human_rows,
-    metric_rows,
-    validation_result_for,
-)
+from labeling.selectors.validation import holds_report, validation_result_for
 from labeling.services.validation import ValidationError, judge_calibrate, validation_request_refresh
 from labeling.views.access import project_view
 from labeling.views.htmx import htmx_partial
+from models_llm.metrics import human_rows, metric_table
 
 
 def _validation_context(project: Project, result: ValidationResult | None, role: str | None) -> dict:
     data = result.data if result is not None else None
-    judges, columns = [], []
+    judges = []
     if data is not None:
         for section in data["judges"]:
-            columns.append(metric_rows(section))
             judges.append(
                 {
                     "section": section,
@@ -49,10 +43,7 @@ def _validation_context(project: Project, result: ValidationResult | None, role:
         "judges": judges,
         "human_rows": human_rows(data["human"]) if data else [],
         "is_admin": role == Membership.Role.ADMIN,
-        "metric_table": [
-            {"label": label, "cells": [rows[index] for rows in columns]}
-            for index, (_, label, _) in enumerate(METRIC_ROWS)
-        ],
+        "metric_table": metric_table(data["judges"] if data else []),
     }
 
 
