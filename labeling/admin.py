@@ -188,10 +188,15 @@ class JudgeCalibrationAdmin(ReadOnlyAdmin):
     exclude = ["fitted_on"]
 
 
+# The columns every kind of background job has (labeling/models/jobs.py), after the kind's own.
+JOB_COLUMNS = ["status", "attempts", "requested_by", "created_at", "started_at", "finished_at"]
+
+
 @admin.register(ValidationResult)
 class ValidationResultAdmin(ReadOnlyAdmin):
-    list_display = ["project", "computed_at", "requested_at", "is_stale"]
-    list_select_related = ["project"]
+    list_display = ["project", "computed_at", "requested_at", "is_stale", *JOB_COLUMNS]
+    list_filter = ["status"]
+    list_select_related = ["project", "requested_by"]
     exclude = ["data"]
 
     @admin.display(boolean=True, description="stale")
@@ -201,10 +206,10 @@ class ValidationResultAdmin(ReadOnlyAdmin):
 
 @admin.register(ScoringJob)
 class ScoringJobAdmin(ReadOnlyAdmin):
-    list_display = ["id", "project", "judge", "scope", "status", "done", "failed", "total", "created_at", "finished_at"]
+    list_display = ["id", "project", "judge", "scope", "done", "failed", "total", *JOB_COLUMNS]
     list_filter = ["status", "scope", "project"]
     search_fields = ["judge__name"]
-    list_select_related = ["project", "judge"]
+    list_select_related = ["project", "judge", "requested_by"]
 
 
 @admin.register(ScoringChunk)

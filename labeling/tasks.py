@@ -1,20 +1,25 @@
-"""Celery tasks: thin wrappers that take ids and call a service."""
+"""Celery tasks: thin wrappers that take ids and call a service. Background work runs through _run_job: the
+kind's `<kind>_run` service, retried on transient errors, then its `<kind>_fail` service with the error."""
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
 from celery import shared_task
 from django.db import OperationalError
 
+from labeling.models import MAX_ERROR_CHARS
 from models_llm.backends import TransientScoringError
 
+logger = logging.getLogger(__name__)
 
-@shared_task(acks_late=True, max_retries=2, default_retry_delay=30)
-def validation_refresh_task(project_id: int) -> None:
+
+@shared_task(bind=True, acks_late=True, max_retries=2)
+def validation_refresh_task(self, project_id: int) -> None:
     """Recompute a project's cached validation report (a no-op when it is already up to date)."""
-    from labeling.services.validation import validation_refresh
+    from labeling.services.validation import validation_refresh, validation_refresh_fail  # a task imports its service
 
-    validation_refresh(project_id=project_id)
+    _run_job(self, validation_refresh, validation_refresh_fail, project_id=project_id)
 
 
 # Not reject_on_worker_lost: a chunk that kills its worker would come straight back, forever, paying its model
@@ -23,17 +28,15 @@ def validation_refresh_task(project_id: int) -> None:
 def score_chunk_task(self, chunk_id: int) -> None:
     """Score one chunk; transient errors are retried with backoff, and a chunk that keeps failing marks its
     pairs failed so the job goes on."""
-    from labeling.services.scoring_chunks import scoring_chunk_fail, scoring_chunk_run, worker_name
+    from labeling.services.scoring_chunks import scoring_chunk_fail, scoring_chunk_run, worker_name  # its service
 
-    worker = worker_name(self.request.id)
-    _run_retrying(self, lambda: scoring_chunk_run(chunk_id=chunk_id, worker=worker),
-                  lambda error: scoring_chunk_fail(chunk_id=chunk_id, error=error, worker=worker))
+    _run_job(self, scoring_chunk_run, scoring_chunk_fail, chunk_id=chunk_id, worker=worker_name(self.request.id))
 
 
 @shared_task(ignore_result=True)
 def scoring_sweep_task() -> None:
     """Celery beat, every SCORING_SWEEP_SECONDS: queue again the chunks that lost their worker."""
-    from labeling.services.scoring_chunks import scoring_sweep
+    from labeling.services.scoring_chunks import scoring_sweep  # a task imports its service
 
     scoring_sweep()
 
@@ -42,22 +45,23 @@ def scoring_sweep_task() -> None:
 def definition_draft_task(self, draft_id: int) -> None:
     """Ask a judge for a drafted definition; transient errors are retried with backoff, and a draft that keeps
     failing stores the error (a finished draft is never asked again)."""
-    from labeling.services.drafting import definition_draft_fail, definition_draft_run
+    from labeling.services.drafting import definition_draft_fail, definition_draft_run  # a task imports its service
 
-    _run_retrying(self, lambda: definition_draft_run(draft_id=draft_id),
-                  lambda error: definition_draft_fail(draft_id=draft_id, error=error))
+    _run_job(self, definition_draft_run, definition_draft_fail, draft_id=draft_id)
 
 
-def _run_retrying(task, run: Callable[[], object], fail: Callable[[str], object]) -> None:
-    """`run()`; a transient error is retried with backoff (10 s doubling, at most 5 min) until the task's
-    retries are spent, and then, like any other error, handed to `fail` as "Type: message" (2,000 characters at
-    most) to be recorded."""
+def _run_job(task, run: Callable[..., object], fail: Callable[..., object], **ids: object) -> None:
+    """The one way a task runs background work: `run(**ids)`; a transient error is retried with backoff (10 s
+    doubling, at most 5 min) until the task's retries are spent, and then, like any other error, recorded with
+    `fail(**ids, error="Type: message")` (MAX_ERROR_CHARS at most)."""
     try:
-        run()
+        run(**ids)
     except Exception as exc:  # noqa: BLE001 - any error: retry, then record it
         if task.request.retries < task.max_retries and _transient(exc):
             raise task.retry(exc=exc, countdown=min(300, 10 * 2**task.request.retries)) from exc
-        fail(f"{type(exc).__name__}: {exc}"[:2000])
+        error = f"{type(exc).__name__}: {exc}"[:MAX_ERROR_CHARS]
+        logger.warning("%s %s gave up: %s", task.name, ids, error, exc_info=exc)
+        fail(**ids, error=error)
 
 
 def _transient(exc: Exception) -> bool:

@@ -1,4 +1,6 @@
-"""The domain's tables, one module per concept: projects and the pool, labels and leases, judging."""
+"""The domain's tables, one module per concept: projects and the pool, labels and leases, judging, and the
+shape every background job shares."""
+from labeling.models.jobs import MAX_ERROR_CHARS, Job, MeteredJob
 from labeling.models.judging import (
     DefinitionDraft,
     Judge,
@@ -13,7 +15,7 @@ from labeling.models.labels import Label, Lease
 from labeling.models.project import Membership, Pair, PairSource, Passage, Project, Query, RelevanceDefinition
 
 __all__ = [
-    "DefinitionDraft", "Judge", "JudgeCalibration", "Judgment", "Label", "Lease", "Membership", "MemberOutput",
-    "Pair", "PairSource", "Passage", "Project", "Query", "RelevanceDefinition", "ScoringChunk", "ScoringJob",
-    "ValidationResult",
+    "MAX_ERROR_CHARS", "DefinitionDraft", "Job", "Judge", "JudgeCalibration", "Judgment", "Label", "Lease",
+    "Membership", "MemberOutput", "MeteredJob", "Pair", "PairSource", "Passage", "Project", "Query",
+    "RelevanceDefinition", "ScoringChunk", "ScoringJob", "ValidationResult",
 ]

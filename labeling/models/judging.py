@@ -7,6 +7,8 @@ from django.db.models import F, Q, Value
 from django.db.models.functions import Abs
 from django.utils import timezone
 
+from labeling.models.jobs import Job, MeteredJob
+
 
 class JudgeBackend(models.TextChoices):
     """The kinds of judge (Judge.Backend). models_llm.types.Backend holds the three that load a model."""
@@ -227,28 +229,18 @@ class MemberOutput(models.Model):
         return f"{self.judge_id}:{self.pair_id}:{self.member}={self.score}"
 
 
-class DefinitionDraft(models.Model):
+class DefinitionDraft(MeteredJob):
     """A request to a generative judge to draft (or, with `refine`, to improve from the passages experts
-    labelled relevant) a query's relevance definition; a worker writes the result as a draft version."""
+    labelled relevant) a query's relevance definition; a worker writes the result as a draft version (done) or
+    stores why it could not (failed)."""
 
     query = models.ForeignKey("labeling.Query", on_delete=models.CASCADE, related_name="definition_drafts")
     judge = models.ForeignKey(Judge, on_delete=models.CASCADE, related_name="+")
     refine = models.BooleanField(default=False)
-    requested_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
-    )
-    created_at = models.DateTimeField(default=timezone.now)
-    finished_at = models.DateTimeField(null=True, blank=True)
-    error = models.TextField(blank=True)
     raw_output = models.TextField(blank=True)
     definition = models.ForeignKey(
         "labeling.RelevanceDefinition", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
-    prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
-    completion_tokens = models.PositiveIntegerField(null=True, blank=True)
-
-    class Meta:
-        ordering = ["-created_at", "-id"]
 
     def __str__(self) -> str:
         return f"draft of {self.query} by {self.judge}"
@@ -281,15 +273,16 @@ class JudgeCalibration(models.Model):
         return f"{self.judge} {self.method} ({self.created_at:%Y-%m-%d %H:%M})"
 
 
-class ValidationResult(models.Model):
+class ValidationResult(Job):
     """The validation report of a project, cached: recomputed by a worker after labels or judgments change
-    (`requested_at` later than `computed_at` means a newer one is on its way)."""
+    (`requested_at` later than `computed_at` means a newer one is on its way). One row per project, asked for
+    again and again: each request that finds no recomputation pending makes the job pending once more, with
+    its attempts counted afresh."""
 
     project = models.OneToOneField("labeling.Project", on_delete=models.CASCADE, related_name="validation_result")
     data = models.JSONField(null=True, blank=True)
-    computed_at = models.DateTimeField(null=True, blank=True)
-    requested_at = models.DateTimeField(null=True, blank=True)
-    error = models.TextField(blank=True)
+    computed_at = models.DateTimeField(null=True, blank=True, help_text="when the stored report's run started")
+    requested_at = models.DateTimeField(null=True, blank=True, help_text="the latest request")
 
     def __str__(self) -> str:
         return f"validation of {self.project}"
@@ -299,44 +292,59 @@ class ValidationResult(models.Model):
         return self.computed_at is None or (self.requested_at is not None and self.requested_at > self.computed_at)
 
 
-class ScoringJob(models.Model):
+class ScoringJob(Job):
     """One run of a judge over a project's pairs, split into chunks of one query's pairs that workers score
-    independently; progress is the sum of finished chunks."""
+    independently; progress is the sum of finished chunks. A chunk that fails marks its pairs failed and the
+    job goes on: the job ends done (with the last chunk's error) or cancelled, never failed. Its attempts are
+    its chunks' claims; its calls and tokens are its chunks' (job_usage)."""
 
     class Scope(models.TextChoices):
         ALL = "all", "all pairs"
         MISSING = "missing", "pairs not yet judged under the current definition"
         SELECTION = "selection", "selected pairs"
 
-    class Status(models.TextChoices):
-        RUNNING = "running", "running"
-        DONE = "done", "done"
-        CANCELLED = "cancelled", "cancelled"
-
     project = models.ForeignKey("labeling.Project", on_delete=models.CASCADE, related_name="scoring_jobs")
     judge = models.ForeignKey(Judge, on_delete=models.CASCADE, related_name="scoring_jobs")
     scope = models.CharField(max_length=16, choices=Scope.choices)
-    status = models.CharField(max_length=16, choices=Status.choices, default=Status.RUNNING)
+    # Running from the start: its chunks are queued with it, and any worker may take any of them.
+    status = models.CharField(max_length=16, choices=Job.Status.choices, default=Job.Status.RUNNING)
     total = models.PositiveIntegerField(default=0)
     done = models.PositiveIntegerField(default=0)
     failed = models.PositiveIntegerField(default=0)
-    last_error = models.TextField(blank=True)
-    created_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    first_result_at = models.DateTimeField(
+        null=True, blank=True, help_text="the first part written: speed counts from here, model loading excluded"
     )
-    created_at = models.DateTimeField(default=timezone.now)
-    first_result_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
 
-    class Meta:
-        ordering = ["-created_at", "-id"]
+    class Meta(Job.Meta):
         constraints = [
+            *Job.Meta.constraints,
             models.CheckConstraint(condition=Q(done__lte=F("total")), name="job_done_within_total"),
             models.CheckConstraint(condition=Q(failed__lte=F("done")), name="job_failed_within_done"),
         ]
 
     def __str__(self) -> str:
         return f"job {self.id}: {self.judge} on {self.project} ({self.status})"
+
+    @property
+    def progress(self) -> float:
+        return self.done / self.total if self.total else 1.0
+
+    # The names a scoring job had before it took the shape of every job, for the readers that still use them.
+    @property
+    def created_by(self):
+        return self.requested_by
+
+    @created_by.setter
+    def created_by(self, user) -> None:
+        self.requested_by = user
+
+    @property
+    def last_error(self) -> str:
+        return self.error
+
+    @last_error.setter
+    def last_error(self, error: str) -> None:
+        self.error = error
 
 
 class ScoringChunk(models.Model):

@@ -54,7 +54,6 @@ def job_progress(job: ScoringJob, *, show_errors: bool = False) -> JobProgress:
     """Speed counts from the first chunk written (model loading excluded) to now or the end; calls, tokens
     and cost add up every attempt of every chunk (ensemble members read from the cache cost nothing).
     `show_errors`: False for readers who are not project admins (they get a generic message)."""
-    fraction = job.done / job.total if job.total else 1.0
     rate = eta = None
     if job.first_result_at is not None and job.done:
         end = job.finished_at or timezone.now()
@@ -68,8 +67,8 @@ def job_progress(job: ScoringJob, *, show_errors: bool = False) -> JobProgress:
                 eta = (job.total - job.done) / rate
     calls, prompt, completion, lost = job_usage(job)
     cost = usd_cost(prompt, completion, job.judge.price_in, job.judge.price_out)
-    error = job.last_error if show_errors or not job.last_error else HIDDEN_ERROR
-    return JobProgress(job=job, fraction=fraction, pairs_per_s=rate, eta_s=eta, calls=calls, prompt_tokens=prompt,
+    error = job.error if show_errors or not job.error else HIDDEN_ERROR
+    return JobProgress(job=job, fraction=job.progress, pairs_per_s=rate, eta_s=eta, calls=calls, prompt_tokens=prompt,
                        completion_tokens=completion, cost_usd=cost, lost_calls=lost, stalled=_stalled(job),
                        error=error)
 

@@ -11,17 +11,17 @@ from django.db.models import Max
 from django.utils import timezone
 
 from labeling.exceptions import DomainError
-from labeling.models import DefinitionDraft, Judge, Query, RelevanceDefinition
+from labeling.models import MAX_ERROR_CHARS, DefinitionDraft, Judge, Query, RelevanceDefinition
 from labeling.scoring import JudgeConfigError, judge_config, scorer_for
 from labeling.selectors.definitions import current_definition
 from labeling.selectors.drafting import GENERATIVE_BACKENDS, relevant_example_passages
+from labeling.services.jobs import job_fail, job_take
 from labeling.tasks import definition_draft_task
 from models_llm.backends import ScorerConfigError
 from models_llm.drafting import DraftParseError, draft_messages, draft_parse
 from models_llm.types import Generation
 
 DRAFT_MAX_NEW_TOKENS = 400
-MAX_ERROR_CHARS = 2000
 
 # A scorer's generate_chat: (messages, max_new_tokens=...) -> Generation.
 Generate = Callable[..., Generation]
@@ -74,11 +74,11 @@ def definition_draft_request(
 def definition_draft_run(*, draft_id: int, generate: Generate | None = None) -> DefinitionDraft | None:
     """Ask the draft's judge (`generate`: its scorer's generate_chat unless given) and write the answer as the
     query's next version, a draft drafted by the judge. An answer without both parts of a definition, or a judge
-    that cannot be loaded, is stored as the draft's error and writes no version. A finished draft is returned
-    as it is (None: the draft is gone). Other errors (a server that is briefly down) propagate for the caller
-    to retry or to record with definition_draft_fail."""
+    that cannot be loaded, is stored as the draft's error (failed) and writes no version. A finished draft is
+    returned as it is (None: the draft is gone). Other errors (a server that is briefly down) propagate for the
+    caller to retry or to record with definition_draft_fail."""
     draft = DefinitionDraft.objects.select_related("query__project", "judge").filter(id=draft_id).first()
-    if draft is None or draft.finished_at is not None:
+    if draft is None or not job_take(DefinitionDraft.objects.filter(id=draft.id, finished_at__isnull=True)):
         return draft
     query, current, examples = draft.query, None, []
     if draft.refine:
@@ -103,8 +103,10 @@ def definition_draft_run(*, draft_id: int, generate: Generate | None = None) -> 
 
 
 def definition_draft_fail(*, draft_id: int, error: str) -> DefinitionDraft | None:
-    """Give up on a draft (its retries are spent): store the error and finish it, writing no version."""
-    return _finish(draft_id=draft_id, error=error)
+    """Give up on a draft (its retries are spent): store the error and finish it, failed, writing no version. A
+    finished draft is returned as it is (None: the draft is gone)."""
+    job_fail(DefinitionDraft.objects.filter(id=draft_id), error=error)
+    return DefinitionDraft.objects.filter(id=draft_id).first()
 
 
 @transaction.atomic
@@ -124,10 +126,11 @@ def _finish(
             query_id=draft.query_id, version=newest + 1, text=text, author=None, is_draft=True, origin=origin,
             drafted_by=draft.judge,
         )
+    draft.status = DefinitionDraft.Status.DONE if text is not None else DefinitionDraft.Status.FAILED
     draft.error = error[:MAX_ERROR_CHARS]
     draft.raw_output = raw_output
     draft.prompt_tokens, draft.completion_tokens = prompt_tokens, completion_tokens
     draft.finished_at = timezone.now()
-    draft.save(update_fields=["definition", "error", "raw_output", "prompt_tokens", "completion_tokens",
+    draft.save(update_fields=["definition", "status", "error", "raw_output", "prompt_tokens", "completion_tokens",
                               "finished_at"])
     return draft

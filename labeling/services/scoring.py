@@ -125,7 +125,7 @@ def scoring_job_create(
         raise ScoringError(str(exc)) from None
     size = chunk_pairs or settings.SCORING_CHUNK_PAIRS
     rows = _pairs_in_scope(project=project, judge=judge, scope=scope, pair_ids=pair_ids)
-    job = ScoringJob.objects.create(project=project, judge=judge, scope=scope, total=len(rows), created_by=user)
+    job = ScoringJob.objects.create(project=project, judge=judge, scope=scope, total=len(rows), requested_by=user)
     chunks = []
     for query_id, group in groupby(rows, key=lambda row: row[0]):
         ids = [pair_id for _, pair_id in group]

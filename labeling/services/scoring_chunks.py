@@ -19,6 +19,7 @@ from django.utils import timezone
 from labeling.models import Judgment, Pair, RelevanceDefinition, ScoringChunk, ScoringJob
 from labeling.scoring import judge_method
 from labeling.selectors.definitions import current_definition
+from labeling.services.jobs import job_take
 from labeling.services.judging import Usage, judge_pairs, judgments_upsert
 from labeling.services.validation import validation_request_refresh
 from labeling.tasks import score_chunk_task
@@ -76,6 +77,8 @@ def _chunk_claim(*, chunk_id: int, worker: str) -> ScoringChunk | None:
             chunk.in_flight = 0
             chunk.claimed_by, chunk.claimed_at = worker, timezone.now()
             chunk.save(update_fields=["attempts", "lost_calls", "in_flight", "claimed_by", "claimed_at"])
+            # Each claim is an attempt at the job: the first one starts it.
+            job_take(ScoringJob.objects.filter(id=chunk.job_id, status=ScoringJob.Status.RUNNING), now=chunk.claimed_at)
             return chunk
     scoring_chunk_fail(chunk_id=chunk_id, error=give_up, worker=None)
     return None
@@ -161,10 +164,10 @@ def _part_write(*, chunk: ScoringChunk, worker: str | None, start: int, definiti
         job.done += locked.size
         job.failed += locked.failed_pairs
         if error:
-            job.last_error = error
+            job.error = error
         if job.status == ScoringJob.Status.RUNNING and not job.chunks.filter(finished_at__isnull=True).exists():
             job.status, job.finished_at = ScoringJob.Status.DONE, now
-    job.save(update_fields=["done", "failed", "first_result_at", "last_error", "status", "finished_at"])
+    job.save(update_fields=["done", "failed", "first_result_at", "error", "status", "finished_at"])
     if finished:
         validation_request_refresh(project=chunk.job.project)
     return True

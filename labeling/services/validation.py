@@ -6,14 +6,16 @@ from dataclasses import asdict
 from datetime import datetime, timedelta
 
 from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
-from django.db.models import F, Q
+from django.db.models import Q
 from django.utils import timezone
 
 from labeling.exceptions import DomainError
 from labeling.models import Judge, JudgeCalibration, Project, ValidationResult
 from labeling.selectors.definition_metrics import judge_metrics_by_definition
 from labeling.selectors.validation import BY_DEFINITION, GoldSet, gold_set, holds_report, judge_arrays, scale_spec
+from labeling.services.jobs import job_fail, job_take
 from labeling.tasks import validation_refresh_task
 from models_llm.calibration import CalibrationError, calibrator_fit
 from models_llm.metrics import human_agreement, judge_report
@@ -85,7 +87,8 @@ def _report_to_cache(project: Project) -> dict:
 
 def validation_refresh(*, project_id: int) -> ValidationResult | None:
     """Recompute and store the cached report of a project unless a report newer than the last request is
-    stored already (the task may run twice; the second run then writes nothing)."""
+    stored already (the task may run twice; the second run then writes nothing). An error is recorded at once
+    with validation_refresh_fail, so that the next request queues a new recomputation, and raised."""
     project = Project.objects.filter(id=project_id).first()
     if project is None:
         return None
@@ -93,24 +96,41 @@ def validation_refresh(*, project_id: int) -> ValidationResult | None:
     if not result.is_stale:
         return result
     started = timezone.now()
+    job_take(ValidationResult.objects.filter(id=result.id), now=started)
     try:
         data = _report_to_cache(project)
     except Exception as exc:
-        # Recorded, the error also ends the pending recomputation: the next request queues a new one.
-        ValidationResult.objects.filter(id=result.id).update(error=f"{type(exc).__name__}: {exc}")
+        validation_refresh_fail(project_id=project_id, error=f"{type(exc).__name__}: {exc}")
         raise
-    ValidationResult.objects.filter(id=result.id).update(data=data, computed_at=started, error="")
-    result.refresh_from_db()
-    if result.is_stale:
-        # Requests arrived while computing and queued nothing (this run was pending): run again, when due.
-        countdown = _seconds_until_due(started)
+    return _report_store(result=result, data=data, started=started)
+
+
+def validation_refresh_fail(*, project_id: int, error: str) -> None:
+    """Give up on the pending recomputation of a project's report: failed, with the error. The report stored
+    stays, and the next request queues a new recomputation."""
+    job_fail(ValidationResult.objects.filter(project_id=project_id), error=error)
+
+
+# What a request that finds no recomputation pending makes of the report's row: a job asked for afresh.
+_PENDING_AGAIN = {"status": ValidationResult.Status.PENDING, "error": "", "attempts": 0, "started_at": None,
+                  "finished_at": None}
+
+
+def _report_store(*, result: ValidationResult, data: dict, started: datetime) -> ValidationResult:
+    """Store a report computed from `started` on: done, unless requests arrived meanwhile and queued nothing
+    (it was pending): then it is pending again and queued, when due."""
+    rows = ValidationResult.objects.filter(id=result.id)
+    rows.update(data=data, computed_at=started, status=ValidationResult.Status.DONE, error="",
+                finished_at=timezone.now())
+    if rows.filter(status=ValidationResult.Status.DONE, requested_at__gt=started).update(**_PENDING_AGAIN):
+        project_id, countdown = result.project_id, _seconds_until_due(started)
         transaction.on_commit(lambda: validation_refresh_task.apply_async((project_id,), countdown=countdown))
-    return result
+    return rows.get()
 
 
-# No recomputation is pending: none was asked for since the last one started, or the last one failed.
-_NONE_PENDING = (
-    Q(requested_at__isnull=True) | Q(computed_at__isnull=False, requested_at__lte=F("computed_at")) | ~Q(error="")
+# No recomputation is pending: none was ever asked for, or the last one asked for is done or failed.
+_NONE_PENDING = Q(requested_at__isnull=True) | ~Q(
+    status__in=[ValidationResult.Status.PENDING, ValidationResult.Status.RUNNING]
 )
 
 
@@ -121,14 +141,14 @@ def _seconds_until_due(computed_at: datetime | None) -> float:
     return max(0.0, (due - timezone.now()).total_seconds())
 
 
-def _mark_stale(project_id: int) -> float | None:
+def _mark_stale(project_id: int, user: AbstractBaseUser | None) -> float | None:
     """Mark the project's report stale. Returns the countdown of the recomputation to queue, or None when one
     is pending already: it will read the data as they are when it runs. One conditional UPDATE decides, so of
-    two requests at once only one queues."""
+    two requests at once only one queues (and names its user as the requester)."""
     now = timezone.now()
     ValidationResult.objects.get_or_create(project_id=project_id)
     rows = ValidationResult.objects.filter(project_id=project_id)
-    if not rows.filter(_NONE_PENDING).update(requested_at=now, error=""):
+    if not rows.filter(_NONE_PENDING).update(requested_at=now, requested_by=user, **_PENDING_AGAIN):
         rows.update(requested_at=now)
         return None
     return _seconds_until_due(rows.values_list("computed_at", flat=True).get())
@@ -139,12 +159,13 @@ def _enqueue(project_id: int, countdown: float | None) -> None:
         validation_refresh_task.apply_async((project_id,), countdown=countdown)
 
 
-def validation_request_refresh(*, project: Project) -> None:
+def validation_request_refresh(*, project: Project, user: AbstractBaseUser | None = None) -> None:
     """Mark the project's cached report stale and, once this transaction commits, have a worker recompute it:
     debounced, so that however often this is called one recomputation is queued at a time and a project's
-    report is computed at most once per VALIDATION_REFRESH_MIN_SECONDS."""
+    report is computed at most once per VALIDATION_REFRESH_MIN_SECONDS. `user`: the person who asked, if any
+    (a change of data asks too)."""
     project_id = project.id
-    countdown = _mark_stale(project_id)
+    countdown = _mark_stale(project_id, user)
     transaction.on_commit(lambda: _enqueue(project_id, countdown))
 
 
@@ -152,7 +173,7 @@ def validation_request_refresh_soon(*, project: Project) -> None:
     """Like validation_request_refresh, for frequent writes (every expert label): the report is marked stale
     only after this transaction commits, so that labels do not wait on each other for the report's row."""
     project_id = project.id
-    transaction.on_commit(lambda: _enqueue(project_id, _mark_stale(project_id)))
+    transaction.on_commit(lambda: _enqueue(project_id, _mark_stale(project_id, None)))
 
 
 @transaction.atomic
@@ -195,7 +216,5 @@ def validation_result_ensure(*, project: Project) -> ValidationResult:
         return result
     started = timezone.now()
     data = _report_to_cache(project)
-    result, _ = ValidationResult.objects.update_or_create(
-        project=project, defaults={"data": data, "computed_at": started, "error": ""}
-    )
-    return result
+    result, _ = ValidationResult.objects.get_or_create(project=project)
+    return _report_store(result=result, data=data, started=started)
