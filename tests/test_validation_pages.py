@@ -126,6 +126,19 @@ def test_ten_refreshes_in_a_row_queue_one_recomputation(client, sample, queued, 
     assert ValidationResult.objects.get(project=sample).is_stale
 
 
+def test_the_admin_who_asks_is_the_requester_of_the_recomputation(client, sample, queued,
+                                                                   django_capture_on_commit_callbacks):
+    admin = member(sample, Membership.Role.ADMIN)
+    client.force_login(admin)
+    with django_capture_on_commit_callbacks(execute=True):
+        client.post(reverse("labeling:validation_refresh", args=["cr"]))
+    pending = ValidationResult.objects.get(project=sample)
+    assert (pending.status, pending.requested_by, pending.attempts, pending.finished_at) == ("pending", admin, 0, None)
+    validation_refresh(project_id=sample.id)
+    done = ValidationResult.objects.get(project=sample)
+    assert (done.status, done.requested_by, done.attempts) == ("done", admin, 1)
+
+
 def _count_calls(monkeypatch, name: str) -> list:
     """Wrap the function `name` wherever a labeling module imported it; returns the list of its calls' kwargs."""
     calls: list[dict] = []

@@ -90,7 +90,7 @@ def validation_dashboard(request: HttpRequest, project: Project) -> HttpResponse
 @require_POST
 @project_view(admin_to("ask for a recomputation"))
 def validation_refresh(request: HttpRequest, project: Project) -> HttpResponse:
-    validation_request_refresh(project=project)
+    validation_request_refresh(project=project, user=request.user)
     messages.info(request, "Recomputing the report: this page updates when it is ready.")
     return redirect("labeling:validation", slug=project.slug)
 

@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from labeling.models import DefinitionDraft, Judgment, RelevanceDefinition, ScoringJob
 from labeling.selectors.definitions import current_definition, definition_versions, stale_judgments
+from labeling.services import drafting as drafting_module
 from labeling.services.definitions import DefinitionError, definition_save
 from labeling.services.drafting import (
     DRAFT_MAX_NEW_TOKENS,
@@ -21,6 +22,7 @@ from labeling.services.drafting import (
 )
 from labeling.services.scoring import _current_definitions, scoring_job_create
 from labeling.tasks import definition_draft_task
+from models_llm.backends import TransientScoringError
 from models_llm.types import Generation
 from tests.factories import (
     JudgeFactory,
@@ -257,3 +259,34 @@ def test_reviewing_a_draft_makes_it_current_and_keeps_its_origin(query):
     # A version that is not a draft cannot be reviewed as one.
     with pytest.raises(DefinitionError, match="is not a draft"):
         definition_save(query=query, text="something else", author=admin, based_on=saved)
+
+
+def test_a_draft_is_a_job_pending_then_running_then_done_or_failed(query):
+    judge = openai_judge(query.project)
+    draft = definition_draft_create(query=query, judge=judge, refine=False, user=None)
+    assert (draft.status, draft.attempts, draft.started_at) == ("pending", 0, None)
+    seen = []
+
+    def model(messages, max_new_tokens=None):
+        seen.append(DefinitionDraft.objects.values_list("status", "attempts").get(id=draft.id))
+        return Scripted()(messages, max_new_tokens)
+
+    done = definition_draft_run(draft_id=draft.id, generate=model)
+    assert seen == [("running", 1)]
+    assert (done.status, done.attempts) == ("done", 1) and done.started_at <= done.finished_at
+    other = definition_draft_create(query=query, judge=judge, refine=False, user=None)
+    failed = definition_draft_run(draft_id=other.id, generate=Scripted("Net zero is a great goal."))
+    assert (failed.status, failed.attempts, failed.definition) == ("failed", 1, None)
+
+
+def test_the_task_retries_a_server_that_is_down_then_records_the_error(query, monkeypatch):
+    class Down:
+        def generate_chat(self, messages, max_new_tokens=None):
+            raise TransientScoringError("503 from the server")
+
+    monkeypatch.setattr(drafting_module, "scorer_for", lambda judge: Down())
+    draft = definition_draft_create(query=query, judge=openai_judge(query.project), refine=False, user=None)
+    definition_draft_task.apply(args=[draft.id])  # retries run eagerly, then the draft is given up
+    draft.refresh_from_db()
+    assert (draft.status, draft.attempts, draft.error) == ("failed", 4, "TransientScoringError: 503 from the server")
+    assert draft.finished_at is not None and query.definitions.count() == 1

@@ -123,3 +123,13 @@ def test_selection_with_foreign_pair_ids_is_refused(tmp_path):
     judge = minilm_judge(project)
     with pytest.raises(ScoringError, match=r"pairs \[999999\] are not in project"):
         scoring_job_create(project=project, judge=judge, scope="selection", pair_ids=[999999])
+
+
+def test_a_job_counts_its_chunks_claims_as_attempts_and_starts_with_the_first(tmp_path):
+    project = small_scoring_project(tmp_path / "b", queries=2, passages=2)
+    job = scoring_job_create(project=project, judge=minilm_judge(project), chunk_pairs=2)
+    assert (job.status, job.attempts, job.started_at, job.progress) == ("running", 0, None, 0.0)
+    run_all(job)
+    job.refresh_from_db()
+    assert (job.status, job.attempts, job.progress) == ("done", 2, 1.0)
+    assert job.started_at <= job.first_result_at <= job.finished_at

@@ -6,6 +6,7 @@ from dataclasses import asdict
 
 import numpy as np
 import pytest
+from django.db import OperationalError
 from sklearn.metrics import cohen_kappa_score, f1_score
 
 from labeling.models import Judge, JudgeCalibration, ValidationResult
@@ -206,3 +207,23 @@ def test_the_cached_report_holds_every_judges_metrics_by_definition(tmp_path):
     squashed = Judge.objects.get(name="squashed")
     assert result.data["by_definition"]["squashed"] == asdict(judge_metrics_by_definition(judge=squashed))
     assert result.data["by_definition"]["unused"]["by_version"]["groups"] == []
+
+
+def test_the_task_retries_a_database_that_is_briefly_gone_and_counts_the_attempts(tmp_path, monkeypatch):
+    bundle_import(path=synthetic_bundle(tmp_path / "b", queries=2, per_query=10), project_slug="syn")
+    project = Judge.objects.get(name="squashed").project
+    pending = ValidationResult.objects.get(project=project)
+    assert (pending.status, pending.attempts, pending.started_at) == ("pending", 0, None)
+    real, calls = validation_module.gold_set, []
+
+    def flaky(project):
+        calls.append(project)
+        if len(calls) == 1:
+            raise OperationalError("database is locked")
+        return real(project)
+
+    monkeypatch.setattr(validation_module, "gold_set", flaky)
+    validation_module.validation_refresh_task.apply(args=[project.id])  # the retry runs eagerly
+    result = ValidationResult.objects.get(project=project)
+    assert (result.status, result.attempts, result.error) == ("done", 2, "") and not result.is_stale
+    assert result.started_at <= result.computed_at <= result.finished_at
