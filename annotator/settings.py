@@ -221,6 +221,8 @@ AXES_COOLOFF_TIME = timedelta(minutes=env_int("LOGIN_COOLOFF_MINUTES", 15))
 if AXES_FAILURE_LIMIT < 1 or AXES_COOLOFF_TIME < timedelta(minutes=1):
     raise ImproperlyConfigured("LOGIN_FAILURE_LIMIT and LOGIN_COOLOFF_MINUTES must be at least 1")
 AXES_RESET_ON_SUCCESS = True
+# No "AXES: BEGIN" banner on every command and no line per login: commands print only what they are asked for.
+AXES_VERBOSE = False
 AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
 AXES_LOCKOUT_CALLABLE = "labeling.login_throttle.lockout_page"
 AXES_CLIENT_IP_CALLABLE = "labeling.login_throttle.client_address"
