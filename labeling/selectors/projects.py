@@ -42,8 +42,8 @@ class ProjectSummary:
 def projects_visible_to(*, user: AbstractBaseUser | AnonymousUser) -> QuerySet[Project]:
     """The projects a user may see: those they are a member of; a superuser sees all.
 
-    The HTML views and the API both scope every project lookup through this queryset, so a project the
-    user may not see is simply absent (404), never forbidden (403), and its existence does not leak.
+    Every project lookup of the pages and the API goes through this queryset (project_for_user), so a project
+    the user may not see is simply absent (404), never forbidden (403), and its existence does not leak.
     """
     if not user.is_authenticated or not user.is_active:
         return Project.objects.none()

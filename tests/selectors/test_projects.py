@@ -2,9 +2,15 @@
 import pytest
 from django.utils import timezone
 
+from labeling.exceptions import Forbidden, NotFound
+from labeling.models import Membership
 from labeling.selectors.projects import (
+    ANNOTATE,
+    READ_REPORTS,
     ProjectCounts,
+    admin_to,
     pairs_for_project,
+    project_for_user,
     project_list_for_user,
     projects_visible_to,
     queries_with_current_definition,
@@ -111,3 +117,42 @@ def test_pairs_filter_by_query_external_id_within_the_project():
 
     assert pairs == [pair]
     assert [(s.system, s.rank) for s in pairs[0].sources.all()] == [("bm25", 3)]
+
+
+def _member(project, role):
+    return MembershipFactory(project=project, role=role).user
+
+
+def test_project_for_user_hides_a_project_from_a_non_member_and_refuses_a_role_with_the_need_s_words():
+    project = ProjectFactory(slug="p")
+    with pytest.raises(NotFound, match="No Project matches the given query."):
+        project_for_user(user=UserFactory(), slug="p")
+    with pytest.raises(NotFound):
+        project_for_user(user=_member(project, Membership.Role.ADMIN), slug="other")
+    expert = _member(project, Membership.Role.EXPERT)
+    assert project_for_user(user=expert, slug="p") == project
+    with pytest.raises(Forbidden, match=r"^Only a project admin can adjudicate\.$"):
+        project_for_user(user=expert, slug="p", need=admin_to("adjudicate"))
+    with pytest.raises(Forbidden, match="Experts label blind"):
+        project_for_user(user=expert, slug="p", need=READ_REPORTS)
+
+
+@pytest.mark.parametrize(
+    ("role", "annotates", "reads_reports"),
+    [(Membership.Role.ADMIN, True, True), (Membership.Role.EXPERT, True, False), (Membership.Role.VIEWER, False, True)],
+)
+def test_who_annotates_and_who_reads_the_reports(role, annotates, reads_reports):
+    project = ProjectFactory(slug="p")
+    user = _member(project, role)
+    for need, allowed in ((ANNOTATE, annotates), (READ_REPORTS, reads_reports)):
+        if allowed:
+            assert project_for_user(user=user, slug="p", need=need) == project
+        else:
+            with pytest.raises(Forbidden, match=need.refused):
+                project_for_user(user=user, slug="p", need=need)
+
+
+def test_a_superuser_is_every_project_s_admin():
+    ProjectFactory(slug="p")
+    root = UserFactory(is_superuser=True)
+    assert project_for_user(user=root, slug="p", need=admin_to("do this")).slug == "p"

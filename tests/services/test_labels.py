@@ -175,3 +175,17 @@ def test_labels_mark_the_validation_report_stale_but_enqueue_one_recomputation_w
             label_submit(project=project, annotator=alice, pair_id=pair.id, grade=1)
     assert sent == [project.id]
     assert ValidationResult.objects.get(project=project).is_stale
+
+
+def test_time_spent_from_the_lease_is_the_time_since_the_item_was_claimed():
+    project, _, pairs = _project(n_pairs=2)
+    alice = _expert(project, "alice")
+    claimed = timezone.now()
+    queue_next_for_annotator(project=project, annotator=alice, now=claimed)
+    label = label_submit(project=project, annotator=alice, pair_id=pairs[0].id, grade=1, time_spent_from_lease=True,
+                         now=claimed + timedelta(seconds=42)).label
+    assert label.time_spent_seconds == 42.0
+    # No lease on the item: nothing measured.
+    unleased = label_submit(project=project, annotator=alice, pair_id=pairs[1].id, grade=1,
+                            time_spent_from_lease=True).label
+    assert unleased.time_spent_seconds is None
