@@ -16,15 +16,10 @@ from models_llm.ensembles import STRATEGIES
 
 class JudgeForm(forms.Form):
     name = forms.CharField(max_length=200)
-    backend = forms.ChoiceField(choices=[("hf", "hf: local transformers model"),
-                                         ("openai", "openai: OpenAI-compatible API"),
-                                         ("embedding", "embedding: cosine similarity baseline"),
-                                         ("ensemble", "ensemble: the mean P of other judges")])
+    backend = forms.ChoiceField(choices=[(backend.value, backend.label) for backend in Judge.Backend.creatable()])
     model = forms.CharField(max_length=300, required=False,
                             help_text="a model folder (hf, embedding) or a model name (openai); none for an ensemble")
-    method = forms.ChoiceField(choices=[("tok", "Tok: P from the Yes/No next-token logits"),
-                                        ("ask", "Ask: parse the stated confidence"),
-                                        ("ensemble", "Ensemble: DisastIR prompt strategies, JSON scores averaged")],
+    method = forms.ChoiceField(choices=[(method.value, method.label) for method in Judge.Method.prompting()],
                                required=False)
     strategies = forms.MultipleChoiceField(
         choices=[(name, name) for name in STRATEGIES], required=False, widget=forms.CheckboxSelectMultiple,
@@ -73,7 +68,7 @@ class JudgeForm(forms.Form):
             template = json.loads(source.prompt)
         backend = data["backend"]
         prices = {"price_in": data["price_in"], "price_out": data["price_out"]}
-        if backend == "ensemble":
+        if backend == Judge.Backend.ENSEMBLE:
             members = [name.strip() for name in data["members"].split(",") if name.strip()]
             return {"name": data["name"], "backend": backend, "members": members, **prices}
         return {
@@ -84,7 +79,8 @@ class JudgeForm(forms.Form):
             "backend": backend,
             "model": data["model"],
             "template": template,
-            "method": "embedding" if backend == "embedding" else (data["method"] or "tok"),
+            # judge_create gives an embedding judge the embedding method whatever was chosen.
+            "method": data["method"] or Judge.Method.default_for(backend),
             "cot": data["cot"] or None,
             "use_definition": False if data["no_definition"] else None,
             "adapter": data["adapter"] or None,

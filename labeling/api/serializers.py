@@ -5,7 +5,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from labeling.api.fields import IdField
-from labeling.models import Pair, PairSource, Passage, Query, RelevanceDefinition
+from labeling.models import Judge, Pair, PairSource, Passage, Query, RelevanceDefinition, ScoringJob
 
 
 class GradeSerializer(serializers.Serializer):
@@ -104,10 +104,10 @@ class JudgeCreateSerializer(serializers.Serializer):
     the variables holding API keys are never taken from a request."""
 
     name = serializers.CharField(max_length=200)
-    backend = serializers.ChoiceField(choices=["hf", "openai", "embedding", "ensemble"])
+    backend = serializers.ChoiceField(choices=[backend.value for backend in Judge.Backend.creatable()])
     model = serializers.CharField(max_length=300, required=False, allow_blank=True, default="")
     endpoint = serializers.CharField(max_length=64, required=False)
-    method = serializers.ChoiceField(choices=["tok", "ask", "ensemble"], required=False)
+    method = serializers.ChoiceField(choices=[method.value for method in Judge.Method.prompting()], required=False)
     cot = serializers.BooleanField(required=False)
     use_definition = serializers.BooleanField(required=False)
     adapter = serializers.CharField(max_length=300, required=False)
@@ -130,7 +130,7 @@ class JudgeCreateSerializer(serializers.Serializer):
 
 class ScoringJobCreateSerializer(serializers.Serializer):
     judge = serializers.CharField()
-    scope = serializers.ChoiceField(choices=["missing", "all", "selection"], default="missing")
+    scope = serializers.ChoiceField(choices=ScoringJob.Scope.values, default=ScoringJob.Scope.MISSING.value)
     pair_ids = serializers.ListField(child=IdField(), required=False, allow_empty=False)
 
 

@@ -6,6 +6,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from labeling.management.lookup import command_project
+from labeling.models import Judge
 from labeling.services.judges import JudgeError, judge_create
 
 
@@ -15,7 +16,8 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("name")
         parser.add_argument("--project", required=True, help="project slug")
-        parser.add_argument("--backend", required=True, choices=["hf", "openai", "embedding", "ensemble"],
+        parser.add_argument("--backend", required=True,
+                            choices=[backend.value for backend in Judge.Backend.creatable()],
                             help="ensemble: a judge whose P is the mean of --members' P")
         parser.add_argument("--model", default="", help="local model folder (hf, embedding) or model name (openai)")
         parser.add_argument("--members", help="ensemble backend: member judge names, comma-separated")
@@ -24,7 +26,9 @@ class Command(BaseCommand):
         parser.add_argument("--price-in", type=float, help="USD per million prompt tokens, for cost figures")
         parser.add_argument("--price-out", type=float, help="USD per million completion tokens")
         parser.add_argument("--adapter", help="peft LoRA adapter folder (hf)")
-        parser.add_argument("--method", choices=["tok", "ask", "ensemble"], help="tok: P from next-token logits (default); ask: parse the stated confidence; ensemble: DisastIR prompt strategies")
+        parser.add_argument("--method", choices=[method.value for method in Judge.Method.prompting()],
+                            help="tok: P from next-token logits (default); ask: parse the stated confidence; "
+                                 "ensemble: DisastIR prompt strategies")
         parser.add_argument("--cot", action="store_true", help="ask for a [Reason] before the guess")
         parser.add_argument("--no-definition", action="store_true", help="leave the relevance definition out of the prompt")
         parser.add_argument("--device", help="hf: cpu, cuda, cuda:1 ...")
@@ -48,12 +52,13 @@ class Command(BaseCommand):
                 blocks = json.loads(template.read_text(encoding="utf-8"))
             except (OSError, ValueError) as exc:
                 raise CommandError(f"{template}: {exc}") from None
-        method = options["method"] or ("embedding" if options["backend"] == "embedding" else "tok")
+        method = options["method"] or Judge.Method.default_for(options["backend"])
         prices = {"price_in": options["price_in"], "price_out": options["price_out"]}
         try:
-            if options["backend"] == "ensemble":
+            if options["backend"] == Judge.Backend.ENSEMBLE:
                 members = [name.strip() for name in (options["members"] or "").split(",") if name.strip()]
-                judge = judge_create(project=found, name=name, backend="ensemble", members=members, **prices)
+                judge = judge_create(project=found, name=name, backend=Judge.Backend.ENSEMBLE, members=members,
+                                     **prices)
                 self.stdout.write(self.style.SUCCESS(
                     f"Created judge {judge.name!r} (mean P of {', '.join(members)}) in {project!r}."
                 ))

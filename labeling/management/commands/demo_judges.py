@@ -5,6 +5,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from labeling.management.lookup import command_project
+from labeling.models import Judge
 from labeling.selectors.lookups import JudgeNotFound, judge_by_name
 from labeling.services.judges import judge_create
 from labeling.services.scoring import scoring_job_start
@@ -20,14 +21,15 @@ class Command(BaseCommand):
     def handle(self, *args, project: str, **options) -> None:
         found = command_project(project)
         try:
-            folders = {"minilm": ("embedding", minilm_folder()), "smollm2-tok": ("hf", smollm2_folder(settings.VAR_DIR))}
+            folders = {"minilm": (Judge.Backend.EMBEDDING, minilm_folder()),
+                       "smollm2-tok": (Judge.Backend.HF, smollm2_folder(settings.VAR_DIR))}
         except BundledModelError as exc:
             raise CommandError(str(exc)) from None
         for name, (backend, folder) in folders.items():
             try:
                 judge = judge_by_name(project=found, name=name)
             except JudgeNotFound:
-                method = "embedding" if backend == "embedding" else "tok"
+                method = Judge.Method.default_for(backend)
                 # Stored relative to the checkout when it lies inside it: every worker resolves it in its own.
                 model = folder.relative_to(settings.BASE_DIR) if folder.is_relative_to(settings.BASE_DIR) else folder
                 judge = judge_create(project=found, name=name, backend=backend, model=str(model), method=method)

@@ -17,7 +17,8 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--project", required=True)
         parser.add_argument("--judge", required=True)
-        parser.add_argument("--scope", choices=["missing", "all"], default="missing",
+        parser.add_argument("--scope", choices=[ScoringJob.Scope.MISSING.value, ScoringJob.Scope.ALL.value],
+                            default=ScoringJob.Scope.MISSING.value,
                             help="missing (default): pairs not yet judged under the current definition")
         parser.add_argument("--wait", action="store_true", help="show progress until the job is finished")
         parser.add_argument("--dry-run", action="store_true",
