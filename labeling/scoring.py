@@ -83,13 +83,8 @@ def judge_template(judge: Judge) -> dict[str, str]:
     return template
 
 
-# A judge of judges: its P is the mean of its member judges' P. It has no model of its own.
-ENSEMBLE_BACKEND = "ensemble"
+# A judge of judges (Judge.is_ensemble) has at most this many members.
 MAX_MEMBERS = 20
-
-
-def is_judges_ensemble(judge: Judge) -> bool:
-    return judge.backend == ENSEMBLE_BACKEND
 
 
 def ensemble_members(judge: Judge) -> list[Judge]:
@@ -107,16 +102,16 @@ def ensemble_members(judge: Judge) -> list[Judge]:
         member = found.get(name)
         if member is None:
             raise JudgeConfigError(f"judge {judge.name!r}: member {name!r} is not a judge of this project")
-        if name == judge.name or is_judges_ensemble(member):
+        if name == judge.name or member.is_ensemble:
             raise JudgeConfigError(f"judge {judge.name!r}: member {name!r} is a judges ensemble itself")
     return [found[name] for name in names]
 
 
 def judge_check(judge: Judge) -> None:
     """Raise JudgeConfigError if the judge cannot score (a judges ensemble: its members must be usable)."""
-    if is_judges_ensemble(judge):
+    if judge.is_ensemble:
         for member in ensemble_members(judge):
-            if member.backend != "import":
+            if not member.is_imported:
                 judge_config(member)
         return
     judge_config(judge)
@@ -124,12 +119,12 @@ def judge_check(judge: Judge) -> None:
 
 def judge_method(judge: Judge) -> str:
     """The method recorded on the judge's judgments."""
-    return "ensemble" if is_judges_ensemble(judge) else judge_config(judge).method
+    return Judge.Method.ENSEMBLE if judge.is_ensemble else judge_config(judge).method
 
 
 def judge_config(judge: Judge) -> JudgeConfig:
     """The judge's JudgeConfig; JudgeConfigError names what is wrong."""
-    if is_judges_ensemble(judge):
+    if judge.is_ensemble:
         raise JudgeConfigError(f"judge {judge.name!r} is a judges ensemble: it has no model of its own")
     params = dict(judge.parameters or {})
     unknown = sorted(set(params) - set(PARAMETER_FIELDS))
@@ -137,12 +132,12 @@ def judge_config(judge: Judge) -> JudgeConfig:
         raise JudgeConfigError(f"judge {judge.name!r}: unknown parameters {unknown}")
     model = judge.model
     try:
-        if judge.backend in ("hf", "embedding") and model:
+        if judge.backend in Judge.Backend.local_model() and model:
             model = model_folder(model)
         if params.get("adapter"):
             params["adapter"] = model_folder(params["adapter"], label="adapter")
         endpoint_name = params.pop("endpoint", "")
-        if judge.backend == "openai":
+        if judge.backend == Judge.Backend.OPENAI:
             endpoint = llm_endpoint(endpoint_name)
             params.update(base_url=endpoint["base_url"], api_key_env=endpoint["api_key_env"],
                           allow_local=endpoint["allow_local"])

@@ -9,14 +9,13 @@ from django.db.models import QuerySet
 from labeling.gold import LabelView, gold_grade
 from labeling.models import DefinitionDraft, Judge, Label, Passage, Project, Query, RelevanceDefinition
 
-GENERATIVE_BACKENDS = ("hf", "openai")
 MAX_REFINE_EXAMPLES = 8
 RECENT_DRAFT_REQUESTS = 10
 
 
 def generative_judges(*, project: Project) -> QuerySet[Judge]:
     """The project's judges whose model writes text (imported and embedding judges cannot draft), by name."""
-    return Judge.objects.filter(project=project, backend__in=GENERATIVE_BACKENDS).order_by("name")
+    return Judge.objects.filter(project=project, backend__in=Judge.Backend.generative()).order_by("name")
 
 
 def relevant_example_passages(*, query: Query, limit: int = MAX_REFINE_EXAMPLES) -> list[str]:

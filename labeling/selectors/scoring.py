@@ -97,7 +97,7 @@ def judge_summary(judge: Judge) -> JudgeSummary:
     """What the API shows of a judge: its settings as chosen, nothing the operator declared (no URL, no key
     variable)."""
     parameters = judge.parameters or {}
-    method = parameters.get("method") or ("" if judge.backend in ("import", "ensemble") else "tok")
+    method = parameters.get("method") or ("" if judge.is_imported or judge.is_ensemble else Judge.Method.TOK.value)
     return JudgeSummary(name=judge.name, backend=judge.backend, model=judge.model, method=method,
                         endpoint=parameters.get("endpoint", ""), price_in=judge.price_in, price_out=judge.price_out,
                         created_at=judge.created_at)

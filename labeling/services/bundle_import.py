@@ -24,7 +24,6 @@ from labeling.services.validation import validation_request_refresh
 from labeling.services.bundle_stage import BundleLayout, BundleLayoutError, BundleStager, staging_tables
 from labeling.staging import StagingTable
 
-IMPORTED_JUDGE_BACKEND = "import"
 # Writes that change what the validation report shows.
 _VALIDATION_INPUTS = ("pairs", "reference grades", "labels", "labels superseded", "judgments", "definitions")
 
@@ -213,6 +212,6 @@ def _annotators_ensure(*, project: Project, names: set[str]) -> int:
 
 def _judges_ensure(*, project: Project, names: set[str]) -> int:
     existing = set(Judge.objects.filter(project=project, name__in=names).values_list("name", flat=True))
-    new = [Judge(project=project, name=name, backend=IMPORTED_JUDGE_BACKEND) for name in sorted(names - existing)]
+    new = [Judge(project=project, name=name, backend=Judge.Backend.IMPORT) for name in sorted(names - existing)]
     Judge.objects.bulk_create(new)
     return len(new)

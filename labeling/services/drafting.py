@@ -14,7 +14,7 @@ from labeling.exceptions import DomainError
 from labeling.models import MAX_ERROR_CHARS, DefinitionDraft, Judge, Query, RelevanceDefinition
 from labeling.scoring import JudgeConfigError, judge_config, scorer_for
 from labeling.selectors.definitions import current_definition
-from labeling.selectors.drafting import GENERATIVE_BACKENDS, relevant_example_passages
+from labeling.selectors.drafting import relevant_example_passages
 from labeling.services.jobs import job_fail, job_take
 from labeling.tasks import definition_draft_task
 from models_llm.backends import ScorerConfigError
@@ -33,10 +33,10 @@ class DraftingError(DomainError):
 
 def definition_draft_judge_check(*, judge: Judge) -> None:
     """Raise DraftingError unless the judge's model writes text and its configuration can be loaded."""
-    if judge.backend not in GENERATIVE_BACKENDS:
+    if not judge.is_generative:
         raise DraftingError(
             f"judge {judge.name!r} cannot write a definition: its backend is {judge.backend!r}; drafting needs a "
-            f"generative judge (backend {' or '.join(GENERATIVE_BACKENDS)})"
+            f"generative judge (backend {' or '.join(Judge.Backend.generative())})"
         )
     try:
         judge_config(judge)

@@ -9,7 +9,7 @@ from django.db import transaction
 
 from labeling.exceptions import DomainError
 from labeling.models import Judge, Project
-from labeling.scoring import ENSEMBLE_BACKEND, PARAMETER_FIELDS, JudgeConfigError, judge_check, judge_config
+from labeling.scoring import PARAMETER_FIELDS, JudgeConfigError, judge_check, judge_config
 from models_llm.ensembles import DEFAULT_INTENT, EnsembleConfigError, strategies_for
 
 
@@ -48,7 +48,7 @@ def judge_create(
         raise JudgeError(f"unknown judge parameters {unknown}")
     params = {key: value for key, value in parameters.items() if value is not None}
     prices = {"price_in": _price("price_in", price_in), "price_out": _price("price_out", price_out)}
-    if backend == ENSEMBLE_BACKEND:
+    if backend == Judge.Backend.ENSEMBLE:
         if params or model or template:
             raise JudgeError("a judges ensemble takes only members (and prices): no model, method or template")
         judge = Judge(project=project, name=name, backend=backend, parameters={"members": list(members or [])},
@@ -61,15 +61,15 @@ def judge_create(
         return judge
     if members:
         raise JudgeError("members are for a judges ensemble (backend ensemble)")
-    if backend == "embedding":
-        params["method"] = "embedding"
+    if backend == Judge.Backend.EMBEDDING:
+        params["method"] = Judge.Method.EMBEDDING.value
     judge = Judge(project=project, name=name, backend=backend, model=model,
                   prompt=json.dumps(template, indent=2) if template else "", parameters=params, **prices)
     try:
         config = judge_config(judge)
     except JudgeConfigError as exc:
         raise JudgeError(str(exc).removeprefix(f"judge {name!r}: ")) from None
-    if config.method == "ensemble":
+    if config.method == Judge.Method.ENSEMBLE:
         try:
             strategies_for(DEFAULT_INTENT, config.strategies)  # known strategies, none twice
         except EnsembleConfigError as exc:
@@ -77,7 +77,8 @@ def judge_create(
         if config.template or config.cot or not config.use_definition:
             raise JudgeError("an ensemble judge writes its own prompts: no template, cot or no-definition")
     given = {"model": model, "adapter": parameters.get("adapter")}
-    for label, folder, marker in (("model", config.model if backend != "openai" else None, "config.json"),
+    local_folder = config.model if backend in Judge.Backend.local_model() else None
+    for label, folder, marker in (("model", local_folder, "config.json"),
                                   ("adapter", config.adapter, "adapter_config.json")):
         if not folder:
             continue

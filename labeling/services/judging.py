@@ -14,7 +14,6 @@ from django.utils import timezone
 from labeling.models import Judge, Judgment, MemberOutput, Pair, RelevanceDefinition
 from labeling.scoring import (
     ensemble_members,
-    is_judges_ensemble,
     judge_config,
     judgment_fields,
     pair_inputs,
@@ -59,12 +58,12 @@ def judge_pairs(
     """One verdict per pair (in order) from `judge`, each pair judged under its query's definition in
     `definitions` (query id -> current version, None for none). `pairs` have query and passage loaded.
     Scoring errors propagate (the task retries them); a pair's unusable answer is its parse_error verdict."""
-    if is_judges_ensemble(judge):
+    if judge.is_ensemble:
         return _judges_ensemble(judge, pairs, definitions)
     texts = {query_id: (d.text if d is not None else None) for query_id, d in definitions.items()}
     inputs = pair_inputs(pairs, texts)
     config = judge_config(judge)
-    if config.method == "ensemble":
+    if config.method == Judge.Method.ENSEMBLE:
         return _strategy_ensemble(judge, config, pairs, inputs, definitions)
     verdicts = scorer_for(judge).score(inputs)
     usage = Usage()
@@ -115,7 +114,7 @@ def _strategy_ensemble(
             intent = intent_get(intent_name)
             names = strategies_for(intent.name, config.strategies)
         except EnsembleConfigError as exc:
-            verdicts.append(Verdict(pair_id=pair.id, status="failed", method="ensemble",
+            verdicts.append(Verdict(pair_id=pair.id, status="failed", method=Judge.Method.ENSEMBLE,
                                     error=f"query {pair.query.external_id!r}: {exc}"))
             continue
         definition = definitions.get(pair.query_id)
@@ -134,7 +133,7 @@ def _strategy_ensemble(
         result = ensemble_combine(pair.id, intent.name, [_outcome_from_row(row) for row in rows])
         summary = {row.member: row.score for row in rows}
         verdicts.append(Verdict(
-            pair_id=pair.id, status=result.status, method="ensemble", p=result.p, guess=result.relevant,
+            pair_id=pair.id, status=result.status, method=Judge.Method.ENSEMBLE, p=result.p, guess=result.relevant,
             raw_output=json.dumps({"intent": intent.name, "scores": summary}), error=result.parse_error,
             prompt_tokens=sum(row.prompt_tokens for row in rows),
             completion_tokens=sum(row.completion_tokens for row in rows),
@@ -154,7 +153,7 @@ def _judges_ensemble(
     for member in members:
         have = _usable(member, pairs, definitions)
         # Imported judgments are what they are: nothing to score.
-        missing = [pair for pair in pairs if pair.id not in have] if member.backend != "import" else []
+        missing = [pair for pair in pairs if pair.id not in have] if not member.is_imported else []
         if missing:
             verdicts, spent = judge_pairs(judge=member, pairs=missing, definitions=definitions)
             judgments_upsert(judge=member, pairs=missing, definitions=definitions, verdicts=verdicts)
@@ -169,12 +168,12 @@ def _judges_ensemble(
         if not ps:
             states = ", ".join(f"{name}: {found[pair.id].status if pair.id in found else 'no judgment'}"
                                for name, found in by_member.items())
-            verdicts.append(Verdict(pair_id=pair.id, status="parse_error", method="ensemble", raw_output=raw,
+            verdicts.append(Verdict(pair_id=pair.id, status="parse_error", method=Judge.Method.ENSEMBLE, raw_output=raw,
                                     error=f"no member judge gave a P ({states})"))
             continue
         values = list(ps.values())
         p = sum(values) / len(values)
-        verdicts.append(Verdict(pair_id=pair.id, status="ok", method="ensemble", p=p, guess=p >= 0.5,
+        verdicts.append(Verdict(pair_id=pair.id, status="ok", method=Judge.Method.ENSEMBLE, p=p, guess=p >= 0.5,
                                 raw_output=raw, spread=max(values) - min(values)))
     return verdicts, usage
 
@@ -188,7 +187,7 @@ def _usable(member: Judge, pairs: Sequence[Pair], definitions: dict) -> dict[int
     for judgment in rows.order_by("created_at", "id"):
         definition = definitions.get(query_of[judgment.pair_id])
         current = definition.id if definition is not None else None
-        if member.backend == "import" or judgment.definition_id == current:
+        if member.is_imported or judgment.definition_id == current:
             found[judgment.pair_id] = judgment
     return found
 

@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from labeling.exceptions import DomainError
 from labeling.models import Judge, Judgment, Pair, Project, RelevanceDefinition, ScoringChunk, ScoringJob
-from labeling.scoring import JudgeConfigError, is_judges_ensemble, judge_check, judge_config, pair_inputs
+from labeling.scoring import JudgeConfigError, judge_check, judge_config, pair_inputs
 from labeling.selectors.scoring import observed_answers
 from labeling.services.judging import query_intent
 
@@ -194,13 +194,13 @@ def scoring_job_estimate(
     their characters (openai); answers take typical lengths. Nothing is sent to a model and nothing is stored."""
     if judge.project_id != project.id:
         raise ScoringError(f"judge {judge.name!r} belongs to another project")
-    if is_judges_ensemble(judge):
+    if judge.is_ensemble:
         raise ScoringError(f"judge {judge.name!r} is a judges ensemble: estimate each of its members")
     try:
         config = judge_config(judge)
     except JudgeConfigError as exc:
         raise ScoringError(str(exc)) from None
-    if config.backend == "embedding":
+    if config.backend == Judge.Backend.EMBEDDING:
         raise ScoringError(f"judge {judge.name!r} is an embedding judge: it sends no prompts and costs no tokens")
     rows = _pairs_in_scope(project=project, judge=judge, scope=scope, pair_ids=pair_ids)
     chosen = sorted(random.Random(0).sample([pair_id for _, pair_id in rows], min(sample, len(rows))))
@@ -209,7 +209,7 @@ def scoring_job_estimate(
     texts = {query_id: d.text for query_id, d in definitions.items()}
     inputs = pair_inputs(pairs, texts)
     count = None
-    if config.backend == "hf":
+    if config.backend == Judge.Backend.HF:
         from models_llm.backends.hf import chat_token_counter  # torch and transformers load lazily
 
         try:
@@ -217,7 +217,7 @@ def scoring_job_estimate(
         except ScorerConfigError as exc:
             raise ScoringError(str(exc)) from None
     observed = None
-    if config.method == "ensemble":
+    if config.method == Judge.Method.ENSEMBLE:
         # A judge that has answered before (a pilot run) is estimated by how it answered: how far its strategies
         # got before an answer did not parse, and how long its answers were.
         observed = observed_answers(judge)

@@ -15,12 +15,11 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from labeling.forms import DefinitionDraftForm
 from labeling.ids import IdError, parse_id
-from labeling.models import Membership, Project, Query, RelevanceDefinition
+from labeling.models import Judge, Membership, Project, Query, RelevanceDefinition
 from labeling.selectors.definitions import definition_versions, stale_pairs
-from labeling.selectors.drafting import GENERATIVE_BACKENDS, definition_of_query, draft_requests, generative_judges
+from labeling.selectors.drafting import definition_of_query, draft_requests, generative_judges
 from labeling.selectors.lookups import judge_by_name, query_of_project
 from labeling.selectors.projects import admin_to, project_role, role_require
-from labeling.services.bundle_import import IMPORTED_JUDGE_BACKEND
 from labeling.services.definitions import MAX_DEFINITION_CHARS, DefinitionError, definition_save, stale_rescore_start
 from labeling.services.drafting import DraftingError, definition_draft_request
 from labeling.services.scoring import ScoringError
@@ -56,7 +55,6 @@ def _context(project: Project, query: Query, is_admin: bool, *, text: str | None
         "next_version": versions[0].definition.version + 1 if versions else 1,
         "stale": stale_pairs(project=project, query=query),
         "max_chars": MAX_DEFINITION_CHARS,
-        "imported_backend": IMPORTED_JUDGE_BACKEND,
         "text": text if text is not None else (current.text if current is not None else ""),
         "based_on": based_on,
         **extra,
@@ -64,7 +62,7 @@ def _context(project: Project, query: Query, is_admin: bool, *, text: str | None
     if is_admin:
         context.update(_drafts_context(project, query))
         context["draft_form"] = DefinitionDraftForm(judges=generative_judges(project=project))
-        context["generative_backends"] = " or ".join(GENERATIVE_BACKENDS)
+        context["generative_backends"] = " or ".join(Judge.Backend.generative())
     return context
 
 
@@ -142,7 +140,7 @@ def definition_draft_view(request: HttpRequest, project: Project, query_id: int)
     if not form.is_valid():
         # Like any form that does not validate (a judge id that is none of these included): 400, not a redirect.
         messages.error(request, f"Choose one of the project's judges that write text (backend "
-                                f"{' or '.join(GENERATIVE_BACKENDS)}).")
+                                f"{' or '.join(Judge.Backend.generative())}).")
         return render(request, "labeling/definition.html", _context(project, query, True), status=400)
     judge, refine = form.cleaned_data["judge"], form.cleaned_data["refine"]
     try:
