@@ -1,10 +1,13 @@
 """The database, not just the services, refuses rows that break the data model."""
+from typing import get_args
+
 import pytest
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
-from labeling.models import Judgment, RelevanceDefinition
+from labeling.models import Judge, Judgment, RelevanceDefinition
 from labeling.models.project import DEFINITION_IN_USE_SQL
+from models_llm.types import Backend, Method
 from tests.factories import (
     JudgeFactory,
     JudgmentFactory,
@@ -115,6 +118,18 @@ def test_judgment_unique_per_pair_and_judge_without_definition():
 def test_judge_name_is_unique_per_project():
     judge = JudgeFactory(name="gpt")
     refused(lambda: JudgeFactory(project=judge.project, name="gpt"))
+
+
+def test_judge_backend_is_one_of_the_judge_kinds():
+    refused(lambda: JudgeFactory(backend="vllm"))
+    for backend in ("hf", "openai", "embedding", "ensemble", "import"):
+        JudgeFactory(backend=backend)
+
+
+def test_the_judge_kinds_and_methods_agree_with_models_llms():
+    # models_llm imports nothing from Django: its Literal types name the backends that load a model and the methods.
+    assert set(get_args(Backend)) == set(Judge.Backend.values) - {"ensemble", "import"}
+    assert set(get_args(Method)) == set(Judge.Method.values)
 
 
 def test_definition_version_starts_at_one():
