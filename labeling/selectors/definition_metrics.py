@@ -7,7 +7,6 @@ from dataclasses import dataclass, field
 from functools import reduce
 
 import numpy as np
-from django.db.models import Exists, OuterRef
 
 from labeling.models import Judge, Judgment, Project, RelevanceDefinition
 from labeling.selectors.streams import CHUNK
@@ -227,12 +226,6 @@ def cached_metrics_by_definition(*, report: dict, judge: Judge) -> DefinitionCom
     return DefinitionComparison(judge=cached["judge"], n_gold=cached["n_gold"],
                                 by_version=_grouping_from_json(cached["by_version"]),
                                 by_origin=_grouping_from_json(cached["by_origin"]))
-
-
-def judges_with_judgments(*, project: Project) -> list[Judge]:
-    """The project's judges that have at least one ok judgment, by name."""
-    judged = Judgment.objects.filter(judge=OuterRef("pk"), status=Judgment.Status.OK)
-    return list(Judge.objects.filter(project=project).filter(Exists(judged)).order_by("name"))
 
 
 def default_comparison_judge(*, project: Project, judges: list[Judge]) -> Judge | None:

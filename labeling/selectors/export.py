@@ -20,7 +20,7 @@ from labeling.selectors.streams import (
     GoldPair,
     Grouped,
     JudgeRow,
-    definition_versions,
+    definition_version_numbers,
     external_ids,
     gold_pairs,
     judge_rows,
@@ -97,7 +97,7 @@ def _calibrated(rows: list[JudgeRow], calibrator: Calibrator | None) -> list[flo
 
 def _judge_probabilities(source: ExportSource) -> Iterator[tuple[int, float]]:
     """(pair id, P used for grading) of the source judge, in pair order, calibrated in batches."""
-    rows = judge_rows(source.judge, versions=definition_versions(source.judge.project))
+    rows = judge_rows(source.judge, versions=definition_version_numbers(source.judge.project))
     while batch := list(islice(rows, BATCH)):
         yield from zip((row.pair_id for row in batch), _calibrated(batch, source.calibrator))
 

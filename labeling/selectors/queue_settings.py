@@ -5,9 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from django.db.models import Exists, OuterRef, QuerySet
 
-from labeling.models import Judge, Judgment, Project
+from labeling.models import Judge, Project
 from labeling.models.project import QUEUE_STRATEGIES
 
 # These queues rank pairs by the queue judge's P; the disagreement queue compares all judges instead.
@@ -65,8 +64,3 @@ def queue_settings_summary(*, project: Project) -> QueueSettingsSummary:
     )
 
 
-def judges_with_judgments(*, project: Project) -> QuerySet[Judge]:
-    """The project's judges that have at least one P (an ok judgment): those the disagreement queue compares.
-    One EXISTS probe per judge on the (judge, p_relevant) index, however many judgments there are."""
-    has_p = Judgment.objects.filter(judge=OuterRef("pk"), status=Judgment.Status.OK)
-    return Judge.objects.filter(project=project).filter(Exists(has_p)).order_by("name")

@@ -5,10 +5,10 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.conf import settings
-from django.db.models import Max, QuerySet, Sum
+from django.db.models import Exists, Max, OuterRef, QuerySet, Sum
 from django.utils import timezone
 
-from labeling.models import Judge, MemberOutput, Project, ScoringJob
+from labeling.models import Judge, Judgment, MemberOutput, Project, ScoringJob
 from models_llm.cost import usd_cost
 from models_llm.ensembles import STEPS
 
@@ -79,6 +79,13 @@ def jobs_for_project(project: Project, *, limit: int = 20) -> QuerySet[ScoringJo
 
 def judges_for_project(project: Project) -> QuerySet[Judge]:
     return Judge.objects.filter(project=project).order_by("name")
+
+
+def judges_with_judgments(*, project: Project) -> QuerySet[Judge]:
+    """The project's judges that have at least one P (an ok judgment), by name: those the disagreement queue
+    compares and the validation page offers. One EXISTS probe per judge on the (judge, p_relevant) index."""
+    has_p = Judgment.objects.filter(judge=OuterRef("pk"), status=Judgment.Status.OK)
+    return judges_for_project(project).filter(Exists(has_p))
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,8 @@ def external_ids(project: Project) -> tuple[dict[int, str], dict[int, str]]:
     return queries, passages
 
 
-def definition_versions(project: Project) -> dict[int, int]:
+def definition_version_numbers(project: Project) -> dict[int, int]:
+    """Definition id -> version number, for every definition of the project's queries."""
     return dict(RelevanceDefinition.objects.filter(query__project=project).values_list("id", "version"))
 
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from labeling.models import Judge, Label, Project, Query, ValidationResult
-from labeling.selectors.streams import definition_versions, gold_pairs, judge_rows
+from labeling.selectors.streams import definition_version_numbers, gold_pairs, judge_rows
 from models_llm.metrics import JudgeData, ScaleSpec, is_uncertain
 
 
@@ -131,7 +131,7 @@ def judge_arrays(gold: GoldSet, judge: Judge) -> JudgeArrays:
     guess = np.full(size, np.nan)
     confidence = np.full(size, np.nan)
     if size:
-        rows = list(judge_rows(judge, versions=definition_versions(judge.project)))
+        rows = list(judge_rows(judge, versions=definition_version_numbers(judge.project)))
         judged_ids = np.fromiter((row.pair_id for row in rows), dtype=np.int64, count=len(rows))
         at = np.minimum(np.searchsorted(gold.pair_ids, judged_ids), size - 1)
         hit = gold.pair_ids[at] == judged_ids

@@ -10,7 +10,8 @@ from labeling.exceptions import DomainError, Forbidden
 from labeling.models import Judge, Membership, Project
 from labeling.models.project import QUEUE_STRATEGIES
 from labeling.selectors.projects import project_role
-from labeling.selectors.queue_settings import STRATEGIES_NEEDING_JUDGE, judges_with_judgments
+from labeling.selectors.queue_settings import STRATEGIES_NEEDING_JUDGE
+from labeling.selectors.scoring import judges_with_judgments
 
 LABELS_PER_ITEM_MAX = 10
 LEASE_MINUTES_MAX = 240

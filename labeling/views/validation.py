@@ -10,13 +10,10 @@ from django.views.decorators.http import require_POST
 
 from labeling.charts import f1_curve_chart, reliability_chart
 from labeling.models import Membership, Project, ValidationResult
-from labeling.selectors.definition_metrics import (
-    cached_metrics_by_definition,
-    default_comparison_judge,
-    judges_with_judgments,
-)
+from labeling.selectors.definition_metrics import cached_metrics_by_definition, default_comparison_judge
 from labeling.selectors.lookups import judge_by_name
 from labeling.selectors.projects import READ_REPORTS, admin_to, project_role
+from labeling.selectors.scoring import judges_with_judgments
 from labeling.selectors.validation import holds_report, validation_result_for
 from labeling.services.validation import ValidationError, judge_calibrate, validation_request_refresh
 from labeling.views.access import project_view
@@ -51,7 +48,7 @@ def _by_definition_context(project: Project, result: ValidationResult | None, ju
     """The "By definition version" section for one judge (`judge_name`; default: the queues' judge, else the
     first judge with judgments), read from the cached report: the worker computes it with the report, so a
     re-score shows once the report is recomputed, and no request computes it."""
-    judges = judges_with_judgments(project=project)
+    judges = list(judges_with_judgments(project=project))
     if judge_name:
         judge = judge_by_name(project=project, name=judge_name)
     else:

@@ -10,11 +10,8 @@ import pytest
 from sklearn.metrics import brier_score_loss, cohen_kappa_score, f1_score, roc_auc_score
 
 from labeling.models import Judgment, Label, RelevanceDefinition
-from labeling.selectors.definition_metrics import (
-    default_comparison_judge,
-    judge_metrics_by_definition,
-    judges_with_judgments,
-)
+from labeling.selectors.definition_metrics import default_comparison_judge, judge_metrics_by_definition
+from labeling.selectors.scoring import judges_with_judgments
 from tests.factories import (
     JudgeFactory,
     JudgmentFactory,
