@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from labeling.exceptions import DomainError
 from labeling.models import MAX_ERROR_CHARS, DefinitionDraft, Judge, Query, RelevanceDefinition
-from labeling.scoring import JudgeConfigError, judge_config, scorer_for
+from labeling.llm_adapter import JudgeConfigError, judge_config, scorer_for
 from labeling.selectors.definitions import current_definition
 from labeling.selectors.drafting import relevant_example_passages
 from labeling.services.jobs import job_fail, job_take

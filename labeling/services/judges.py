@@ -9,7 +9,7 @@ from django.db import transaction
 
 from labeling.exceptions import DomainError
 from labeling.models import Judge, Project
-from labeling.scoring import PARAMETER_FIELDS, JudgeConfigError, judge_check, judge_config
+from labeling.llm_adapter import PARAMETER_FIELDS, JudgeConfigError, judge_check, judge_config
 from models_llm.ensembles import DEFAULT_INTENT, EnsembleConfigError, strategies_for
 
 

@@ -12,7 +12,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from labeling.models import Judge, Judgment, MemberOutput, Pair, RelevanceDefinition
-from labeling.scoring import (
+from labeling.llm_adapter import (
     ensemble_members,
     judge_config,
     judgment_fields,

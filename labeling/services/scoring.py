@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from labeling.exceptions import DomainError
 from labeling.models import Judge, Judgment, Pair, Project, RelevanceDefinition, ScoringChunk, ScoringJob
-from labeling.scoring import JudgeConfigError, judge_check, judge_config, pair_inputs
+from labeling.llm_adapter import JudgeConfigError, judge_check, judge_config, pair_inputs
 from labeling.selectors.scoring import observed_answers
 from labeling.services.judging import query_intent
 

@@ -17,7 +17,7 @@ from django.db.models import Max
 from django.utils import timezone
 
 from labeling.models import Judgment, Pair, RelevanceDefinition, ScoringChunk, ScoringJob
-from labeling.scoring import judge_method
+from labeling.llm_adapter import judge_method
 from labeling.selectors.definitions import current_definition
 from labeling.services.jobs import job_take
 from labeling.services.judging import Usage, judge_pairs, judgments_upsert

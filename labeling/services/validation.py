@@ -23,7 +23,7 @@ from models_llm.metrics import human_agreement, judge_report
 BOOTSTRAP_DRAWS = 1_000
 
 
-class ValidationError(DomainError):
+class ValidationReportError(DomainError):
     """The report or the calibration cannot be made as asked (unknown judge, too few gold pairs...)."""
 
 
@@ -187,7 +187,7 @@ def judge_calibrate(*, judge: Judge, user=None) -> JudgeCalibration:
     try:
         fit = calibrator_fit(arrays.p, relevant, folds=5, seed=0)
     except CalibrationError as exc:
-        raise ValidationError(f"judge {judge.name!r}: {exc}") from None
+        raise ValidationReportError(f"judge {judge.name!r}: {exc}") from None
     calibration = JudgeCalibration.objects.create(
         judge=judge,
         method=fit.calibrator.method,

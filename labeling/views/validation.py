@@ -15,7 +15,7 @@ from labeling.selectors.lookups import judge_by_name
 from labeling.selectors.projects import READ_REPORTS, admin_to, project_role
 from labeling.selectors.scoring import judges_with_judgments
 from labeling.selectors.validation import holds_report, validation_result_for
-from labeling.services.validation import ValidationError, judge_calibrate, validation_request_refresh
+from labeling.services.validation import ValidationReportError, judge_calibrate, validation_request_refresh
 from labeling.views.access import project_view
 from labeling.views.htmx import htmx_partial
 from models_llm.metrics import human_rows, metric_table
@@ -99,7 +99,7 @@ def judge_calibrate_view(request: HttpRequest, project: Project, judge: str) -> 
     found = judge_by_name(project=project, name=judge)
     try:
         calibration = judge_calibrate(judge=found, user=request.user)
-    except ValidationError as exc:
+    except ValidationReportError as exc:
         messages.error(request, str(exc))
     else:
         cv = calibration.cv

@@ -15,7 +15,7 @@ from labeling.selectors.export import export_source_parse, pair_records, qrels_r
 from labeling.services import validation as validation_module
 from labeling.services.bundle_import import bundle_import
 from labeling.services.validation import (
-    ValidationError,
+    ValidationReportError,
     judge_calibrate,
     validation_compute,
     validation_refresh,
@@ -143,7 +143,7 @@ def test_combined_source_says_where_each_grade_comes_from(tmp_path):
 def test_calibration_needs_both_classes():
     bundle_import(path=SAMPLE, project_slug="cr")
     judge = Judge.objects.get(project__slug="cr", name="gpt4-ask-generic")
-    with pytest.raises(ValidationError, match="gpt4-ask-generic"):
+    with pytest.raises(ValidationReportError, match="gpt4-ask-generic"):
         judge_calibrate(judge=judge)
     assert not JudgeCalibration.objects.exists()
 

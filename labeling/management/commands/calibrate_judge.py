@@ -2,7 +2,7 @@
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from labeling.management.lookup import command_judge, command_project
-from labeling.services.validation import ValidationError, judge_calibrate
+from labeling.services.validation import ValidationReportError, judge_calibrate
 
 
 class Command(BaseCommand):
@@ -17,7 +17,7 @@ class Command(BaseCommand):
         item = command_judge(found, judge)
         try:
             calibration = judge_calibrate(judge=item)
-        except ValidationError as exc:
+        except ValidationReportError as exc:
             raise CommandError(str(exc)) from None
         cv = calibration.cv
         self.stdout.write(
