@@ -293,6 +293,8 @@ IMPORT_MAX_ALL_PAIRS = env_int("IMPORT_MAX_ALL_PAIRS", 5_000_000)
 # A project's validation report is recomputed at most once per this many seconds: requests in between mark it
 # stale, and the one queued recomputation runs when the interval is over.
 VALIDATION_REFRESH_MIN_SECONDS = env_int("VALIDATION_REFRESH_MIN_SECONDS", 30)
+# A recomputation running longer than this lost its worker: the next request queues a new one.
+VALIDATION_STALL_SECONDS = env_int("VALIDATION_STALL_SECONDS", 1800)
 # Pairs of one query per scoring task: big enough to reuse the query's prompt prefix, small enough that a
 # killed worker loses little and progress moves.
 SCORING_CHUNK_PAIRS = env_int("SCORING_CHUNK_PAIRS", 32)

@@ -128,10 +128,14 @@ def _report_store(*, result: ValidationResult, data: dict, started: datetime) ->
     return rows.get()
 
 
-# No recomputation is pending: none was ever asked for, or the last one asked for is done or failed.
-_NONE_PENDING = Q(requested_at__isnull=True) | ~Q(
-    status__in=[ValidationResult.Status.PENDING, ValidationResult.Status.RUNNING]
-)
+def _none_pending(now: datetime) -> Q:
+    """No recomputation is pending: none was ever asked for, the last one asked for is done or failed, or it has
+    been running longer than VALIDATION_STALL_SECONDS (its worker was lost: nothing else would ever end it)."""
+    lost = Q(status=ValidationResult.Status.RUNNING,
+             started_at__lt=now - timedelta(seconds=settings.VALIDATION_STALL_SECONDS))
+    return Q(requested_at__isnull=True) | lost | ~Q(
+        status__in=[ValidationResult.Status.PENDING, ValidationResult.Status.RUNNING]
+    )
 
 
 def _seconds_until_due(computed_at: datetime | None) -> float:
@@ -148,7 +152,7 @@ def _mark_stale(project_id: int, user: AbstractBaseUser | None) -> float | None:
     now = timezone.now()
     ValidationResult.objects.get_or_create(project_id=project_id)
     rows = ValidationResult.objects.filter(project_id=project_id)
-    if not rows.filter(_NONE_PENDING).update(requested_at=now, requested_by=user, **_PENDING_AGAIN):
+    if not rows.filter(_none_pending(now)).update(requested_at=now, requested_by=user, **_PENDING_AGAIN):
         rows.update(requested_at=now)
         return None
     return _seconds_until_due(rows.values_list("computed_at", flat=True).get())

@@ -3,10 +3,12 @@ user sees are checked against scikit-learn computed straight from the bundle fil
 import json
 import random
 from dataclasses import asdict
+from datetime import timedelta
 
 import numpy as np
 import pytest
 from django.db import OperationalError
+from django.utils import timezone
 from sklearn.metrics import cohen_kappa_score, f1_score
 
 from labeling.models import Judge, JudgeCalibration, ValidationResult
@@ -197,6 +199,27 @@ def test_requests_queue_one_recomputation_at_most_once_per_minimum_interval(
     with django_capture_on_commit_callbacks(execute=True):
         validation_request_refresh(project=project)
     assert len(queued) == 3
+
+
+def test_a_recomputation_whose_worker_was_lost_does_not_block_the_next_request(
+        tmp_path, settings, queued, django_capture_on_commit_callbacks):
+    """A report left running by a killed worker would stay stale for good: past VALIDATION_STALL_SECONDS the next
+    request queues a new recomputation; before that it queues nothing."""
+    settings.VALIDATION_REFRESH_MIN_SECONDS = 0
+    settings.VALIDATION_STALL_SECONDS = 600
+    bundle_import(path=synthetic_bundle(tmp_path / "b", queries=2, per_query=10), project_slug="syn")
+    project = Judge.objects.get(name="squashed").project
+    rows = ValidationResult.objects.filter(project=project)
+    rows.update(status=ValidationResult.Status.RUNNING, started_at=timezone.now() - timedelta(seconds=60))
+    queued.clear()
+    with django_capture_on_commit_callbacks(execute=True):
+        validation_request_refresh(project=project)
+    assert queued == []  # still running, and not for long: its worker may well be alive
+    rows.update(started_at=timezone.now() - timedelta(seconds=601))
+    with django_capture_on_commit_callbacks(execute=True):
+        validation_request_refresh(project=project)
+    assert [args for args, _ in queued] == [(project.id,)]
+    assert rows.get().status == ValidationResult.Status.PENDING
 
 
 def test_the_cached_report_holds_every_judges_metrics_by_definition(tmp_path):
