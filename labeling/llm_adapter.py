@@ -118,8 +118,12 @@ def judge_check(judge: Judge) -> None:
 
 
 def judge_method(judge: Judge) -> str:
-    """The method recorded on the judge's judgments."""
-    return Judge.Method.ENSEMBLE if judge.is_ensemble else judge_config(judge).method
+    """The method recorded on the judge's judgments, read from the row without loading its configuration:
+    giving up on a chunk must not fail in turn when that configuration no longer loads (an endpoint the
+    operator withdrew, a model folder outside the roots)."""
+    if judge.is_ensemble:
+        return Judge.Method.ENSEMBLE
+    return (judge.parameters or {}).get("method") or Judge.Method.default_for(judge.backend)
 
 
 def judge_config(judge: Judge) -> JudgeConfig:

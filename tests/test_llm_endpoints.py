@@ -13,6 +13,7 @@ from rest_framework.test import APIClient
 from labeling.models import Judge, Judgment, Membership, ScoringJob
 from labeling.services.judges import JudgeError, judge_create
 from labeling.services.scoring import ScoringError, scoring_chunk_run, scoring_job_create, scoring_job_start
+from labeling.tasks import score_chunk_task
 from models_llm.backends import ScorerConfigError
 from models_llm.backends.outbound import endpoint_address_check
 from tests.endpoints import declare_endpoint
@@ -132,6 +133,13 @@ def test_an_endpoint_the_operator_withdrew_is_refused_by_the_worker(project, lis
     with pytest.raises(Exception, match="endpoint 'for-now' is not declared by the operator"):
         scoring_chunk_run(chunk_id=job.chunks.get().id)
     assert listener.bodies == []
+    # Through the task (the same worker, as a retry would be), the chunk is given up with the reason and the job
+    # ends: it does not hang because the judge's configuration no longer loads.
+    score_chunk_task.apply(args=[job.chunks.get().id], task_id="direct")
+    job.refresh_from_db()
+    assert (job.status, job.done, job.failed) == (ScoringJob.Status.DONE, 2, 2)
+    assert "endpoint 'for-now' is not declared" in job.error and listener.bodies == []
+    assert set(Judgment.objects.filter(judge=judge).values_list("method", flat=True)) == {"ask"}
 
 
 # -- outbound addresses ---------------------------------------------------------------------------------------
@@ -174,8 +182,6 @@ def test_a_remote_servers_error_text_reaches_admins_only(client, project):
         judge = judge_create(project=project, name="j", backend="openai", model="m", method="ask",
                              endpoint=declare_endpoint(server.base_url), max_retries=0)
         job = scoring_job_create(project=project, judge=judge)
-        from labeling.tasks import score_chunk_task
-
         score_chunk_task.apply(args=[job.chunks.get().id])
     job.refresh_from_db()
     assert job.failed == 2 and leaked in job.last_error
