@@ -42,12 +42,17 @@ def job_usage(job: ScoringJob) -> tuple[int, int, int, int]:
     return (sums["calls"] or 0) + lost + (sums["in_flight"] or 0), sums["prompt"] or 0, sums["completion"] or 0, lost
 
 
+def job_last_moved(job: ScoringJob) -> datetime:
+    """When the job last showed a sign of progress: its newest chunk claim or part written, else its creation.
+    A running job that has not moved for SCORING_STALL_SECONDS is stalled (the page says so, the sweep acts)."""
+    moved = job.chunks.aggregate(claimed=Max("claimed_at"), finished=Max("finished_at"))
+    return max(filter(None, [moved["claimed"], moved["finished"], job.created_at]))
+
+
 def _stalled(job: ScoringJob) -> bool:
     if job.status != ScoringJob.Status.RUNNING:
         return False
-    moved = job.chunks.aggregate(claimed=Max("claimed_at"), finished=Max("finished_at"))
-    last = max(filter(None, [moved["claimed"], moved["finished"], job.created_at]))
-    return (timezone.now() - last).total_seconds() > settings.SCORING_STALL_SECONDS
+    return (timezone.now() - job_last_moved(job)).total_seconds() > settings.SCORING_STALL_SECONDS
 
 
 def job_progress(job: ScoringJob, *, show_errors: bool = False) -> JobProgress:

@@ -13,12 +13,12 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Max
 from django.utils import timezone
 
 from labeling.models import Judgment, Pair, RelevanceDefinition, ScoringChunk, ScoringJob
 from labeling.llm_adapter import judge_method
 from labeling.selectors.definitions import current_definition
+from labeling.selectors.scoring import job_last_moved
 from labeling.services.jobs import job_take
 from labeling.services.judging import Usage, judge_pairs, judgments_upsert
 from labeling.services.validation import validation_request_refresh
@@ -190,9 +190,7 @@ def scoring_sweep() -> SweepResult:
     failed: list[int] = []
     for job in ScoringJob.objects.filter(status=ScoringJob.Status.RUNNING, created_at__lt=stale):
         open_chunks = job.chunks.filter(finished_at__isnull=True)
-        last = open_chunks.aggregate(moved=Max("claimed_at"))["moved"]
-        last_done = job.chunks.aggregate(done=Max("finished_at"))["done"]
-        idle = max(filter(None, [last, last_done, job.created_at])) < stale
+        idle = job_last_moved(job) < stale
         for chunk_id in open_chunks.filter(claimed_at__lt=stale).values_list("id", flat=True):
             with transaction.atomic():
                 chunk = ScoringChunk.objects.select_for_update().get(id=chunk_id)
