@@ -57,13 +57,11 @@ def model_folder(value: str, *, label: str = "model") -> str:
 def llm_endpoint(name: str) -> dict:
     """The operator's declared endpoint `name` (base_url, api_key_env, allow_local); JudgeConfigError if none."""
     endpoints = settings.LLM_ENDPOINTS
+    declared = ", ".join(sorted(endpoints)) or "none"
     if not name:
-        raise JudgeConfigError(f"an openai judge needs an endpoint (declared: {', '.join(endpoints) or 'none'})")
+        raise JudgeConfigError(f"an openai judge needs an endpoint (declared: {declared})")
     if name not in endpoints:
-        raise JudgeConfigError(
-            f"endpoint {name!r} is not declared by the operator (LLM_ENDPOINTS declares: "
-            f"{', '.join(sorted(endpoints)) or 'none'})"
-        )
+        raise JudgeConfigError(f"endpoint {name!r} is not declared by the operator (LLM_ENDPOINTS declares: {declared})")
     return endpoints[name]
 
 

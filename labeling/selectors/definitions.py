@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from django.db.models import Count, Exists, IntegerField, OuterRef, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 
-from labeling.models import Judge, Judgment, Label, Project, Query, RelevanceDefinition, ScoringChunk, ScoringJob
+from labeling.models import Judge, Judgment, Label, Project, Query, RelevanceDefinition
+from labeling.selectors.scoring import queued_pairs
 from labeling.textdiff import TextDiff, text_diff
 
 
@@ -109,18 +110,6 @@ def _stale_pairs_by_judge(*, project: Project, query: Query) -> dict[int, set[in
     return stale
 
 
-def _queued_pairs_by_judge(*, query: Query, judge_ids: Iterable[int]) -> dict[int, set[int]]:
-    # A chunk reads its query's current definition when it runs, so whatever job queued it (any scope), its
-    # pairs are judged under the current definition once a worker writes it.
-    queued: dict[int, set[int]] = defaultdict(set)
-    chunks = ScoringChunk.objects.filter(
-        query=query, finished_at__isnull=True, job__status=ScoringJob.Status.RUNNING, job__judge_id__in=judge_ids
-    )
-    for judge_id, pair_ids in chunks.values_list("job__judge_id", "pair_ids"):
-        queued[judge_id].update(pair_ids)
-    return queued
-
-
 @dataclass(frozen=True)
 class StalePairs:
     """One judge's stale pairs of one query: `pair_ids` all of them, `queued_ids` those that a running job
@@ -141,7 +130,9 @@ def stale_pairs(*, project: Project, query: Query, judge: Judge | None = None) -
     stale = _stale_pairs_by_judge(project=project, query=query)
     if judge is not None:
         stale = {judge.id: stale[judge.id]} if judge.id in stale else {}
-    queued = _queued_pairs_by_judge(query=query, judge_ids=list(stale))
+    # A chunk reads its query's current definition when it runs, so whatever job queued it (any scope), its
+    # pairs are judged under the current definition once a worker writes it.
+    queued = queued_pairs(query=query, judge_ids=list(stale))
     return [
         StalePairs(judge=found, pair_ids=frozenset(stale[found.id]),
                    queued_ids=frozenset(stale[found.id] & queued[found.id]))

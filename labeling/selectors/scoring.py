@@ -1,6 +1,8 @@
 """Reads about scoring: a job's progress (done, failed, speed, time left) and the jobs a page lists."""
 from __future__ import annotations
 
+from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -8,7 +10,7 @@ from django.conf import settings
 from django.db.models import Exists, Max, OuterRef, QuerySet, Sum
 from django.utils import timezone
 
-from labeling.models import Judge, Judgment, MemberOutput, Project, ScoringJob
+from labeling.models import Judge, Judgment, MemberOutput, Project, Query, ScoringChunk, ScoringJob
 from models_llm.cost import usd_cost
 from models_llm.ensembles import STEPS
 
@@ -76,6 +78,20 @@ def job_progress(job: ScoringJob, *, show_errors: bool = False) -> JobProgress:
     return JobProgress(job=job, fraction=job.progress, pairs_per_s=rate, eta_s=eta, calls=calls, prompt_tokens=prompt,
                        completion_tokens=completion, cost_usd=cost, lost_calls=lost, stalled=_stalled(job),
                        error=error)
+
+
+def queued_pairs(*, judge_ids: Iterable[int], query: Query | None = None) -> dict[int, set[int]]:
+    """Per judge, the pairs (of `query`, or all) that its running jobs have queued and no worker has written yet:
+    a chunk writes its parts in order, so what follows `written`. Scoring them again would judge them twice."""
+    queued: dict[int, set[int]] = defaultdict(set)
+    chunks = ScoringChunk.objects.filter(
+        finished_at__isnull=True, job__status=ScoringJob.Status.RUNNING, job__judge_id__in=list(judge_ids)
+    )
+    if query is not None:
+        chunks = chunks.filter(query=query)
+    for judge_id, pair_ids, written in chunks.values_list("job__judge_id", "pair_ids", "written"):
+        queued[judge_id].update(pair_ids[written:])
+    return queued
 
 
 def jobs_for_project(project: Project, *, limit: int = 20) -> QuerySet[ScoringJob]:

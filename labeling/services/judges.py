@@ -33,7 +33,8 @@ def judge_create(
 ) -> Judge:
     """Create judge `name` in `project`. `parameters` are JudgeConfig fields (method, cot, use_definition,
     adapter, device, dtype, batch_size, strategies...) and, for an openai judge, the `endpoint` the operator
-    declared (settings.LLM_ENDPOINTS); local model folders must be under a model root and hold a model. Backend `ensemble` makes a judges ensemble of the `members` (judge names; no model of its own).
+    declared (settings.LLM_ENDPOINTS); local model folders must be under a model root and hold a model. Backend
+    `ensemble` makes a judges ensemble of the `members` (judge names; no model of its own).
     `price_in` / `price_out` (USD per million prompt / completion tokens) price the judge's jobs."""
     name = name.strip()
     if not name or len(name) > 200:

@@ -15,7 +15,7 @@ from django.utils import timezone
 from labeling.exceptions import DomainError
 from labeling.models import Judge, Judgment, Pair, Project, RelevanceDefinition, ScoringChunk, ScoringJob
 from labeling.llm_adapter import JudgeConfigError, judge_check, judge_config, pair_inputs
-from labeling.selectors.scoring import observed_answers
+from labeling.selectors.scoring import observed_answers, queued_pairs
 from labeling.services.judging import query_intent
 
 # The chunks' services, re-exported: callers start a job and run its chunks through this one module.
@@ -85,7 +85,7 @@ def scoring_job_start(
     Judge.objects.select_for_update().filter(id=judge.id).first()
     running = ScoringJob.objects.filter(judge=judge, status=ScoringJob.Status.RUNNING).order_by("id")
     if scope == ScoringJob.Scope.SELECTION and pair_ids:
-        queued = _queued_pair_ids(running)
+        queued = queued_pairs(judge_ids=[judge.id])[judge.id]
         fresh = [pair_id for pair_id in pair_ids if pair_id not in queued]
         if fresh:
             return scoring_job_create(project=project, judge=judge, scope=scope, pair_ids=fresh, user=user,
@@ -96,15 +96,6 @@ def scoring_job_start(
         return job, False
     return scoring_job_create(project=project, judge=judge, scope=scope, pair_ids=pair_ids, user=user,
                               chunk_pairs=chunk_pairs), True
-
-
-def _queued_pair_ids(jobs) -> set[int]:
-    queued: set[int] = set()
-    for ids, written in ScoringChunk.objects.filter(job__in=jobs, finished_at__isnull=True).values_list(
-        "pair_ids", "written"
-    ):
-        queued.update(ids[written:])
-    return queued
 
 
 @transaction.atomic
