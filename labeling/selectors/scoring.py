@@ -10,10 +10,10 @@ from django.conf import settings
 from django.db.models import Exists, Max, OuterRef, QuerySet, Sum
 from django.utils import timezone
 
+from labeling.llm_adapter import judge_method
 from labeling.models import Judge, Judgment, MemberOutput, Project, Query, ScoringChunk, ScoringJob
 from models_llm.cost import usd_cost
 from models_llm.ensembles import STEPS
-
 
 # What viewers and experts read instead of a failure's text: a remote server's answer is for project admins
 # (and the server log) only.
@@ -125,7 +125,7 @@ def judge_summary(judge: Judge) -> JudgeSummary:
     """What the API shows of a judge: its settings as chosen, nothing the operator declared (no URL, no key
     variable)."""
     parameters = judge.parameters or {}
-    method = parameters.get("method") or ("" if judge.is_imported or judge.is_ensemble else Judge.Method.TOK.value)
+    method = "" if judge.is_imported or judge.is_ensemble else judge_method(judge)
     return JudgeSummary(name=judge.name, backend=judge.backend, model=judge.model, method=method,
                         endpoint=parameters.get("endpoint", ""), price_in=judge.price_in, price_out=judge.price_out,
                         created_at=judge.created_at)

@@ -13,8 +13,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from labeling.exceptions import DomainError
-from labeling.models import Judge, Judgment, Pair, Project, RelevanceDefinition, ScoringChunk, ScoringJob
 from labeling.llm_adapter import JudgeConfigError, judge_check, judge_config, pair_inputs
+from labeling.models import Judge, Judgment, Pair, Project, RelevanceDefinition, ScoringChunk, ScoringJob
 from labeling.selectors.scoring import observed_answers, queued_pairs
 from labeling.services.judging import query_intent
 

@@ -15,8 +15,8 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from labeling.models import Judgment, Pair, RelevanceDefinition, ScoringChunk, ScoringJob
 from labeling.llm_adapter import judge_method
+from labeling.models import Judgment, Pair, RelevanceDefinition, ScoringChunk, ScoringJob
 from labeling.selectors.definitions import current_definition
 from labeling.selectors.scoring import job_last_moved
 from labeling.services.jobs import job_take
