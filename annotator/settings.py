@@ -170,6 +170,10 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "staticfiles"
 STATICFILES_DIRS = [BASE_DIR / "static"]
+# Large files (passage embeddings; adapters and indexes as they come) go through the default storage: every
+# worker must see the same one, so a deployment on several machines points MEDIA_ROOT at a shared volume (or
+# replaces the backend).
+MEDIA_ROOT = Path(env_str("MEDIA_ROOT", str(VAR_DIR / "media")))
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},

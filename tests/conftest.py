@@ -98,3 +98,11 @@ def llm_endpoints(settings):
         "unreachable": {"base_url": "http://127.0.0.1:9/v1", "api_key_env": "", "allow_local": True},
     }
     return settings.LLM_ENDPOINTS
+
+
+@pytest.fixture(autouse=True)
+def media_root(settings, tmp_path_factory):
+    """Files stored through the default storage (passage embeddings...) go to a folder of this test's own, never
+    to var/media of the checkout."""
+    settings.MEDIA_ROOT = str(tmp_path_factory.mktemp("media"))
+    return settings.MEDIA_ROOT

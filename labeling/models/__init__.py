@@ -1,4 +1,4 @@
-"""The domain's tables, one module per concept: projects and the pool, labels and leases, judging, and the
+"""The domain's tables, one module per concept: projects and the pool, labels and leases, judging, retrieval runs, and the
 shape every background job shares."""
 from labeling.models.jobs import MAX_ERROR_CHARS, Job, MeteredJob
 from labeling.models.judging import (
@@ -13,9 +13,11 @@ from labeling.models.judging import (
 )
 from labeling.models.labels import Label, Lease
 from labeling.models.project import Membership, Pair, PairSource, Passage, Project, Query, RelevanceDefinition
+from labeling.models.retrieval import PassageEmbeddings, RetrievalJob, Run, RunEntry, RunKind
 
 __all__ = [
     "MAX_ERROR_CHARS", "DefinitionDraft", "Job", "Judge", "JudgeCalibration", "Judgment", "Label", "Lease",
     "Membership", "MemberOutput", "MeteredJob", "Pair", "PairSource", "Passage", "Project", "Query",
-    "RelevanceDefinition", "ScoringChunk", "ScoringJob", "ValidationResult",
+    "PassageEmbeddings", "RelevanceDefinition", "RetrievalJob", "Run", "RunEntry", "RunKind", "ScoringChunk",
+    "ScoringJob", "ValidationResult",
 ]
