@@ -1,0 +1,127 @@
+"""How far two qrels sources agree on the ranking of systems (LVHQ; DisastIR): Kendall's tau-b, Spearman's rho and
+tau_AP (Yilmaz, Aslam & Robertson 2008) of the systems' mean scores, with percentile bootstrap intervals over
+queries.
+
+Systems are ranked by their mean over the queries that every system has a value for under both sources (a query
+undefined, nan, for any system is left out for all of them, so that every mean is taken over the same queries).
+Ties in the means: tau-b and Spearman's rho (average ranks) handle them as scipy does; tau_AP is its expected
+value over the orders of the systems that b ties (each order as likely), where a pair that a ties counts half
+concordant, or fully when b ties it too (both sources then agree that neither is ahead).
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats
+
+from models_llm.metrics.bootstrap import percentile_interval, resampling_counts
+
+COEFFICIENTS = ("kendall_tau", "tau_ap", "spearman")
+
+
+@dataclass(frozen=True)
+class Agreement:
+    """Agreement of source b's ranking of the systems with reference source a's (nan where a coefficient is
+    undefined, e.g. every system tied)."""
+
+    kendall_tau: float
+    tau_ap: float
+    spearman: float
+    intervals: dict[str, tuple[float, float] | None]  # COEFFICIENTS -> bootstrap interval over queries
+    largest_change: tuple[str, int, int] | None  # (system, rank under a, rank under b); None when no system moves
+    n_systems: int
+    n_queries: int
+
+
+def tau_ap(reference: np.ndarray, other: np.ndarray) -> float:
+    """tau_AP of the systems' ranking by `other` (scores, higher first) against the ranking by `reference`:
+    2 / (N - 1) * sum over positions i = 2..N of C(i) / (i - 1), minus 1, where C(i) counts the systems `other`
+    puts above position i that `reference` also ranks above that system. Ties as in the module docstring."""
+    reference, other = np.asarray(reference, dtype=float), np.asarray(other, dtype=float)
+    n = len(other)
+    if n < 2 or len(reference) != n:
+        raise ValueError(f"tau_AP needs two or more systems scored by both sources, got {len(reference)} and {n}")
+    order = np.argsort(-other, kind="stable")
+    ref, oth = reference[order], other[order]
+    tied_ref, tied_other = ref[:, None] == ref[None, :], oth[:, None] == oth[None, :]
+    # credit[j, x]: what j, placed above x by `other`, adds to C at x's position.
+    credit = (ref[:, None] > ref[None, :]) + np.where(tied_ref, np.where(tied_other, 1.0, 0.5), 0.0)
+    total = 0.0
+    starts = np.flatnonzero(np.concatenate(([True], oth[1:] != oth[:-1])))
+    for start, end in zip(starts, np.append(starts[1:], n)):
+        size = end - start
+        # A system of the tied group sits at each of its positions start + t alike; above it are the systems
+        # before the group and t of the other size - 1 group members, drawn alike.
+        before = credit[:start, start:end].sum(axis=0).mean()
+        within = (credit[start:end, start:end].sum(axis=0) - 1.0).mean() / (size - 1) if size > 1 else 0.0
+        t = np.arange(size)
+        above = start + t
+        kept = above > 0
+        total += float(((before + t[kept] * within) / above[kept]).sum())
+    return 2.0 * total / (n - 1) - 1.0
+
+
+def _kendall_tau_b(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    # Per row, scipy's tau-b: sum of sign products over the pairs of systems, over the square root of the numbers
+    # of pairs each source does not tie. Rows are bootstrap draws, done together rather than one scipy call each.
+    upper = np.triu_indices(a.shape[1], k=1)
+    sign_a = np.sign(a[:, :, None] - a[:, None, :])[:, upper[0], upper[1]]
+    sign_b = np.sign(b[:, :, None] - b[:, None, :])[:, upper[0], upper[1]]
+    untied = np.sqrt(np.abs(sign_a).sum(axis=1) * np.abs(sign_b).sum(axis=1))
+    return np.divide((sign_a * sign_b).sum(axis=1), untied, out=np.full(len(a), np.nan), where=untied > 0)
+
+
+def _spearman(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    # Per row, Pearson's correlation of the average ranks (scipy's spearmanr).
+    rank_a = stats.rankdata(a, axis=1)
+    rank_b = stats.rankdata(b, axis=1)
+    rank_a -= rank_a.mean(axis=1, keepdims=True)
+    rank_b -= rank_b.mean(axis=1, keepdims=True)
+    spread = np.sqrt((rank_a**2).sum(axis=1) * (rank_b**2).sum(axis=1))
+    return np.divide((rank_a * rank_b).sum(axis=1), spread, out=np.full(len(a), np.nan), where=spread > 0)
+
+
+def _coefficients(mean_a: np.ndarray, mean_b: np.ndarray) -> dict[str, np.ndarray]:
+    """COEFFICIENTS per row of (draws, systems) means under a and b; nan where every system ties."""
+    return {"kendall_tau": _kendall_tau_b(mean_a, mean_b),
+            "tau_ap": np.array([tau_ap(row_a, row_b) for row_a, row_b in zip(mean_a, mean_b)]),
+            "spearman": _spearman(mean_a, mean_b)}
+
+
+def _largest_change(systems: Sequence[str], mean_a: np.ndarray, mean_b: np.ndarray) -> tuple[str, int, int] | None:
+    # Rank 1 is the best; tied systems share the best of their ranks.
+    rank_a = stats.rankdata(-mean_a, method="min").astype(int)
+    rank_b = stats.rankdata(-mean_b, method="min").astype(int)
+    moved = np.abs(rank_a - rank_b)
+    k = int(np.argmax(moved))
+    return (systems[k], int(rank_a[k]), int(rank_b[k])) if moved[k] > 0 else None
+
+
+def system_agreement(systems: Sequence[str], a: np.ndarray, b: np.ndarray, *, draws: int = 1000, seed: int = 0,
+                     level: float = 0.95) -> Agreement | None:
+    """Agreement of the system rankings by one measure under reference source a and source b.
+
+    a, b: (len(systems), queries) per-query values, the same queries in the same columns. None with fewer than
+    two systems or no query defined for all. Intervals: percentile bootstrap, each draw resampling the queries
+    (the same draw for a and b) and recomputing the means and the coefficients.
+    """
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if a.shape != b.shape or a.ndim != 2 or a.shape[0] != len(systems):
+        raise ValueError(f"a {a.shape} and b {b.shape} must both be ({len(systems)} systems, queries)")
+    defined = np.isfinite(a).all(axis=0) & np.isfinite(b).all(axis=0)
+    a, b = a[:, defined], b[:, defined]
+    n_systems, n_queries = a.shape
+    if n_systems < 2 or n_queries == 0:
+        return None
+    mean_a, mean_b = a.mean(axis=1), b.mean(axis=1)
+    point = _coefficients(mean_a[None], mean_b[None])
+    blocks = [_coefficients(counts @ a.T / n_queries, counts @ b.T / n_queries)
+              for counts in (resampling_counts(n_queries, draws, seed) if draws > 0 else ())]
+    samples = {name: np.concatenate([block[name] for block in blocks]) if blocks else np.zeros(0)
+               for name in COEFFICIENTS}
+    return Agreement(**{name: float(point[name][0]) for name in COEFFICIENTS},
+                     intervals={name: percentile_interval(samples[name], level) for name in COEFFICIENTS},
+                     largest_change=_largest_change(systems, mean_a, mean_b),
+                     n_systems=n_systems, n_queries=n_queries)
