@@ -21,6 +21,7 @@ import torch
 from transformers import AutoModel, AutoTokenizer
 
 from models_llm.backends import ScorerConfigError
+from models_llm.retrieval.dense import query_text as retrieval_query_text
 from models_llm.types import JudgeConfig, PairInput, Verdict
 
 # sentence-transformers' Pooling flags, in the order it concatenates them.
@@ -76,10 +77,8 @@ def pool(token_embeddings: torch.Tensor, attention_mask: torch.Tensor, modes: tu
 
 
 def query_text(pair: PairInput, use_definition: bool) -> str:
-    """The query side: the question, then the definition when it is used."""
-    if use_definition and pair.definition and pair.definition.strip():
-        return f"{pair.query.strip()}\n{pair.definition.strip()}"
-    return pair.query.strip()
+    """The query side: the question, then the definition when it is used (the rule dense retrieval shares)."""
+    return retrieval_query_text(pair.query, pair.definition, use_definition)
 
 
 def passage_text(pair: PairInput) -> str:

@@ -1,0 +1,43 @@
+"""Retrieval runs: BM25 (bm25s), dense (sentence-transformers, exact or HNSW search) and their cascade; their
+evaluation (trec_eval's measures, expected measures under calibrated P) and system-ranking agreement."""
+from models_llm.retrieval.agreement import COEFFICIENTS, Agreement, system_agreement, tau_ap
+from models_llm.retrieval.bm25 import BM25Params, bm25_retrieve
+from models_llm.retrieval.cascade import cascade_rerank
+from models_llm.retrieval.dense import HNSW_MIN_PASSAGES, DenseEncoder, dense_search, query_text
+from models_llm.retrieval.evaluation import (
+    EXPECTED_MEASURES,
+    MEASURES,
+    ExpectedEvaluator,
+    ExpectedScores,
+    QrelsEvaluator,
+    QueryScores,
+    evaluate_expected,
+    evaluate_run,
+    trec_order,
+)
+from models_llm.retrieval.hits import Hits, ProgressFn
+
+__all__ = [
+    "COEFFICIENTS",
+    "EXPECTED_MEASURES",
+    "HNSW_MIN_PASSAGES",
+    "MEASURES",
+    "Agreement",
+    "BM25Params",
+    "DenseEncoder",
+    "ExpectedEvaluator",
+    "ExpectedScores",
+    "Hits",
+    "ProgressFn",
+    "QrelsEvaluator",
+    "QueryScores",
+    "bm25_retrieve",
+    "cascade_rerank",
+    "dense_search",
+    "evaluate_expected",
+    "evaluate_run",
+    "query_text",
+    "system_agreement",
+    "tau_ap",
+    "trec_order",
+]
