@@ -36,6 +36,8 @@ demo: bootstrap
 	$(VENV_PY) manage.py import_bundle data/climretrieve --project climretrieve --all-pairs
 	$(VENV_PY) manage.py setup_models
 	$(VENV_PY) manage.py demo_judges --project climretrieve
+	$(VENV_PY) manage.py retrieve --project climretrieve --retriever bm25 --name bm25 --inline --skip-existing
+	$(VENV_PY) manage.py retrieve --project climretrieve --retriever dense --name dense --inline --skip-existing
 	PORT=$(PORT) bin/demo
 
 test: bootstrap

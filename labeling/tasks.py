@@ -50,6 +50,15 @@ def definition_draft_task(self, draft_id: int) -> None:
     _run_job(self, definition_draft_run, definition_draft_fail, draft_id=draft_id)
 
 
+@shared_task(bind=True, acks_late=True, reject_on_worker_lost=True, max_retries=2)
+def retrieval_task(self, job_id: int) -> None:
+    """Run a built-in retriever's job and write its run; transient errors are retried with backoff, and a job that
+    keeps failing stores the error (no run is written)."""
+    from labeling.services.retrieval import retrieval_fail, retrieval_run  # a task imports its service
+
+    _run_job(self, retrieval_run, retrieval_fail, job_id=job_id)
+
+
 def _run_job(task, run: Callable[..., object], fail: Callable[..., object], **ids: object) -> None:
     """The one way a task runs background work: `run(**ids)`; a transient error is retried with backoff (10 s
     doubling, at most 5 min) until the task's retries are spent, and then, like any other error, recorded with

@@ -1,0 +1,91 @@
+"""`manage.py retrieve --project SLUG --retriever bm25|dense|cascade --name NAME [...] [--wait | --inline]`: a
+built-in retriever writes the run NAME, on the workers or (--inline) in this process."""
+import sys
+import time
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from labeling.management.lookup import command_project
+from labeling.models import RetrievalJob, Run
+from labeling.services.retrieval import (
+    MAX_DEPTH,
+    RETRIEVERS,
+    RetrievalError,
+    retrieval_create,
+    retrieval_fail,
+    retrieval_request,
+    retrieval_run,
+)
+
+
+class Command(BaseCommand):
+    help = ("Write a run with a built-in retriever: BM25, dense (the bundled MiniLM unless --model names an "
+            "encoder folder under a model root), or cascade (BM25's --first-depth best re-ranked by the encoder, "
+            "--keep of them kept). Queued for the Celery workers unless --inline runs it here (no worker needed: "
+            "the demo's setup, a machine without workers).")
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--project", required=True)
+        parser.add_argument("--retriever", required=True, choices=RETRIEVERS)
+        parser.add_argument("--name", required=True, help="the run's name, new in the project")
+        parser.add_argument("--depth", type=int, default=1000, help=f"passages per query, 1 to {MAX_DEPTH} "
+                                                                    "(bm25, dense; default 1000)")
+        parser.add_argument("--use-definition", action="store_true",
+                            help="the query text is the question and its current relevance definition")
+        parser.add_argument("--k1", type=float, help="BM25's k1 (default 1.5)")
+        parser.add_argument("--b", type=float, help="BM25's b (default 0.75)")
+        parser.add_argument("--first-depth", type=int, default=200, help="cascade: BM25 candidates per query")
+        parser.add_argument("--keep", type=int, default=60, help="cascade: passages per query after re-ranking")
+        parser.add_argument("--model", help="dense, cascade: an encoder folder under a model root")
+        how = parser.add_mutually_exclusive_group()
+        how.add_argument("--wait", action="store_true", help="show progress until the job is finished")
+        how.add_argument("--inline", action="store_true", help="run the job in this process, not on a worker")
+        parser.add_argument("--skip-existing", action="store_true",
+                            help="a run of that name exists: say so and exit 0 (re-running a setup script)")
+
+    def handle(self, *args, project: str, retriever: str, name: str, wait: bool, inline: bool, skip_existing: bool,
+               **options) -> None:
+        found = command_project(project)
+        if skip_existing and Run.objects.filter(project=found, name=name.strip()).exists():
+            self.stdout.write(f"Run {name!r} exists, skipped.")
+            return
+        choices = {key: options[key] for key in ("depth", "use_definition", "k1", "b", "first_depth", "keep", "model")}
+        try:
+            if inline:
+                job = retrieval_create(project=found, retriever=retriever, name=name, **choices)
+            else:
+                job = retrieval_request(project=found, retriever=retriever, name=name, **choices)
+        except RetrievalError as exc:
+            raise CommandError(str(exc)) from None
+        if inline:
+            self.stdout.write(f"Job {job.id}: {retriever} run {job.name!r}, running here.")
+            try:
+                done = retrieval_run(job_id=job.id)
+            except BaseException as exc:
+                # No worker will take the job up again: left running, it would hold the name for good.
+                retrieval_fail(job_id=job.id, error=f"{type(exc).__name__}: {exc}")
+                raise
+            self._report(done)
+            return
+        self.stdout.write(f"Job {job.id}: {retriever} run {job.name!r} queued for the workers.")
+        if wait:
+            self._wait(job)
+
+    def _wait(self, job: RetrievalJob) -> None:
+        while True:
+            job.refresh_from_db()
+            bar = "#" * int(30 * job.progress)
+            sys.stdout.write(f"\r[{bar:<30}] {job.progress:.0%} ({job.status})   ")
+            sys.stdout.flush()
+            if job.finished_at is not None:
+                sys.stdout.write("\n")
+                self._report(job)
+                return
+            time.sleep(1)
+
+    def _report(self, job: RetrievalJob) -> None:
+        if job.status != RetrievalJob.Status.DONE or job.run is None:
+            raise CommandError(f"Job {job.id} {job.status}" + (f": {job.error}" if job.error else "."))
+        run, seconds = job.run, (job.finished_at - job.started_at).total_seconds()
+        self.stdout.write(f"Job {job.id} done: run {run.name!r}, {run.queries:,} queries, {run.entries:,} entries, "
+                          f"depth {run.depth:,}, {seconds:.1f} s.")
