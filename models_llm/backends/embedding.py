@@ -21,6 +21,7 @@ import torch
 from transformers import AutoModel, AutoTokenizer
 
 from models_llm.backends import ScorerConfigError
+from models_llm.retrieval.dense import passage_text as retrieval_passage_text
 from models_llm.retrieval.dense import query_text as retrieval_query_text
 from models_llm.types import JudgeConfig, PairInput, Verdict
 
@@ -83,7 +84,7 @@ def query_text(pair: PairInput, use_definition: bool) -> str:
 
 def passage_text(pair: PairInput) -> str:
     """The paragraph side: the title line (if any) and the paragraph, as in the LLM prompts."""
-    return f"{pair.title.strip()}\n{pair.passage.strip()}" if pair.title.strip() else pair.passage.strip()
+    return retrieval_passage_text(pair.title, pair.passage)
 
 
 class EmbeddingScorer:

@@ -48,6 +48,12 @@ def query_text(question: str, definition: str | None, use_definition: bool) -> s
     return question.strip()
 
 
+def passage_text(title: str, text: str) -> str:
+    """The passage side that is retrieved and embedded: the title line (if any), then the text, as the LLM
+    prompts show it. The embedding judge embeds its passages with this same rule."""
+    return f"{title.strip()}\n{text.strip()}" if title.strip() else text.strip()
+
+
 class DenseEncoder:
     """A sentence-transformers model folder, loaded on first use, giving unit-length float32 embeddings."""
 
