@@ -1,22 +1,33 @@
-"""Ranking quality of P within each query: nDCG and average precision through rank_eval, their expected
-values over the orders of pairs with tied P, and Kendall's tau-b of P against the gold grade."""
+"""Ranking quality of P within each query: nDCG and average precision through pytrec_eval (trec_eval's
+measures) on pairs in rank_eval's tie order, their expected values over the orders of pairs with tied P, and
+Kendall's tau-b of P against the gold grade."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from fractions import Fraction
 
 import numba
 import numpy as np
-from numba.typed import List as TypedList
-from rank_eval import evaluate
+import pytrec_eval
 
 from models_llm.metrics.classification import ratio
 from models_llm.metrics.judge_data import QueryLayout
 
-# rank_eval stores qrels as int64 (Qrels.add_score does int(score)), so a gain of 0.5 would silently become
-# 0, as in DIRAS's own script. nDCG does not change when every gain is multiplied by one constant (DCG and
-# ideal DCG both scale), so gains go in as round(gain / max gain * GAIN_SCALE): exact for gains that are
-# multiples of 1e-6 of the largest, otherwise off by under 5e-7 of it.
+# trec_eval takes relevance as a whole number and uses it as the gain, and its cost grows with the largest one
+# (per query it keeps an entry for every whole number up to it and searches them for each ranked pair: on 200k
+# pairs 0.3 s at a largest value of 100, 0.7 s at 1,000, 12 s at 10,000). nDCG does not change when every gain
+# is multiplied by one constant (DCG and ideal DCG both scale), so gains go in as gain / max gain * m with the
+# smallest m that makes them all whole, each ratio read as the nearest fraction with a denominator up to
+# GAIN_SCALE: exact for the usual scales (0, 0.5, 1 as 0, 1, 2; thirds as 0, 1, 2, 3). A scale that would need
+# m above MAX_GAIN_LEVEL is rounded at MAX_GAIN_LEVEL instead, each gain off by under 1/2000 of the largest.
 GAIN_SCALE = 10**6
+MAX_GAIN_LEVEL = 1000
+
+# trec_eval's measures and the QueryRanking fields they fill. map_cut_10 divides by all of the query's
+# relevant pairs, not by min(relevant, 10): the same definition as rank_eval's map@10.
+_GRADED_MEASURES = {"ndcg": "ndcg", "ndcg_cut_10": "ndcg_at_10"}
+_BINARY_MEASURES = {"map": "ap", "map_cut_10": "ap_at_10"}
 
 
 @dataclass(frozen=True)
@@ -34,8 +45,9 @@ class QueryRanking:
 
 @numba.njit(cache=True)
 def _rank_eval_order(p, starts):
-    # What rank_eval's Run does with one query's scores in insertion (pool) order: numba's np.argsort,
-    # reversed. That quicksort is not stable, so for tied P this is the only way to get rank_eval's order.
+    # The order DIRAS's script got from rank_eval, whose Run ranks one query's scores, given in insertion
+    # (pool) order, by numba's np.argsort reversed. That quicksort is not stable, so for tied P running
+    # the same sort is the only way to keep the documented order (numba stays a dependency for it).
     out = np.empty(p.size, np.int64)
     for q in range(starts.size - 1):
         s, e = starts[q], starts[q + 1]
@@ -43,38 +55,51 @@ def _rank_eval_order(p, starts):
     return out
 
 
-def _by_query(rows: np.ndarray, starts: np.ndarray):
-    return TypedList(np.split(np.ascontiguousarray(rows), starts[1:-1]))
-
-
-def _evaluate(qrels: np.ndarray, run: np.ndarray, starts: np.ndarray, metrics: list[str]) -> dict[str, np.ndarray]:
-    # Lists of per-query (doc id, score) arrays are what Qrels/Run turn into before scoring (qrels sorted by
-    # score, the run ranked); building them directly skips 20+ s of typed-dict construction at 1M pairs.
-    return evaluate(
-        _by_query(qrels, starts), _by_query(run, starts), metrics,
-        return_mean=False, threads=numba.config.NUMBA_NUM_THREADS,
-    )
-
-
 def _descending_within_query(values: np.ndarray, query_of: np.ndarray) -> np.ndarray:
     return np.lexsort((-values, query_of))
 
 
-def _rank_eval_scores(layout: QueryLayout, p, gains, relevant) -> dict[str, np.ndarray]:
-    starts, query_of = layout.starts, np.repeat(np.arange(layout.n_queries), layout.sizes)
-    doc = layout.position().astype(float)
-    ranked = _rank_eval_order(p, starts)
-    run = np.column_stack((doc[ranked], p[ranked]))
-    out = {}
-    if gains.max() > 0:
-        scaled = np.rint(gains / gains.max() * GAIN_SCALE)
-        by_gain = _descending_within_query(scaled, query_of)
-        out.update(_evaluate(np.column_stack((doc[by_gain], scaled[by_gain])), run, starts, ["ndcg", "ndcg@10"]))
-    if relevant.any():
-        binary = relevant.astype(float)
-        by_rel = _descending_within_query(binary, query_of)
-        out.update(_evaluate(np.column_stack((doc[by_rel], binary[by_rel])), run, starts, ["map", "map@10"]))
+def _qrels(layout: QueryLayout, rank_name: list[str], values: np.ndarray) -> dict[str, dict[str, int]]:
+    # Positive values only: trec_eval gives a pair the qrels leave out gain 0 and counts it not relevant, so
+    # zeros would only cost time; a query with none is left out.
+    kept = values > 0
+    counts = np.bincount(np.repeat(np.arange(layout.n_queries), layout.sizes)[kept], minlength=layout.n_queries)
+    bounds = np.concatenate(([0], np.cumsum(counts))).tolist()
+    names = [rank_name[r] for r in layout.position()[kept].tolist()]
+    grades = values[kept].astype(np.int64).tolist()
+    return {str(q): dict(zip(names[bounds[q]:bounds[q + 1]], grades[bounds[q]:bounds[q + 1]]))
+            for q in np.flatnonzero(counts).tolist()}
+
+
+def _evaluate(layout: QueryLayout, qrels: dict[str, dict[str, int]], run: dict[str, dict[str, float]],
+              measures: dict[str, str]) -> dict[str, np.ndarray]:
+    # A query the qrels leave out scores 0, as trec_eval and rank_eval score one without a positive value.
+    out = {field: np.zeros(layout.n_queries) for field in measures.values()}
+    evaluator = pytrec_eval.RelevanceEvaluator(qrels, set(measures))
+    for q, values in evaluator.evaluate({q: run[q] for q in qrels}).items():
+        for measure, field in measures.items():
+            out[field][int(q)] = values[measure]
     return out
+
+
+def _gain_levels(gains: np.ndarray) -> np.ndarray:
+    ratios = (np.unique(gains) / gains.max()).tolist()
+    m = math.lcm(*(Fraction(r).limit_denominator(GAIN_SCALE).denominator for r in ratios))
+    return np.rint(gains / gains.max() * min(m, MAX_GAIN_LEVEL)).astype(np.int64)
+
+
+def _trec_eval_scores(layout: QueryLayout, p, gains, relevant) -> dict[str, np.ndarray]:
+    # Each pair is named by its rank in rank_eval's order and the run scores rank r of a query of n pairs
+    # n - r: no ties are left for trec_eval to break (it would by pair name), and the queries of one size
+    # share one run dict, so the str-keyed dicts pytrec_eval takes cost little even at 1M pairs.
+    sizes = layout.sizes.tolist()
+    ranked = _rank_eval_order(p, layout.starts)
+    rank_name = [str(r) for r in range(max(sizes))]
+    by_size = {n: dict(zip(rank_name[:n], np.arange(n, 0, -1, dtype=float).tolist())) for n in set(sizes)}
+    run = {str(q): by_size[n] for q, n in enumerate(sizes)}
+    levels = _gain_levels(gains[ranked]) if gains.max() > 0 else np.zeros(p.size, np.int64)
+    return (_evaluate(layout, _qrels(layout, rank_name, levels), run, _GRADED_MEASURES)
+            | _evaluate(layout, _qrels(layout, rank_name, relevant[ranked].astype(np.int64)), run, _BINARY_MEASURES))
 
 
 def _tie_aware(layout: QueryLayout, p, gains, relevant) -> tuple[np.ndarray, np.ndarray]:
@@ -100,15 +125,14 @@ def _tie_aware(layout: QueryLayout, p, gains, relevant) -> tuple[np.ndarray, np.
     before = (group_start - starts[gq]).astype(np.int64)
     after = before + n.astype(np.int64)
 
-    longest = int(layout.sizes.max())
-    ranks = np.arange(1, longest + 1)
-    discount = np.concatenate(([0.0], np.cumsum(1.0 / np.log2(ranks + 1))))
-    harmonic = np.concatenate(([0.0], np.cumsum(1.0 / ranks)))
+    harmonic = np.concatenate(([0.0], np.cumsum(1.0 / np.arange(1, int(layout.sizes.max()) + 1))))
 
-    group_gain = np.bincount(group, weights=gs)
-    dcg = np.bincount(gq, weights=group_gain / n * (discount[after] - discount[before]), minlength=nq)
-    ideal_gains = gains[_descending_within_query(gains, query_of)]
-    ideal = np.bincount(query_of, weights=ideal_gains / np.log2(layout.position() + 2), minlength=nq)
+    # Rank by rank, gain / log2(rank + 1), as trec_eval sums DCG: differences of a running sum of discounts
+    # lose digits deep in a long query, and without ties this now agrees with trec_eval's nDCG to rounding.
+    log_rank = np.log2(layout.position() + 2)
+    mean_gain = np.bincount(group, weights=gs) / n
+    dcg = np.bincount(qs, weights=mean_gain[group] / log_rank, minlength=nq)
+    ideal = np.bincount(query_of, weights=gains[_descending_within_query(gains, query_of)] / log_rank, minlength=nq)
 
     r = np.bincount(group, weights=rs)
     relevant_so_far = np.concatenate(([0.0], np.cumsum(rs)))
@@ -165,25 +189,24 @@ def query_ranking(layout: QueryLayout, p: np.ndarray, grade: np.ndarray, gains: 
                   relevant: np.ndarray) -> QueryRanking:
     """Per-query ranking metrics of P (pairs in input order; a query's pairs are taken in pool order).
     nDCG is undefined for a query with no pair of positive gain, AP for one with no relevant pair, tau-b
-    for one whose P or gold grade is constant. rank_eval would score the first two 0; they are left out
-    of the mean instead, since no ranking of such a query is better or worse than another."""
+    for one whose P or gold grade is constant. trec_eval (as rank_eval) would score the first two 0; they
+    are left out of the mean instead, since no ranking of such a query is better or worse than another."""
     nq = layout.n_queries
     p, grade, gains, relevant = (a[layout.order] for a in (p, grade, gains, relevant))
     query_of = np.repeat(np.arange(nq), layout.sizes)
     has_gain = np.bincount(query_of, weights=(gains > 0).astype(float), minlength=nq) > 0
     has_relevant = np.bincount(query_of, weights=relevant.astype(float), minlength=nq) > 0
-    scores = _rank_eval_scores(layout, p, gains, relevant)
+    scores = _trec_eval_scores(layout, p, gains, relevant)
     ndcg_tie, ap_tie = _tie_aware(layout, p, gains, relevant)
-    undefined = np.full(nq, np.nan)
 
     def masked(values, defined):
         return np.where(defined, values, np.nan)
 
     return QueryRanking(
-        ndcg=masked(scores.get("ndcg", undefined), has_gain),
-        ndcg_at_10=masked(scores.get("ndcg@10", undefined), has_gain),
-        ap=masked(scores.get("map", undefined), has_relevant),
-        ap_at_10=masked(scores.get("map@10", undefined), has_relevant),
+        ndcg=masked(scores["ndcg"], has_gain),
+        ndcg_at_10=masked(scores["ndcg_at_10"], has_gain),
+        ap=masked(scores["ap"], has_relevant),
+        ap_at_10=masked(scores["ap_at_10"], has_relevant),
         ndcg_tie_aware=masked(ndcg_tie, has_gain),
         ap_tie_aware=masked(ap_tie, has_relevant),
         kendall_tau=_kendall(layout, p, grade),
