@@ -3,6 +3,7 @@
 database, and the ids they check against come from the service."""
 from __future__ import annotations
 
+import gzip
 import json
 import math
 from collections.abc import Iterator
@@ -40,8 +41,8 @@ def iter_lines(path: Path, name: str, problems: Problems, *, max_line_bytes: int
     """Yield (line number, text) for each non-blank line, decoded as strict UTF-8.
 
     A line that is not UTF-8 or longer than max_line_bytes is reported and skipped; an over-long line is
-    never held in memory whole."""
-    with path.open("rb") as handle:
+    never held in memory whole. A file whose name ends in .gz is read through gzip."""
+    with gzip.open(path, "rb") if path.suffix == ".gz" else path.open("rb") as handle:
         number = 0
         while True:
             raw = handle.readline(max_line_bytes + 1)

@@ -17,11 +17,12 @@ from django.utils import timezone
 
 from labeling.bundle_reader import Problems
 from labeling.exceptions import DomainError
-from labeling.models import Judge, Membership, Passage, Project, Query
+from labeling.models import Judge, Membership, Passage, Project, Query, Run
 from labeling.scale import DEFAULT_SCALE, LabelScale, ScaleError
 from labeling.services.bundle_merge import BundleMerger
-from labeling.services.validation import validation_request_refresh
 from labeling.services.bundle_stage import BundleLayout, BundleLayoutError, BundleStager, staging_tables
+from labeling.services.runs import run_file_matches, run_file_store
+from labeling.services.validation import validation_request_refresh
 from labeling.staging import StagingTable
 
 # Writes that change what the validation report shows.
@@ -122,7 +123,32 @@ def _merge(
     written |= merger.labels()
     written["judges"] = _judges_ensure(project=project, names=stager.judges)
     written |= merger.judgments()
+    written |= _runs_store(project=project, stager=stager, problems=problems)
     return written
+
+
+def _runs_store(*, project: Project, stager: BundleStager, problems: Problems) -> dict[str, int]:
+    """Store the bundle's runs, now that the ids they name are stored. A run of the same name that holds the same
+    rankings is left alone (a re-import writes nothing); one that differs is a problem."""
+    if not stager.runs:
+        return {}
+    query_ids = dict(Query.objects.filter(project=project).values_list("external_id", "id"))
+    passage_ids = dict(Passage.objects.filter(project=project).values_list("external_id", "id")
+                       .iterator(chunk_size=50_000))
+    stored = {run.name: run for run in Run.objects.filter(project=project, name__in=[r.name for r in stager.runs])}
+    new = []
+    for staged in stager.runs:
+        run = stored.get(staged.name)
+        if run is None:
+            new.append(staged)
+        elif not run_file_matches(run=run, run_file=staged.run_file, query_ids=query_ids, passage_ids=passage_ids):
+            problems.add(staged.where, f"a run named {staged.name!r} exists (with other rankings)")
+    if problems:
+        return {}
+    for staged in new:
+        run_file_store(project=project, name=staged.name, run_file=staged.run_file, query_ids=query_ids,
+                       passage_ids=passage_ids, source=staged.where)
+    return {"runs": len(new), "run entries": sum(staged.run_file.entries for staged in new)}
 
 
 def _read_project_json(layout: BundleLayout, problems: Problems) -> _ProjectFields:

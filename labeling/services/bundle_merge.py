@@ -10,6 +10,7 @@ from django.contrib.auth import get_user_model
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from labeling.models.project import DEFINITION_IN_USE_SQL
+from labeling.services.pooling import pool_insert
 from labeling.staging import StagingTable
 
 # Resolves a staged row's (qext, pext) to its query (c), passage (d) and pair (x).
@@ -17,6 +18,23 @@ RESOLVE_PAIR = """
     JOIN import_stage_curdef c ON c.qext = s.qext
     JOIN labeling_passage d ON d.project_id = %(project)s AND d.external_id = s.pext
     JOIN labeling_pair x ON x.project_id = %(project)s AND x.query_id = c.query_id AND x.passage_id = d.id
+"""
+
+# The pool's rows for pooling.pool_insert: every pairs.tsv row (its sources), then the first mention of each
+# other pair by qrels, labels or judgments. seq is the pairs.tsv row number, and the pool_seq of the other first
+# mentions counted on after the last pairs.tsv row: a pair's smallest seq is its first mention in the bundle.
+POOL_ROWS = """
+    SELECT c.query_id, d.id AS passage_id, s.system, s.rnk, s.seq FROM (
+        SELECT qext, pext, system, rnk, seq FROM import_stage_source
+        UNION ALL SELECT qext, pext, '', NULL, pool_seq + (SELECT COALESCE(MAX(seq), 0) FROM import_stage_source)
+                  FROM import_stage_qrel WHERE pool_seq IS NOT NULL
+        UNION ALL SELECT qext, pext, '', NULL, pool_seq + (SELECT COALESCE(MAX(seq), 0) FROM import_stage_source)
+                  FROM import_stage_label WHERE pool_seq IS NOT NULL
+        UNION ALL SELECT qext, pext, '', NULL, pool_seq + (SELECT COALESCE(MAX(seq), 0) FROM import_stage_source)
+                  FROM import_stage_judgment WHERE pool_seq IS NOT NULL
+    ) s
+    JOIN import_stage_curdef c ON c.qext = s.qext
+    JOIN labeling_passage d ON d.project_id = %(project)s AND d.external_id = s.pext
 """
 
 
@@ -141,22 +159,11 @@ class BundleMerger:
         return {"passages": created, "passage metadata updated": updated}
 
     def pairs(self, *, all_pairs: bool) -> dict[str, int]:
-        created = self._execute(
-            """INSERT INTO labeling_pair (project_id, query_id, passage_id, reference_grade, reference_source)
-               SELECT %(project)s, c.query_id, d.id, NULL, '' FROM (
-                   SELECT qext, pext, pool_seq FROM import_stage_source WHERE pool_seq IS NOT NULL
-                   UNION ALL SELECT qext, pext, pool_seq FROM import_stage_qrel WHERE pool_seq IS NOT NULL
-                   UNION ALL SELECT qext, pext, pool_seq FROM import_stage_label WHERE pool_seq IS NOT NULL
-                   UNION ALL SELECT qext, pext, pool_seq FROM import_stage_judgment WHERE pool_seq IS NOT NULL
-               ) s
-               JOIN import_stage_curdef c ON c.qext = s.qext
-               JOIN labeling_passage d ON d.project_id = %(project)s AND d.external_id = s.pext
-               WHERE NOT EXISTS (SELECT 1 FROM labeling_pair x WHERE x.project_id = %(project)s
-                                 AND x.query_id = c.query_id AND x.passage_id = d.id)
-               ORDER BY s.pool_seq"""
-        )
+        # A system's rank that differs from the stored one is a conflict; pool_insert, which keeps a stored
+        # source as it is, has already left that row out.
+        written = pool_insert(project_id=self.params["project"], rows_sql=POOL_ROWS, params=self.params)
         if all_pairs:
-            created += self._execute(
+            written["pairs"] += self._execute(
                 """INSERT INTO labeling_pair (project_id, query_id, passage_id, reference_grade, reference_source)
                    SELECT %(project)s, q.id, d.id, NULL, '' FROM labeling_query q
                    JOIN labeling_passage d ON d.project_id = %(project)s
@@ -165,19 +172,13 @@ class BundleMerger:
                                      AND x.query_id = q.id AND x.passage_id = d.id)
                    ORDER BY q.id, d.id"""
             )
-        self._analyze("labeling_pair", "labeling_pairsource")
+            self._analyze("labeling_pair")
         self._conflicts(
             f"""SELECT s.src, s.system, x.id, y.rank, s.rnk FROM import_stage_source s {RESOLVE_PAIR}
                 JOIN labeling_pairsource y ON y.pair_id = x.id AND y.system = s.system
                 WHERE s.system <> '' AND y.rank {self.distinct} s.rnk ORDER BY s.seq""",
             lambda system, pair, stored, new: f"system {system!r} is already stored with rank {stored} for this "
             f"pair, not {new}",
-        )
-        sources = self._execute(
-            f"""INSERT INTO labeling_pairsource (pair_id, system, rank)
-                SELECT x.id, s.system, s.rnk FROM import_stage_source s {RESOLVE_PAIR}
-                WHERE s.system <> '' AND NOT EXISTS (SELECT 1 FROM labeling_pairsource y WHERE y.pair_id = x.id AND y.system = s.system)
-                ORDER BY s.seq"""
         )
         self._conflicts(
             f"""SELECT s.src, x.reference_grade, s.grade FROM import_stage_qrel s {RESOLVE_PAIR}
@@ -189,7 +190,7 @@ class BundleMerger:
                 FROM (SELECT x.id AS pair_id, s.grade, s.source FROM import_stage_qrel s {RESOLVE_PAIR}) r
                 WHERE labeling_pair.id = r.pair_id AND labeling_pair.reference_grade IS NULL"""
         )
-        return {"pairs": created, "pool sources": sources, "reference grades": grades}
+        return written | {"reference grades": grades}
 
     def labels(self) -> dict[str, int]:
         self._analyze("labeling_label")

@@ -1,5 +1,6 @@
 """Reading a bundle into staging tables: the file layout (BEIR-style bundle or DIRAS input), the checks
-that need ids from several files, and the order in which pairs enter the pool."""
+that need ids from several files, and the order in which pairs enter the pool. Run files are checked here too
+and held in memory until the merge has stored the ids they name."""
 from __future__ import annotations
 
 import json
@@ -22,6 +23,7 @@ from labeling.bundle_reader import (
 from labeling.exceptions import DomainError
 from labeling.models import Label
 from labeling.scale import LabelScale, ScaleError
+from labeling.services.runs import MAX_NAME_LENGTH, RunFile, run_file_read
 from labeling.staging import StagingTable
 
 # A pair's key is query index * PAIR_KEY_BASE + passage index: exact, and far smaller than a tuple; a
@@ -46,6 +48,7 @@ class BundleLayout:
     qrels: tuple[Path, ...]
     labels: Path | None
     judgments: Path | None
+    runs: tuple[Path, ...] = ()
 
     @classmethod
     def locate(cls, root: Path) -> BundleLayout:
@@ -65,6 +68,10 @@ class BundleLayout:
             raise BundleLayoutError(f"{root}: {queries.name} is there but {corpus.name} is missing")
         qrels_dir = root / "qrels"
         qrels = tuple(sorted(qrels_dir.glob("*.tsv"))) if qrels_dir.is_dir() else ()
+        runs_dir = root / "runs"
+        runs = tuple(sorted(
+            path for pattern in ("*.trec", "*.trec.gz") for path in runs_dir.glob(pattern) if path.is_file()
+        )) if runs_dir.is_dir() else ()
         return cls(
             root=root,
             diras=diras,
@@ -75,6 +82,7 @@ class BundleLayout:
             qrels=qrels,
             labels=optional("labels.jsonl"),
             judgments=optional("judgments.jsonl"),
+            runs=runs,
         )
 
     def name(self, path: Path) -> str:
@@ -108,6 +116,18 @@ def staging_tables(connection: BaseDatabaseWrapper) -> dict[str, StagingTable]:
     return {key: StagingTable(connection, f"import_stage_{key}", columns) for key, columns in specs.items()}
 
 
+def run_name_of(path: Path) -> str:
+    """A bundle's run is named after its file: runs/bm25.trec and runs/bm25.trec.gz are run 'bm25'."""
+    return path.name.removesuffix(".gz").removesuffix(".trec")
+
+
+@dataclass(frozen=True)
+class StagedRun:
+    name: str
+    where: str  # the file, as problems name it
+    run_file: RunFile
+
+
 class BundleStager:
     """Validates a bundle's files line by line and streams the good rows into staging tables.
 
@@ -137,6 +157,7 @@ class BundleStager:
         self.qrel_keys: set[int] = set()
         self.annotators: set[str] = set()
         self.judges: set[str] = set()
+        self.runs: list[StagedRun] = []
 
     def stage_all(self) -> None:
         self.stage_queries()
@@ -151,6 +172,7 @@ class BundleStager:
             self.stage_labels()
         if self.layout.judgments is not None:
             self.stage_judgments()
+        self.stage_runs()
 
     def _jsonl(self, path: Path):
         return iter_jsonl(path, self.layout.name(path), self.problems, max_line_bytes=self.max_line_bytes)
@@ -258,6 +280,24 @@ class BundleStager:
                     continue
                 seen.add(source_key)
                 write((number, where, qext, pext, self._pool_seq(key), system, rank))
+
+    def stage_runs(self) -> None:
+        """Check each run file against the bundle's and the project's ids; the import stores them after the merge."""
+        named: dict[str, str] = {}
+        for path in self.layout.runs:
+            where, name = self.layout.name(path), run_name_of(path)
+            if not name or len(name) > MAX_NAME_LENGTH:
+                self.problems.add(where, f"a run's name (its file name without .trec) must be 1 to {MAX_NAME_LENGTH} "
+                                  "characters")
+                continue
+            if name in named:
+                self.problems.add(where, f"a second run named {name!r} (after {named[name]})")
+                continue
+            named[name] = where
+            run_file = run_file_read(
+                path, name=where, queries=self.query_index, passages=self.passage_index, problems=self.problems
+            )
+            self.runs.append(StagedRun(name=name, where=where, run_file=run_file))
 
     def stage_qrels(self, path: Path) -> None:
         problems, seen = self.problems, self.qrel_keys
