@@ -95,7 +95,7 @@ def _calibrated(rows: list[JudgeRow], calibrator: Calibrator | None) -> list[flo
     return raw if calibrator is None else calibrator.apply(np.asarray(raw, dtype=float)).tolist()
 
 
-def _judge_probabilities(source: ExportSource) -> Iterator[tuple[int, float]]:
+def judge_probabilities(source: ExportSource) -> Iterator[tuple[int, float]]:
     """(pair id, P used for grading) of the source judge, in pair order, calibrated in batches."""
     rows = judge_rows(source.judge, versions=definition_version_numbers(source.judge.project))
     while batch := list(islice(rows, BATCH)):
@@ -116,7 +116,7 @@ def qrels_rows(*, project: Project, source: ExportSource) -> Iterator[PairRow]:
             if pair.gold is not None:
                 yield PairRow(queries[pair.query_id], passages[pair.passage_id], pair.gold, "human")
         return
-    judged = Grouped(_judge_probabilities(source))
+    judged = Grouped(judge_probabilities(source))
     if not source.combined:
         for pair_id, query_id, passage_id, _reference in pair_stream(project):
             rows = judged.take(pair_id)

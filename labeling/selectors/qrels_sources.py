@@ -1,0 +1,105 @@
+"""The qrels a project can evaluate its runs against, named as the exports name them (`human`, `judge:NAME`,
+`combined:NAME`) plus `expected:NAME`, a judge's P as the probability of relevance; each built through the
+qrels export's own reads, so a run is graded exactly as an exported qrels file would grade it."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from labeling.exceptions import DomainError
+from labeling.models import Label, Pair, Project
+from labeling.selectors.export import ExportError, export_source_parse, judge_probabilities, qrels_rows
+from labeling.selectors.scoring import judges_with_judgments
+from labeling.selectors.streams import Grouped, external_ids, pair_stream
+
+HUMAN = "human"
+JUDGE = "judge"
+COMBINED = "combined"
+EXPECTED = "expected"
+
+
+class SystemsError(DomainError):
+    """The evaluation cannot run as asked (a source the project does not have, no runs, empty qrels)."""
+
+
+@dataclass(frozen=True)
+class QrelsSource:
+    """One way of grading a project's pairs. `key` is `human`, `judge:NAME`, `combined:NAME` or `expected:NAME`;
+    `expected` sources give each pair the judge's P (calibrated when it has a calibrator) instead of a grade,
+    and are evaluated as expected metrics."""
+
+    key: str
+    label: str
+    kind: str
+    judge: str | None = None
+
+    @property
+    def expected(self) -> bool:
+        return self.kind == EXPECTED
+
+
+def _source(kind: str, judge: str | None = None) -> QrelsSource:
+    labels = {
+        HUMAN: "human gold grades",
+        JUDGE: f"judge {judge}",
+        COMBINED: f"human gold, else judge {judge}",
+        EXPECTED: f"expected under judge {judge}'s P",
+    }
+    return QrelsSource(key=HUMAN if kind == HUMAN else f"{kind}:{judge}", label=labels[kind], kind=kind, judge=judge)
+
+
+def _has_human_grades(project: Project) -> bool:
+    # A gold grade needs a reference grade or a current label (labeling.gold): two index probes instead of the
+    # whole gold stream. A project whose labels are all unresolved passes and gets empty human qrels.
+    return (Pair.objects.filter(project=project, reference_grade__isnull=False).exists()
+            or Label.objects.filter(pair__project=project, superseded_at__isnull=True).exists())
+
+
+def qrels_sources(project: Project) -> list[QrelsSource]:
+    """The project's sources: `human` when any pair may have a gold grade; for every judge with a P,
+    `judge:NAME` and `expected:NAME`, and `combined:NAME` when there are human grades to combine with."""
+    human = _has_human_grades(project)
+    sources = [_source(HUMAN)] if human else []
+    for name in judges_with_judgments(project=project).values_list("name", flat=True):
+        sources += [_source(JUDGE, name), *([_source(COMBINED, name)] if human else []), _source(EXPECTED, name)]
+    return sources
+
+
+def qrels_source_parse(*, project: Project, key: str) -> QrelsSource:
+    """The source named `key`; SystemsError naming the project's sources when it has no such source."""
+    kind, _, name = key.partition(":")
+    if kind == HUMAN and not name:
+        return _source(HUMAN)
+    if kind in (JUDGE, COMBINED, EXPECTED) and name:
+        try:
+            export_source_parse(project=project, source=f"{JUDGE}:{name}", threshold=None)
+        except ExportError as exc:
+            raise SystemsError(str(exc)) from None
+        return _source(kind, name)
+    known = ", ".join(source.key for source in qrels_sources(project)) or "none"
+    raise SystemsError(f"qrels source must be 'human', 'judge:NAME', 'combined:NAME' or 'expected:NAME', got {key!r} "
+                       f"(project {project.slug!r} has: {known})")
+
+
+def qrels_for(*, project: Project, source: QrelsSource) -> dict[str, dict[str, int]]:
+    """query id -> doc id -> grade, as `export_qrels --source KEY` writes them (not for an expected source)."""
+    if source.expected:
+        raise SystemsError(f"{source.key} gives probabilities, not grades: use probabilities_for")
+    export = export_source_parse(project=project, source=source.key, threshold=None)
+    qrels: dict[str, dict[str, int]] = {}
+    for row in qrels_rows(project=project, source=export):
+        qrels.setdefault(row.query_id, {})[row.doc_id] = row.grade
+    return qrels
+
+
+def probabilities_for(*, project: Project, source: QrelsSource) -> dict[str, dict[str, float]]:
+    """query id -> doc id -> the judge's P (calibrated when it has a calibrator) of every pair it judged: the P
+    that `judge:NAME` thresholds."""
+    export = export_source_parse(project=project, source=f"{JUDGE}:{source.judge}", threshold=None)
+    queries, passages = external_ids(project)
+    judged = Grouped(judge_probabilities(export))
+    probabilities: dict[str, dict[str, float]] = {}
+    for pair_id, query_id, passage_id, _reference in pair_stream(project):
+        rows = judged.take(pair_id)
+        if rows:
+            probabilities.setdefault(queries[query_id], {})[passages[passage_id]] = rows[0][1]
+    return probabilities
