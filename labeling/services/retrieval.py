@@ -32,6 +32,7 @@ from models_llm.retrieval.dense import (
     HNSW_MIN_PASSAGES,
     DenseEncoder,
     dense_search,
+    passage_text,
     query_text,
 )
 from models_llm.retrieval.hits import Hits, ProgressFn
@@ -272,7 +273,7 @@ def _corpus(project: Project, *, use_definition: bool) -> _Corpus:
     passage_ids, passage_texts = [], []
     for passage_id, title, text in passages.iterator(chunk_size=10_000):
         passage_ids.append(passage_id)
-        passage_texts.append(_passage_text(title, text))
+        passage_texts.append(passage_text(title, text))
     if not rows or not passage_ids:
         raise RetrievalError(f"project {project.slug!r} has {len(rows)} queries and {len(passage_ids)} passages: "
                              "there is nothing to retrieve")
@@ -282,12 +283,6 @@ def _corpus(project: Project, *, use_definition: bool) -> _Corpus:
         definition_versions={external_id: version for _, external_id, _, _, version in rows if version is not None},
         passage_ids=passage_ids, passage_texts=passage_texts,
     )
-
-
-def _passage_text(title: str, text: str) -> str:
-    """The passage side that is retrieved and embedded: the title line (if any), then the text, as the embedding
-    judge (models_llm.backends.embedding.passage_text) and the LLM prompts show it."""
-    return f"{title.strip()}\n{text.strip()}" if title.strip() else text.strip()
 
 
 def _bm25_params(params: dict) -> BM25Params:
