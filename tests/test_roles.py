@@ -73,6 +73,7 @@ MATRIX: dict[str, dict[str, str]] = {
     "api:job-detail": {"GET": MEMBER},
     "api:definition-list": {"GET": MEMBER, "POST": ADMIN_ONLY},
     "api:judge-metrics-by-definition": {"GET": READER},
+    "api:systems-evaluation": {"GET": READER},
 }
 
 ROUTES = {route.name: route for route in all_routes()}

@@ -1,7 +1,7 @@
 from django.urls import path
 from drf_spectacular.views import SpectacularAPIView
 
-from labeling.api import labels, tokens, views
+from labeling.api import labels, systems, tokens, views
 
 # <id:...> is a database id (labeling.ids.IdConverter, registered in labeling/apps.py).
 app_name = "api"
@@ -27,6 +27,8 @@ urlpatterns = [
     path("projects/<slug:slug>/judges/", views.JudgeListView.as_view(), name="judge-list"),
     path("projects/<slug:slug>/jobs/", views.ScoringJobListView.as_view(), name="job-list"),
     path("projects/<slug:slug>/jobs/<id:job_id>/", views.ScoringJobDetailView.as_view(), name="job-detail"),
+    path("projects/<slug:slug>/systems/evaluation/", systems.SystemsEvaluationView.as_view(),
+         name="systems-evaluation"),
     path(
         "projects/<slug:slug>/queries/<path:query_external_id>/definitions/",
         views.DefinitionListView.as_view(),

@@ -1,0 +1,40 @@
+"""API views of system evaluation: the project's runs under its qrels sources, as `evaluate_runs --json` prints it."""
+from __future__ import annotations
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework.exceptions import ValidationError
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from labeling.selectors.projects import READ_REPORTS, project_for_user
+from labeling.selectors.qrels_sources import SystemsError
+from labeling.selectors.systems import systems_report, systems_report_json
+from models_llm.retrieval.evaluation import MEASURES
+
+
+class SystemsEvaluationView(APIView):
+    """Every run of the project under each qrels source (`human`, `judge:NAME`, `combined:NAME`,
+    `expected:NAME`): mean and bootstrap interval of each measure, the share of each run the source judged, and
+    the agreement of the sources on the ranking of the runs (Kendall's tau, tau_AP, Spearman). Admins and viewers
+    only: every source is made of gold grades or judges' P of items experts have not labelled (blind first)."""
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("qrels", str, many=True, description="qrels source (repeat; default: all)"),
+            OpenApiParameter("measure", str, many=True, enum=list(MEASURES),
+                             description="measure (repeat; default: all; judged@10 is always given)"),
+            OpenApiParameter("group_by", str, description="query metadata key to break the results down by"),
+        ],
+        responses={200: OpenApiTypes.OBJECT},
+    )
+    def get(self, request: Request, slug: str) -> Response:
+        project = project_for_user(user=request.user, slug=slug, need=READ_REPORTS)
+        params = request.query_params
+        try:
+            report = systems_report(project=project, sources=params.getlist("qrels") or None,
+                                    measures=params.getlist("measure") or None, group_by=params.get("group_by") or None)
+        except SystemsError as exc:
+            raise ValidationError({"detail": str(exc)}) from None
+        return Response(systems_report_json(report))

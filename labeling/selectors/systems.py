@@ -1,0 +1,310 @@
+"""System evaluation: every run of a project under each of its qrels sources (labeling.selectors.qrels_sources),
+with bootstrap intervals, how much of each run the source judged, per-group breakdowns by a query metadata key,
+and how far two sources agree on the ranking of the systems.
+
+Agreement pairs: with human grades among the sources, human (the reference) against each other source; without,
+every pair. Computed per measure on the queries both sources evaluate (every run is scored on all of a source's
+queries, a query a run lacks at 0, so the systems share them), for AGREEMENT_MEASURES (nDCG@10, the main one, and
+AP) among the measures asked; with neither asked, for the first measure asked. Expected sources have no AP, so
+their AP agreement is absent."""
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from itertools import combinations
+
+import numpy as np
+
+from labeling.models import Project, Query
+from labeling.selectors.qrels_sources import (
+    COMBINED,
+    HUMAN,
+    QrelsSource,
+    SystemsError,
+    probabilities_for,
+    qrels_for,
+    qrels_source_parse,
+    qrels_sources,
+)
+from labeling.selectors.runs import project_runs, run_rankings
+from models_llm.retrieval.agreement import Agreement, system_agreement
+from models_llm.retrieval.evaluation import MEASURES, ExpectedEvaluator, QrelsEvaluator, QueryScores
+
+AGREEMENT_MEASURES = ("nDCG@10", "AP")
+# The share of a run's top 10 that the source judged: always reported, whichever measures are asked.
+JUDGED = "judged@10"
+# The group of the queries whose metadata lacks the key.
+NO_VALUE = "(none)"
+DRAWS = 1000
+LEVEL = 0.95
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A mean over queries and its percentile bootstrap interval (None: no queries, or the measure is not
+    defined for the source)."""
+
+    mean: float | None
+    low: float | None
+    high: float | None
+
+
+@dataclass(frozen=True)
+class Table:
+    """Every run under every source on one set of queries (all of them, or a metadata group).
+
+    queries: source key -> the number of queries the source evaluates here.
+    scores: run name -> source key -> measure -> Estimate.
+    agreement: (source a, source b) -> measure -> Agreement (None: fewer than two systems or no shared query)."""
+
+    queries: dict[str, int]
+    scores: dict[str, dict[str, dict[str, Estimate]]]
+    agreement: dict[tuple[str, str], dict[str, Agreement | None]]
+
+
+@dataclass(frozen=True)
+class SystemsReport:
+    """The evaluation of a project's runs. `per_query[run][source]` holds each run's per-query values;
+    `judged_entries[run][source]` the share of all of the run's entries that the source grades (or gives a P);
+    `groups` maps each value of the `group_by` metadata key to its own Table."""
+
+    project: str
+    sources: tuple[QrelsSource, ...]
+    runs: tuple[str, ...]
+    measures: tuple[str, ...]
+    agreement_measures: tuple[str, ...]
+    overall: Table
+    per_query: dict[str, dict[str, QueryScores]]
+    judged_entries: dict[str, dict[str, float | None]]
+    group_by: str | None
+    groups: dict[str, Table]
+    draws: int
+    seed: int
+    level: float
+
+    @property
+    def scores(self) -> dict[str, dict[str, dict[str, Estimate]]]:
+        return self.overall.scores
+
+    @property
+    def agreement(self) -> dict[tuple[str, str], dict[str, Agreement | None]]:
+        return self.overall.agreement
+
+
+def _measures(measures: Sequence[str] | None) -> tuple[str, ...]:
+    if not measures:
+        return MEASURES
+    unknown = [measure for measure in measures if measure not in MEASURES]
+    if unknown:
+        raise SystemsError(f"unknown measure {unknown[0]!r} (measures: {', '.join(MEASURES)})")
+    chosen = tuple(dict.fromkeys(measures))
+    return chosen if JUDGED in chosen else (*chosen, JUDGED)
+
+
+def _agreement_measures(measures: tuple[str, ...]) -> tuple[str, ...]:
+    main = tuple(measure for measure in AGREEMENT_MEASURES if measure in measures)
+    return main or tuple(measure for measure in measures if measure != JUDGED)[:1]
+
+
+def _agreement_pairs(sources: Sequence[QrelsSource]) -> list[tuple[str, str]]:
+    keys = [source.key for source in sources]
+    if HUMAN in keys:
+        return [(HUMAN, key) for key in keys if key != HUMAN]
+    return list(combinations(keys, 2))
+
+
+def _query_groups(project: Project, key: str) -> dict[str, list[str]]:
+    """Metadata value -> the queries having it; `key` may name several keys, comma-separated, whose values are
+    joined with ' x ' (DisastIR's intent x event type)."""
+    keys = [part.strip() for part in key.split(",") if part.strip()]
+    if not keys:
+        raise SystemsError("group_by must name a query metadata key")
+    groups: dict[str, list[str]] = {}
+    for query, metadata in Query.objects.filter(project=project).values_list("external_id", "metadata"):
+        values = [metadata.get(part) if isinstance(metadata, dict) else None for part in keys]
+        value = NO_VALUE if all(v is None for v in values) else " x ".join(
+            NO_VALUE if v is None else str(v) for v in values)
+        groups.setdefault(value, []).append(query)
+    return dict(sorted(groups.items()))
+
+
+def _evaluators(project: Project, sources: Sequence[QrelsSource], *,
+                required: bool) -> dict[str, tuple[QrelsEvaluator | ExpectedEvaluator, dict[str, frozenset[str]]]]:
+    """source key -> (evaluator, judged doc ids per query), each qrels built once; a source that grades nothing
+    is an error when it was asked for, else left out (`sources` as qrels_sources orders them, human first)."""
+    relevant_from = project.label_scale.relevant_from
+    built = {}
+    for source in sources:
+        if source.kind == COMBINED and not required and HUMAN not in built:
+            # No gold grade after all: combined:NAME would grade exactly as judge:NAME.
+            continue
+        grades: Mapping[str, Mapping[str, float]] = (
+            probabilities_for(project=project, source=source) if source.expected
+            else qrels_for(project=project, source=source))
+        if not any(grades.values()):
+            if required:
+                raise SystemsError(f"the {source.key} qrels of project {project.slug!r} are empty: "
+                                   f"no pair has a grade from {source.label}")
+            continue
+        evaluator = ExpectedEvaluator(grades) if source.expected else QrelsEvaluator(grades,
+                                                                                      relevant_from=relevant_from)
+        built[source.key] = (evaluator, {query: frozenset(docs) for query, docs in grades.items()})
+    return built
+
+
+def _judged_share(ranking: Mapping[str, Sequence[str]], judged: Mapping[str, frozenset[str]]) -> float | None:
+    entries = sum(len(docs) for docs in ranking.values())
+    if not entries:
+        return None
+    hits = sum(len(judged[query].intersection(docs)) for query, docs in ranking.items() if query in judged)
+    return hits / entries
+
+
+def _estimates(scores: QueryScores, measures: tuple[str, ...], draws: int, seed: int,
+               level: float) -> dict[str, Estimate]:
+    intervals = scores.intervals(draws=draws, seed=seed, level=level)
+    out = {}
+    for measure in measures:
+        if measure not in scores.values:
+            out[measure] = Estimate(None, None, None)
+            continue
+        low, high = intervals[measure] or (None, None)
+        out[measure] = Estimate(scores.mean(measure), low, high)
+    return out
+
+
+def _agreement(per_query: Mapping[str, Mapping[str, QueryScores]], runs: Sequence[str], pair: tuple[str, str],
+               measure: str, draws: int, seed: int, level: float) -> Agreement | None:
+    a, b = pair
+    first = per_query[runs[0]]
+    if measure not in first[a].values or measure not in first[b].values:
+        return None
+    # Every run shares the queries of a source, so the first run's tell which queries both sources evaluate.
+    shared = sorted(set(first[a].queries) & set(first[b].queries))
+    matrices = [np.array([per_query[run][key].subset(shared).values[measure] for run in runs]) for key in pair]
+    return system_agreement(list(runs), matrices[0], matrices[1], draws=draws, seed=seed, level=level)
+
+
+def _table(per_query: Mapping[str, Mapping[str, QueryScores]], runs: Sequence[str], keys: Sequence[str],
+           pairs: Sequence[tuple[str, str]], measures: tuple[str, ...], agreement_measures: tuple[str, ...],
+           draws: int, seed: int, level: float) -> Table:
+    scores = {run: {key: _estimates(per_query[run][key], measures, draws, seed, level) for key in keys}
+              for run in runs}
+    queries = {key: len(per_query[runs[0]][key].queries) if runs else 0 for key in keys}
+    agreement = {pair: {measure: _agreement(per_query, runs, pair, measure, draws, seed, level)
+                        for measure in agreement_measures} if runs else {} for pair in pairs}
+    return Table(queries=queries, scores=scores, agreement=agreement)
+
+
+def _subset(per_query: Mapping[str, Mapping[str, QueryScores]],
+            queries: Iterable[str]) -> dict[str, dict[str, QueryScores]]:
+    members = list(queries)
+    return {run: {key: scores.subset(members) for key, scores in by_source.items()}
+            for run, by_source in per_query.items()}
+
+
+def systems_report(*, project: Project, sources: Sequence[str] | None = None, measures: Sequence[str] | None = None,
+                   group_by: str | None = None, draws: int = DRAWS, seed: int = 0,
+                   level: float = LEVEL) -> SystemsReport:
+    """Evaluate every run of `project` under `sources` (keys; None: all of qrels_sources, less any that turns
+    out to grade nothing) with `measures` (None: MEASURES; judged@10 is always added). Each run is read once and
+    each qrels built once. A project without runs gets a report without runs."""
+    chosen_measures = _measures(measures)
+    agreement_measures = _agreement_measures(chosen_measures)
+    if sources:
+        chosen = [qrels_source_parse(project=project, key=key) for key in dict.fromkeys(sources)]
+    else:
+        chosen = qrels_sources(project)
+    run_rows = list(project_runs(project))
+    evaluators = _evaluators(project, chosen, required=bool(sources)) if run_rows else {}
+    chosen = [source for source in chosen if source.key in evaluators] if run_rows else chosen
+    keys = [source.key for source in chosen]
+    per_query: dict[str, dict[str, QueryScores]] = {}
+    judged_entries: dict[str, dict[str, float | None]] = {}
+    for run in run_rows:
+        ranking = run_rankings(run)
+        per_query[run.name] = {key: evaluators[key][0].evaluate(ranking) for key in keys}
+        judged_entries[run.name] = {key: _judged_share(ranking, evaluators[key][1]) for key in keys}
+    runs = [run.name for run in run_rows]
+    pairs = _agreement_pairs(chosen)
+    args = (keys, pairs, chosen_measures, agreement_measures, draws, seed, level)
+    overall = _table(per_query, runs, *args)
+    groups = {}
+    if group_by is not None:
+        for value, members in _query_groups(project, group_by).items():
+            groups[value] = _table(_subset(per_query, members), runs, *args)
+    return SystemsReport(
+        project=project.slug, sources=tuple(chosen), runs=tuple(runs), measures=chosen_measures,
+        agreement_measures=agreement_measures, overall=overall, per_query=per_query, judged_entries=judged_entries,
+        group_by=group_by, groups=groups, draws=draws, seed=seed, level=level,
+    )
+
+
+def _plain(value):
+    """A JSON-ready copy: dataclasses as objects, tuples as lists, numpy numbers as Python numbers, nan as None."""
+    if hasattr(value, "__dataclass_fields__"):
+        return {name: _plain(getattr(value, name)) for name in value.__dataclass_fields__}
+    if isinstance(value, Mapping):
+        return {str(key): _plain(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(item) for item in value]
+    if isinstance(value, np.generic):
+        value = value.item()
+    # An undefined coefficient (every system tied) is nan, which JSON cannot hold.
+    if isinstance(value, float) and not np.isfinite(value):
+        return None
+    return value
+
+
+def pair_key(pair: tuple[str, str]) -> str:
+    """How the JSON names a pair of sources: "human|judge:NAME"."""
+    return "|".join(pair)
+
+
+def _table_json(table: Table, main: str) -> dict:
+    agreement = {pair_key(pair): by_measure.get(main) for pair, by_measure in table.agreement.items()}
+    return {
+        "queries": table.queries,
+        "runs": {run: {key: {measure: estimate.mean for measure, estimate in by_measure.items()}
+                       for key, by_measure in by_source.items()} for run, by_source in table.scores.items()},
+        "intervals": {run: {key: {measure: None if estimate.low is None else [estimate.low, estimate.high]
+                                  for measure, estimate in by_measure.items()}
+                            for key, by_measure in by_source.items()} for run, by_source in table.scores.items()},
+        "agreement": {key: None if found is None else {
+            "kendall_tau": found.kendall_tau, "tau_ap": found.tau_ap, "spearman": found.spearman,
+        } for key, found in agreement.items()},
+        "agreement_intervals": {key: None if found is None else _plain(found.intervals)
+                                for key, found in agreement.items()},
+        "agreement_by_measure": {pair_key(pair): {measure: _plain(found) for measure, found in by_measure.items()}
+                                 for pair, by_measure in table.agreement.items()},
+    }
+
+
+def systems_report_json(report: SystemsReport) -> dict:
+    """The report as the issue's JSON (runs, agreement), extended with what else the report holds:
+    {"project", "measures", "sources": [{"key", "label", "kind", "expected"}], "draws", "seed", "level",
+     "agreement_measure": the measure of "agreement" (nDCG@10 unless not asked),
+     "queries": {source: queries evaluated},
+     "runs": {run: {source: {measure: mean}}}, "intervals": {run: {source: {measure: [low, high]}}},
+     "judged_entries": {run: {source: share of the run's entries the source grades}},
+     "agreement": {"human|judge:X": {"kendall_tau", "tau_ap", "spearman"}},
+     "agreement_intervals": {"human|judge:X": {coefficient: [low, high]}},
+     "agreement_by_measure": {"human|judge:X": {measure: every field of the Agreement}},
+     "groups": null or {"key": KEY, "values": {value: {"queries", "runs", "intervals", "agreement",
+                                                       "agreement_intervals", "agreement_by_measure"}}}}
+    A mean or interval is null where the source does not define the measure (AP and judged@10 of an expected
+    source) or evaluates no query; an agreement is null with fewer than two runs or no shared query."""
+    main = report.agreement_measures[0]
+    return _plain({
+        "project": report.project,
+        "measures": list(report.measures),
+        "sources": [{"key": s.key, "label": s.label, "kind": s.kind, "expected": s.expected} for s in report.sources],
+        "draws": report.draws, "seed": report.seed, "level": report.level,
+        "agreement_measure": main,
+        **_table_json(report.overall, main),
+        "judged_entries": report.judged_entries,
+        "groups": None if report.group_by is None else {
+            "key": report.group_by,
+            "values": {value: _table_json(table, main) for value, table in report.groups.items()},
+        },
+    })
