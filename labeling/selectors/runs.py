@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import numpy as np
 from django.db import connection
 from django.db.models import QuerySet
 
@@ -28,26 +29,29 @@ def run_by_name(*, project: Project, name: str) -> Run:
 
 def run_rankings(run: Run) -> dict[str, list[str]]:
     """Query external id -> the passages' external ids, best first. The entries are read as ids in the order of
-    their index (no sort in the database) and named from two dicts: a run of a million entries takes a second or
-    two, where joining the names in SQL made PostgreSQL sort the million rows again."""
+    their index (no sort in the database) and named through numpy: a run of a million entries takes about a
+    second, where joining the names in SQL made PostgreSQL sort the million rows again and naming row by row in
+    Python took twice as long."""
+    with connection.cursor() as cursor:
+        # Plain SQL: two integers a row, read twice as fast as through the ORM's iterator.
+        cursor.execute(f"SELECT query_id, passage_id FROM {RunEntry._meta.db_table} WHERE run_id = %s "
+                       "ORDER BY query_id, rank", [run.id])
+        rows = np.array(cursor.fetchall(), dtype=np.int64).reshape(-1, 2)
+    if not len(rows):
+        return {}
     entries = RunEntry.objects.filter(run=run)
     # order_by(): the models' default ordering would join the project and sort.
     queries = dict(Query.objects.filter(id__in=entries.values("query_id")).order_by()
                    .values_list("id", "external_id"))
     passages = dict(Passage.objects.filter(id__in=entries.values("passage_id")).order_by()
                     .values_list("id", "external_id").iterator(chunk_size=_CHUNK_ROWS))
-    rankings: dict[str, list[str]] = {}
-    current, ranking = None, []
-    with connection.cursor() as cursor:
-        # Plain SQL: two integers a row, read twice as fast as through the ORM's iterator.
-        cursor.execute(f"SELECT query_id, passage_id FROM {RunEntry._meta.db_table} WHERE run_id = %s "
-                       "ORDER BY query_id, rank", [run.id])
-        while rows := cursor.fetchmany(_CHUNK_ROWS):
-            for query, passage in rows:
-                if query != current:
-                    current, ranking = query, rankings.setdefault(queries[query], [])
-                ranking.append(passages[passage])
-    return rankings
+    ids = np.fromiter(passages, dtype=np.int64, count=len(passages))
+    order = np.argsort(ids)
+    names = np.array(list(passages.values()), dtype=object)[order]
+    named = names[np.searchsorted(ids[order], rows[:, 1])]
+    starts = np.flatnonzero(np.r_[True, rows[1:, 0] != rows[:-1, 0]])
+    ends = np.r_[starts[1:], len(rows)]
+    return {queries[int(rows[s, 0])]: named[s:e].tolist() for s, e in zip(starts, ends)}
 
 
 def run_top(run: Run, depth: int) -> Iterator[tuple[int, int, int]]:
