@@ -294,6 +294,9 @@ LOGGING = {
 IMPORT_MAX_LINE_BYTES = env_int("IMPORT_MAX_LINE_BYTES", 8 * 1024 * 1024)
 # `import_bundle --all-pairs` refuses a pool larger than this (every query x every passage).
 IMPORT_MAX_ALL_PAIRS = env_int("IMPORT_MAX_ALL_PAIRS", 5_000_000)
+# A run file uploaded through the Systems page or the API: a larger request is refused before its body is read
+# (bigger runs are imported on the server with `manage.py import_run`).
+RUN_UPLOAD_MAX_BYTES = env_int("RUN_UPLOAD_MAX_BYTES", 512 * 1024 * 1024)
 # A project's validation report is recomputed at most once per this many seconds: requests in between mark it
 # stale, and the one queued recomputation runs when the interval is over.
 VALIDATION_REFRESH_MIN_SECONDS = env_int("VALIDATION_REFRESH_MIN_SECONDS", 30)

@@ -1,7 +1,9 @@
-"""Geometry of the dashboard's server-side SVG charts: the reliability diagram and the F1-vs-threshold
-curve. Numbers in, coordinates out; the template draws them (so every label is escaped)."""
+"""Geometry of the server-side SVG charts: the dashboard's reliability diagram and F1-vs-threshold curve, and the
+systems page's scatter of two qrels' scores. Numbers in, coordinates out; the template draws them (so every
+label is escaped)."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 WIDTH, HEIGHT, PAD = 260, 220, 34
@@ -89,3 +91,83 @@ def f1_curve_chart(points: list[dict]) -> Chart:
         coords = [f"{_x(p['threshold']):.1f},{_y(p[key]):.1f}" for p in points if p.get(key) is not None]
         lines[key] = " ".join(coords)
     return _chart([], lines)
+
+
+# The systems scatter plot: bigger than the dashboard's charts, with room on the left for the tick labels.
+SCATTER_SIZE, SCATTER_PAD = 340, 40
+# Tick steps tried in order: the first that gives at most six ticks over the plotted range.
+SCATTER_STEPS = (0.05, 0.1, 0.2, 0.25, 0.5, 1.0)
+SCATTER_MARGIN = 0.02
+
+
+@dataclass(frozen=True)
+class Point:
+    x: float
+    y: float
+    label: str
+    title: str
+    label_x: float
+    label_y: float
+    label_anchor: str  # "start" right of the point, "end" left of it (points in the right half)
+
+
+@dataclass(frozen=True)
+class Scatter:
+    width: int
+    height: int
+    plot_left: float
+    plot_right: float
+    plot_top: float
+    plot_bottom: float
+    points: list[Point]
+    diagonal: str
+    x_ticks: list[Tick]
+    y_ticks: list[Tick]
+
+
+def _scatter_range(values: list[float]) -> tuple[float, float, float]:
+    """The plotted range and tick step: the values' span, widened by SCATTER_MARGIN and rounded out to tenths, so
+    systems bunched between 0.3 and 0.5 spread over the plot instead of sitting in one corner of [0, 1], and no
+    point sits on an axis unless it is a score of 0 or 1 (the range stays within [0, 1] when the values do)."""
+    low = math.floor((min(values) - SCATTER_MARGIN) * 10) / 10
+    high = math.ceil((max(values) + SCATTER_MARGIN) * 10) / 10
+    if min(values) >= 0:
+        low = max(low, 0.0)
+    if max(values) <= 1:
+        high = min(high, 1.0)
+    step = next((s for s in SCATTER_STEPS if (high - low) / s <= 5 + 1e-9), SCATTER_STEPS[-1])
+    low = math.floor(round(low / step, 9)) * step
+    high = math.ceil(round(high / step, 9)) * step
+    return low, high, step
+
+
+def scatter_chart(points: list[tuple[str, float, float]], *, label_chars: int = 24) -> Scatter:
+    """One point per (name, x, y): a system's score under two qrels. Both axes share one range, so the diagonal
+    (the same score under both) runs at 45 degrees and a point above it scores higher on y than on x."""
+    low, high, step = _scatter_range([value for _, x, y in points for value in (x, y)])
+    left, bottom = SCATTER_PAD, SCATTER_SIZE - SCATTER_PAD
+    # Room above the plot for the y axis's label, which _chart_axes.html writes at the top left.
+    right, top = SCATTER_SIZE - 10, 24
+    span = high - low
+
+    def px(value: float) -> float:
+        return round(left + (value - low) / span * (right - left), 1)
+
+    def py(value: float) -> float:
+        return round(bottom - (value - low) / span * (bottom - top), 1)
+
+    middle = (left + right) / 2
+    drawn = []
+    for name, x, y in points:
+        at_right = px(x) > middle
+        short = name if len(name) <= label_chars else name[: label_chars - 1] + "\u2026"
+        drawn.append(Point(x=px(x), y=py(y), label=short, title=f"{name}: {x:.3f} vs {y:.3f}",
+                           label_x=px(x) + (-6 if at_right else 6), label_y=py(y) - 5, label_anchor="end" if at_right else "start"))
+    count = round(span / step)
+    steps = [round(low + i * step, 6) for i in range(count + 1)]
+    return Scatter(
+        width=SCATTER_SIZE, height=SCATTER_SIZE, plot_left=left, plot_right=right, plot_top=top, plot_bottom=bottom,
+        points=drawn, diagonal=f"{px(low)},{py(low)} {px(high)},{py(high)}",
+        x_ticks=[Tick(px(v), bottom + 14, f"{v:g}") for v in steps],
+        y_ticks=[Tick(left - 6, py(v) + 4, f"{v:g}") for v in steps],
+    )

@@ -7,10 +7,11 @@ from django import forms
 from django.conf import settings
 from django.db.models import QuerySet
 
-from labeling.models import Judge, Project
+from labeling.models import Judge, Project, RunKind
 from labeling.models.project import QUEUE_STRATEGIES
 from labeling.selectors.queue_settings import queue_mix_percentages
 from labeling.services.projects import LABELS_PER_ITEM_MAX, LEASE_MINUTES_MAX
+from labeling.services.retrieval import MAX_DEPTH
 from models_llm.ensembles import STRATEGIES
 
 
@@ -186,3 +187,48 @@ class DefinitionDraftForm(forms.Form):
     def __init__(self, *args, judges: QuerySet[Judge], **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.fields["judge"].queryset = judges
+
+
+class RunUploadForm(forms.Form):
+    """A TREC run file to import as a run of the project (the Systems page)."""
+
+    name = forms.CharField(max_length=200, help_text="the run's name in this project")
+    description = forms.CharField(widget=forms.Textarea(attrs={"rows": 2}), required=False)
+    file = forms.FileField(help_text="TREC run format: query_id Q0 passage_id rank score tag, one line per passage")
+
+
+class RetrievalForm(forms.Form):
+    """Start a built-in retriever over the project's passages; the cascade fields only matter for a cascade."""
+
+    retriever = forms.ChoiceField(choices=[(kind.value, kind.label) for kind in RunKind if kind != RunKind.IMPORTED])
+    name = forms.CharField(max_length=200, help_text="the run it writes")
+    depth = forms.IntegerField(min_value=1, max_value=MAX_DEPTH, initial=1000,
+                               help_text="passages ranked per query (bm25, dense)")
+    use_definition = forms.BooleanField(required=False, label="Query with its relevance definition",
+                                        help_text="the query text is the question and its current definition")
+    first_depth = forms.IntegerField(min_value=1, max_value=MAX_DEPTH, initial=200, label="Cascade: candidates (N)",
+                                     help_text="BM25's N best passages per query go to the dense re-ranker")
+    keep = forms.IntegerField(min_value=1, max_value=MAX_DEPTH, initial=60, label="Cascade: kept (M)",
+                              help_text="the re-ranker's M best of them are the run (M <= N)")
+
+    def service_arguments(self) -> dict:
+        data = self.cleaned_data
+        arguments = {"retriever": data["retriever"], "name": data["name"], "depth": data["depth"],
+                     "use_definition": data["use_definition"]}
+        if data["retriever"] == RunKind.CASCADE:
+            arguments |= {"first_depth": data["first_depth"], "keep": data["keep"]}
+        return arguments
+
+
+class PoolForm(forms.Form):
+    """Pool the top `depth` passages of the chosen runs (by name); a judge's prices turn the preview's new pairs
+    into the cost of judging them."""
+
+    runs = forms.MultipleChoiceField(choices=[], widget=forms.CheckboxSelectMultiple)
+    depth = forms.IntegerField(min_value=1, initial=10, help_text="top passages of each run per query")
+    judge = forms.ChoiceField(choices=[], required=False, label="Judge (for the cost)")
+
+    def __init__(self, *args, runs: list[str], judges: list[str], **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["runs"].choices = [(name, name) for name in runs]
+        self.fields["judge"].choices = [("", "(none)")] + [(name, name) for name in judges]

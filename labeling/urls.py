@@ -1,6 +1,16 @@
 from django.urls import path
 
-from labeling.views import adjudication, definitions, judges, members, projects, settings, validation, workspace
+from labeling.views import (
+    adjudication,
+    definitions,
+    judges,
+    members,
+    projects,
+    settings,
+    systems,
+    validation,
+    workspace,
+)
 
 # <id:...> is a database id (labeling.ids.IdConverter, registered in labeling/apps.py).
 app_name = "labeling"
@@ -27,6 +37,16 @@ urlpatterns = [
     path("projects/<slug:slug>/judges/<path:judge>/score/", judges.job_start_view, name="job_start"),
     path("projects/<slug:slug>/judges/<path:judge>/estimate/", judges.judge_estimate_view, name="judge_estimate"),
     path("projects/<slug:slug>/jobs/<id:job_id>/cancel/", judges.job_cancel_view, name="job_cancel"),
+    path("projects/<slug:slug>/systems/", systems.systems_page, name="systems"),
+    path("projects/<slug:slug>/systems/runs/upload/", systems.run_upload_view, name="run_upload"),
+    path("projects/<slug:slug>/systems/runs/<id:run_id>/delete/", systems.run_delete_view, name="run_delete"),
+    path("projects/<slug:slug>/systems/retrieval/", systems.retrieval_start_view, name="retrieval_start"),
+    path(
+        "projects/<slug:slug>/systems/retrieval/<id:retrieval_job_id>/cancel/", systems.retrieval_cancel_view,
+        name="retrieval_cancel",
+    ),
+    path("projects/<slug:slug>/systems/pool/preview/", systems.pool_preview_view, name="pool_preview"),
+    path("projects/<slug:slug>/systems/pool/", systems.pool_add_view, name="pool_add"),
     path("projects/<slug:slug>/queries/<id:query_id>/definition/", definitions.definition_page, name="definition"),
     path(
         "projects/<slug:slug>/queries/<id:query_id>/definition/draft/", definitions.definition_draft_view,

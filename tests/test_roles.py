@@ -32,7 +32,7 @@ ALLOWED = {
     ADMIN_ONLY: {ADMIN},
 }
 
-# URL name -> {HTTP method: who may}. GET for reads, POST for writes (sent with empty data).
+# URL name -> {HTTP method: who may}. GET for reads, POST and DELETE for writes (sent with empty data).
 MATRIX: dict[str, dict[str, str]] = {
     "labeling:project_list": {"GET": LOGGED_IN},
     "labeling:project_detail": {"GET": MEMBER},
@@ -56,6 +56,13 @@ MATRIX: dict[str, dict[str, str]] = {
     "labeling:definition": {"GET": MEMBER, "POST": ADMIN_ONLY},
     "labeling:definition_rescore": {"POST": ADMIN_ONLY},
     "labeling:definition_draft": {"POST": ADMIN_ONLY},
+    "labeling:systems": {"GET": MEMBER},
+    "labeling:run_upload": {"POST": ADMIN_ONLY},
+    "labeling:run_delete": {"POST": ADMIN_ONLY},
+    "labeling:retrieval_start": {"POST": ADMIN_ONLY},
+    "labeling:retrieval_cancel": {"POST": ADMIN_ONLY},
+    "labeling:pool_preview": {"GET": ADMIN_ONLY},
+    "labeling:pool_add": {"POST": ADMIN_ONLY},
     "api:token": {"POST": PUBLIC},
     "api:schema": {"GET": LOGGED_IN},
     "api:project-list": {"GET": LOGGED_IN},
@@ -74,11 +81,15 @@ MATRIX: dict[str, dict[str, str]] = {
     "api:definition-list": {"GET": MEMBER, "POST": ADMIN_ONLY},
     "api:judge-metrics-by-definition": {"GET": READER},
     "api:systems-evaluation": {"GET": READER},
+    "api:run-list": {"GET": MEMBER, "POST": ADMIN_ONLY},
+    "api:run-detail": {"GET": MEMBER, "DELETE": ADMIN_ONLY},
+    "api:retrieval-list": {"GET": MEMBER, "POST": ADMIN_ONLY},
+    "api:pool": {"POST": ADMIN_ONLY},
 }
 
 ROUTES = {route.name: route for route in all_routes()}
 # A request that passed the role check may still find its empty data wrong (400) or redirect after the write.
-PASSED = {"GET": {200, 204}, "POST": {200, 201, 204, 302, 400}}
+PASSED = {"GET": {200, 204}, "POST": {200, 201, 202, 204, 302, 400}, "DELETE": {204}}
 
 
 def _snapshot() -> dict[str, list[dict]]:
@@ -114,7 +125,7 @@ def test_each_role_gets_what_the_table_says(client, name, method, role):
         client.force_login(world.users[role])
     url = world.url(route)
     before = _snapshot()
-    response = client.get(url) if method == "GET" else client.post(url, {})
+    response = client.post(url, {}) if method == "POST" else getattr(client, method.lower())(url)
 
     if role in ALLOWED[MATRIX[name][method]]:
         assert response.status_code in PASSED[method], f"{role} {method} {url}: {response.status_code}"

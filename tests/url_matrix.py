@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from labeling import urls as html_urls
 from labeling.api import urls as api_urls
-from labeling.models import Judge, Membership, Pair, Project, Query, ScoringJob
+from labeling.models import Judge, Membership, Pair, Project, Query, RetrievalJob, Run, RunEntry, ScoringJob
 from labeling.services.validation import validation_result_ensure
 from tests.factories import (
     JudgeFactory,
@@ -71,6 +71,8 @@ class World:
     conflict: Pair  # two experts disagree on it: the adjudication queue has an item
     judge: Judge
     job: ScoringJob
+    run: Run
+    retrieval_job: RetrievalJob  # running
     member: object  # an expert other than the role users: the one a member removal targets
     users: dict[str, object] = field(default_factory=dict)
 
@@ -83,6 +85,8 @@ class World:
             "judge": self.judge.name,
             "job_id": self.job.id,
             "user_id": self.member.id,
+            "run_id": self.run.id,
+            "retrieval_job_id": self.retrieval_job.id,
         }
         missing = set(route.pattern.pattern.converters) - set(values)
         assert not missing, f"{route.name}: no fixture value for URL argument(s) {sorted(missing)}; add them to World"
@@ -105,7 +109,8 @@ def build_world(
     with_report: bool = False,
 ) -> World:
     """One project with a member of every role, a query with a definition, three pairs (one labelled by the
-    expert, one labelled 0 and 2 by two other experts), a judge with judgments and a running scoring job."""
+    expert, one labelled 0 and 2 by two other experts), a judge with judgments and a running scoring job, a run
+    ranking the three passages and a running retrieval job."""
     project = ProjectFactory(name=name, description=name)
     query = QueryFactory(project=project, text=query_text, metadata={"topic": name})
     RelevanceDefinitionFactory(query=query, text=definition_text)
@@ -130,7 +135,12 @@ def build_world(
         JudgmentFactory(pair=pair, judge=judge, p_relevant=p)
     job = ScoringJob.objects.create(project=project, judge=judge, scope=ScoringJob.Scope.ALL, total=3, done=1,
                                     failed=1, last_error=name, created_by=users[ADMIN])
+    run = Run.objects.create(project=project, name="run-a", kind=Run.Kind.IMPORTED, queries=1, entries=3, depth=3)
+    RunEntry.objects.bulk_create(RunEntry(run=run, query=query, passage=pair.passage, rank=rank, score=1 / rank)
+                                 for rank, pair in enumerate(pairs, 1))
+    retrieval_job = RetrievalJob.objects.create(project=project, retriever=Run.Kind.BM25, name="run-b", total=1,
+                                                status=RetrievalJob.Status.RUNNING, requested_by=users[ADMIN])
     if with_report:
         validation_result_ensure(project=project)
-    return World(project=project, query=query, pair=pairs[0], conflict=pairs[1], judge=judge, job=job,
-                 member=alice, users=users)
+    return World(project=project, query=query, pair=pairs[0], conflict=pairs[1], judge=judge, job=job, run=run,
+                 retrieval_job=retrieval_job, member=alice, users=users)

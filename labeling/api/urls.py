@@ -1,7 +1,7 @@
 from django.urls import path
 from drf_spectacular.views import SpectacularAPIView
 
-from labeling.api import labels, systems, tokens, views
+from labeling.api import labels, runs, systems, tokens, views
 
 # <id:...> is a database id (labeling.ids.IdConverter, registered in labeling/apps.py).
 app_name = "api"
@@ -29,6 +29,10 @@ urlpatterns = [
     path("projects/<slug:slug>/jobs/<id:job_id>/", views.ScoringJobDetailView.as_view(), name="job-detail"),
     path("projects/<slug:slug>/systems/evaluation/", systems.SystemsEvaluationView.as_view(),
          name="systems-evaluation"),
+    path("projects/<slug:slug>/runs/", runs.RunListView.as_view(), name="run-list"),
+    path("projects/<slug:slug>/runs/<id:run_id>/", runs.RunDetailView.as_view(), name="run-detail"),
+    path("projects/<slug:slug>/retrieval/", runs.RetrievalJobListView.as_view(), name="retrieval-list"),
+    path("projects/<slug:slug>/pool/", runs.PoolView.as_view(), name="pool"),
     path(
         "projects/<slug:slug>/queries/<path:query_external_id>/definitions/",
         views.DefinitionListView.as_view(),

@@ -1,10 +1,10 @@
-"""Rows a request or a command names inside a project (a judge by name; a query, an item or a scoring job by id)
-and projects by slug for the commands: the row, or NotFound saying what is missing. Who may see the project is
-decided before, by labeling.selectors.projects.project_for_user."""
+"""Rows a request or a command names inside a project (a judge by name; a query, an item, a scoring job, a run or a
+retrieval job by id) and projects by slug for the commands: the row, or NotFound saying what is missing. Who may
+see the project is decided before, by labeling.selectors.projects.project_for_user."""
 from __future__ import annotations
 
 from labeling.exceptions import NotFound
-from labeling.models import Judge, Pair, Project, Query, ScoringJob
+from labeling.models import Judge, Pair, Project, Query, RetrievalJob, Run, ScoringJob
 
 
 def _no(model: type) -> str:
@@ -62,4 +62,18 @@ def scoring_job_of_project(*, project: Project, job_id: int) -> ScoringJob:
     found = ScoringJob.objects.select_related("judge").filter(project=project, id=job_id).first()
     if found is None:
         raise NotFound(_no(ScoringJob))
+    return found
+
+
+def run_of_project(*, project: Project, run_id: int) -> Run:
+    found = Run.objects.select_related("created_by").filter(project=project, id=run_id).first()
+    if found is None:
+        raise NotFound(_no(Run))
+    return found
+
+
+def retrieval_job_of_project(*, project: Project, job_id: int) -> RetrievalJob:
+    found = RetrievalJob.objects.filter(project=project, id=job_id).first()
+    if found is None:
+        raise NotFound(_no(RetrievalJob))
     return found

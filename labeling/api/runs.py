@@ -1,0 +1,215 @@
+"""The API's write side of retrieval systems: a project's runs (list, upload a TREC run file, delete), its
+retrieval jobs (list, start a built-in retriever) and pooling from runs (preview or add). The same services as
+the Systems page and the import_run, retrieve and pool commands."""
+from __future__ import annotations
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers
+from rest_framework.exceptions import APIException, ValidationError
+from rest_framework.parsers import FormParser, MultiPartParser
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from labeling.exceptions import NotFound
+from labeling.models import Membership, Project, Run
+from labeling.run_upload import run_import_upload, upload_refusal
+from labeling.selectors.lookups import JudgeNotFound, judge_by_name, run_of_project
+from labeling.selectors.projects import admin_to, project_for_user, project_role
+from labeling.selectors.retrieval_jobs import retrieval_job_row, retrieval_jobs
+from labeling.selectors.runs import project_runs, run_by_name
+from labeling.services.pooling import PoolingError, PoolPreview, pool_add, pool_preview
+from labeling.services.retrieval import MAX_DEPTH, RETRIEVERS, RetrievalError, retrieval_request
+from labeling.services.runs import RunImportError, run_delete
+from labeling.services.scoring import ScoringError
+
+RUN_ADMIN = admin_to("change the project's runs")
+
+
+class RunSerializer(serializers.ModelSerializer):
+    created_by = serializers.CharField(source="created_by.username", allow_null=True, default=None)
+
+    class Meta:
+        model = Run
+        fields = ("id", "name", "kind", "description", "parameters", "source", "created_at", "created_by", "queries",
+                  "entries", "depth")
+
+
+class RunUploadSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=200)
+    description = serializers.CharField(required=False, allow_blank=True, default="")
+    file = serializers.FileField(help_text="TREC run file: qid Q0 docid rank score tag per line; .gz is gunzipped")
+
+
+class RetrievalJobSerializer(serializers.Serializer):
+    id = serializers.IntegerField(source="job.id")
+    retriever = serializers.CharField(source="job.retriever")
+    name = serializers.CharField(source="job.name", help_text="the run it writes")
+    parameters = serializers.JSONField(source="job.parameters")
+    status = serializers.CharField(source="job.status")
+    total = serializers.IntegerField(source="job.total")
+    done = serializers.IntegerField(source="job.done")
+    progress = serializers.FloatField(source="job.progress", help_text="0 to 1")
+    error = serializers.CharField(help_text="why it failed: for project admins; others a generic text")
+    attempts = serializers.IntegerField(source="job.attempts")
+    created_at = serializers.DateTimeField(source="job.created_at")
+    started_at = serializers.DateTimeField(source="job.started_at")
+    finished_at = serializers.DateTimeField(source="job.finished_at")
+    run = serializers.CharField(source="job.run.name", allow_null=True, default=None,
+                                help_text="the run written (null until done, or once deleted)")
+
+
+class RetrievalCreateSerializer(serializers.Serializer):
+    retriever = serializers.ChoiceField(choices=RETRIEVERS)
+    name = serializers.CharField(max_length=200, help_text="the run it writes, new in the project")
+    depth = serializers.IntegerField(min_value=1, max_value=MAX_DEPTH, default=1000,
+                                     help_text="passages per query (bm25, dense)")
+    use_definition = serializers.BooleanField(default=False,
+                                              help_text="the query text is the question and its current definition")
+    k1 = serializers.FloatField(required=False, allow_null=True, default=None, help_text="BM25's k1")
+    b = serializers.FloatField(required=False, allow_null=True, default=None, help_text="BM25's b")
+    first_depth = serializers.IntegerField(min_value=1, max_value=MAX_DEPTH, default=200,
+                                           help_text="cascade: BM25's candidates per query")
+    keep = serializers.IntegerField(min_value=1, max_value=MAX_DEPTH, default=60,
+                                    help_text="cascade: passages per query after dense re-ranking")
+    model = serializers.CharField(required=False, allow_blank=True, default="",
+                                  help_text="dense, cascade: an encoder folder under a model root (default MiniLM)")
+
+
+class PoolSerializer(serializers.Serializer):
+    runs = serializers.ListField(child=serializers.CharField(), min_length=1, help_text="run names")
+    depth = serializers.IntegerField(min_value=1, default=10, help_text="each run's top k per query")
+    dry_run = serializers.BooleanField(default=False, help_text="preview only: write nothing")
+    judge = serializers.CharField(required=False, allow_blank=True, default="",
+                                  help_text="dry run: the judge whose prices give the cost of judging the new pairs")
+
+
+class RequestTooLarge(APIException):
+    status_code = 413
+    default_code = "too_large"
+
+
+def _is_admin(request: Request, project: Project) -> bool:
+    return project_role(user=request.user, project=project) == Membership.Role.ADMIN
+
+
+class RunListView(APIView):
+    """GET the project's runs (any member). POST uploads a TREC run file as a new run (project admins; multipart:
+    `name`, `description`, `file`): 201 with the run, or 400 listing each problem as `file:line: what is wrong`
+    with nothing stored. A request over RUN_UPLOAD_MAX_BYTES is refused with 413 before it is read."""
+
+    parser_classes = (MultiPartParser, FormParser)
+
+    def initial(self, request: Request, *args, **kwargs) -> None:
+        # Before authentication: a session's CSRF check reads the form, and with it the whole file.
+        if request.method == "POST" and (refusal := upload_refusal(request._request)):
+            raise RequestTooLarge(refusal)
+        super().initial(request, *args, **kwargs)
+
+    @extend_schema(responses={200: RunSerializer(many=True)})
+    def get(self, request: Request, slug: str) -> Response:
+        project = project_for_user(user=request.user, slug=slug)
+        return Response(RunSerializer(project_runs(project).select_related("created_by"), many=True).data)
+
+    @extend_schema(request={"multipart/form-data": RunUploadSerializer},
+                   responses={201: RunSerializer, 400: OpenApiTypes.OBJECT, 413: OpenApiTypes.OBJECT})
+    def post(self, request: Request, slug: str) -> Response:
+        project = project_for_user(user=request.user, slug=slug, need=RUN_ADMIN)
+        body = RunUploadSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        try:
+            run = run_import_upload(project=project, upload=data["file"], name=data["name"],
+                                    description=data["description"], user=request.user)
+        except RunImportError as exc:
+            # Not a ValidationError, which would turn the count into a string.
+            return Response({"problems": exc.problems.shown, "total": exc.problems.total}, status=400)
+        return Response(RunSerializer(run).data, status=201)
+
+
+class RunDetailView(APIView):
+    """GET one run (any member). DELETE removes it and its entries (project admins); the pool keeps the pairs
+    it brought and their sources."""
+
+    @extend_schema(responses={200: RunSerializer})
+    def get(self, request: Request, slug: str, run_id: int) -> Response:
+        project = project_for_user(user=request.user, slug=slug)
+        return Response(RunSerializer(run_of_project(project=project, run_id=run_id)).data)
+
+    @extend_schema(responses={204: None})
+    def delete(self, request: Request, slug: str, run_id: int) -> Response:
+        project = project_for_user(user=request.user, slug=slug)
+        run = run_of_project(project=project, run_id=run_id)
+        # After the run: a run the project does not have is a 404 for every member.
+        project_for_user(user=request.user, slug=slug, need=RUN_ADMIN)
+        run_delete(run=run)
+        return Response(status=204)
+
+
+class RetrievalJobListView(APIView):
+    """GET the project's retrieval jobs, newest first (any member). POST starts a built-in retriever (project
+    admins): 202 with the job, which workers run and which writes the run `name` when done."""
+
+    @extend_schema(responses={200: RetrievalJobSerializer(many=True)})
+    def get(self, request: Request, slug: str) -> Response:
+        project = project_for_user(user=request.user, slug=slug)
+        rows = retrieval_jobs(project, show_errors=_is_admin(request, project))
+        return Response(RetrievalJobSerializer(rows, many=True).data)
+
+    @extend_schema(request=RetrievalCreateSerializer, responses={202: RetrievalJobSerializer})
+    def post(self, request: Request, slug: str) -> Response:
+        project = project_for_user(user=request.user, slug=slug, need=admin_to("start a retriever"))
+        body = RetrievalCreateSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        options = {**body.validated_data, "model": body.validated_data["model"] or None}
+        try:
+            job = retrieval_request(project=project, user=request.user, **options)
+        except RetrievalError as exc:
+            raise ValidationError({"detail": str(exc)}) from None
+        return Response(RetrievalJobSerializer(retrieval_job_row(job, show_errors=True)).data, status=202)
+
+
+class PoolView(APIView):
+    """Pool the union of the named runs' top `depth` per query into the project's pool (project admins). With
+    `dry_run`, 200 with the preview (new and existing pairs per query, sources; with `judge`, the cost of judging
+    the new pairs) and nothing written; else 201 with the counts written (`pairs`, `pool sources`)."""
+
+    @extend_schema(request=PoolSerializer, responses={200: OpenApiTypes.OBJECT, 201: OpenApiTypes.OBJECT})
+    def post(self, request: Request, slug: str) -> Response:
+        project = project_for_user(user=request.user, slug=slug, need=admin_to("pool runs"))
+        body = PoolSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        try:
+            runs = [run_by_name(project=project, name=name) for name in data["runs"]]
+        except NotFound as exc:
+            raise ValidationError({"runs": [str(exc)]}) from None
+        if not data["dry_run"]:
+            try:
+                written = pool_add(project=project, runs=runs, depth=data["depth"])
+            except PoolingError as exc:
+                raise ValidationError({"detail": str(exc)}) from None
+            return Response({"dry_run": False, **written}, status=201)
+        try:
+            judge = judge_by_name(project=project, name=data["judge"]) if data["judge"] else None
+        except JudgeNotFound as exc:
+            raise ValidationError({"judge": [str(exc)]}) from None
+        try:
+            preview = pool_preview(project=project, runs=runs, depth=data["depth"], judge=judge)
+        except (PoolingError, ScoringError) as exc:
+            raise ValidationError({"detail": str(exc)}) from None
+        return Response({"dry_run": True, **_preview_json(preview)})
+
+
+def _preview_json(preview: PoolPreview) -> dict:
+    cost = preview.cost
+    return {
+        "new_pairs": preview.new_pairs, "existing": preview.existing, "sources": preview.sources,
+        "per_query": [{"query": row.query, "new": row.new, "existing": row.existing} for row in preview.per_query],
+        "cost": None if cost is None else {
+            "judge": cost.judge.name, "pairs": cost.tokens.pairs, "calls": cost.tokens.calls,
+            "prompt_tokens": cost.tokens.prompt_tokens, "completion_tokens": cost.tokens.completion_tokens,
+            "cost_usd": cost.cost_usd,
+        },
+    }

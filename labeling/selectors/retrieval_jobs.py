@@ -1,0 +1,33 @@
+"""Reads of retrieval jobs as the Systems page and the API list them: newest first, with the error as the reader
+may see it."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from labeling.models import Project, RetrievalJob
+
+# What members other than admins read instead of a failure's text: it can name the server's folders and files.
+HIDDEN_ERROR = "the retriever failed (a project admin sees the reason)"
+# The page and the API list this many of the newest jobs: older ones only matter through the runs they wrote.
+LISTED_JOBS = 50
+
+
+@dataclass(frozen=True)
+class RetrievalJobRow:
+    job: RetrievalJob
+    error: str  # the job's error as the reader may see it
+
+    @property
+    def unfinished(self) -> bool:
+        return self.job.finished_at is None
+
+
+def retrieval_job_row(job: RetrievalJob, *, show_errors: bool) -> RetrievalJobRow:
+    error = job.error if show_errors or not job.error else HIDDEN_ERROR
+    return RetrievalJobRow(job=job, error=error)
+
+
+def retrieval_jobs(project: Project, *, show_errors: bool) -> list[RetrievalJobRow]:
+    """The project's LISTED_JOBS newest retrieval jobs, each with the run it wrote (if it is still stored)."""
+    jobs = RetrievalJob.objects.filter(project=project).select_related("run").order_by("-created_at", "-id")
+    return [retrieval_job_row(job, show_errors=show_errors) for job in jobs[:LISTED_JOBS]]

@@ -1,0 +1,341 @@
+"""HTML pages: a project's retrieval systems. Any member sees the runs and the retrieval jobs; admins upload run
+files, start retrievers, pool from runs and delete runs; members who may read the reports (blind first) see how
+the runs rank under each qrels source and how far the sources agree."""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.csrf import csrf_exempt, csrf_protect
+from django.views.decorators.http import require_POST
+
+from labeling.charts import Scatter, scatter_chart
+from labeling.exceptions import NotFound
+from labeling.forms import PoolForm, RetrievalForm, RunUploadForm
+from labeling.models import Membership, Project, Run
+from labeling.run_upload import run_import_upload, upload_refusal
+from labeling.selectors.disclosure import BLIND_REPORTS, sees_reports
+from labeling.selectors.lookups import judge_by_name, retrieval_job_of_project, run_of_project
+from labeling.selectors.projects import admin_to, project_role
+from labeling.selectors.qrels_sources import HUMAN, JUDGE, SystemsError, qrels_sources
+from labeling.selectors.retrieval_jobs import retrieval_jobs
+from labeling.selectors.runs import project_runs, run_by_name
+from labeling.selectors.scoring import judges_for_project
+from labeling.selectors.systems import JUDGED, Estimate, SystemsReport, systems_report
+from labeling.services.pooling import PoolingError, pool_add, pool_preview
+from labeling.services.retrieval import RetrievalError, retrieval_cancel, retrieval_request
+from labeling.services.runs import RunImportError, run_delete
+from labeling.services.scoring import ScoringError
+from labeling.views.access import project_view
+from labeling.views.htmx import htmx_partial
+from models_llm.retrieval.agreement import COEFFICIENTS, Agreement
+
+RUN_ADMIN = admin_to("change the project's runs")
+# A run whose top 10 the source judged less than this share of is marked: its unjudged passages count as not
+# relevant, so its score is a lower bound, and a system that did not contribute to the pool is the one it hurts.
+LOW_JUDGED = 0.5
+# The measure the scatter plots compare the sources on.
+SCATTER_MEASURE = "nDCG@10"
+# Parameters the runs table's summary leaves out: the retriever is the Kind column, the texts say the same as
+# use_definition.
+SUMMARY_SKIPS = {"retriever", "query_text", "passage_text"}
+# The sources the page evaluates unless others are chosen: the human gold and each judge's thresholded qrels. Every
+# source pair's agreement is bootstrapped, which makes all of them (four per judge) slow to show on every visit.
+DEFAULT_KINDS = (HUMAN, JUDGE)
+
+
+@dataclass(frozen=True)
+class LeaderboardRow:
+    run: str
+    cells: list[Estimate]  # one per measure of the board
+    judged: float | None
+
+    @property
+    def low_judged(self) -> bool:
+        return self.judged is not None and self.judged < LOW_JUDGED
+
+
+@dataclass(frozen=True)
+class ScatterCard:
+    x_source: str
+    y_source: str
+    chart: Scatter
+
+
+def _leaderboards(report: SystemsReport) -> list[dict]:
+    """Per source: its runs x measures (judged@10 apart, as the warning column), best first on the first measure
+    (nDCG@10), runs without a value last."""
+    measures = [measure for measure in report.measures if measure != JUDGED]
+    boards = []
+    for source in report.sources:
+        rows = []
+        for run in report.runs:
+            scores = report.scores[run][source.key]
+            rows.append(LeaderboardRow(run=run, cells=[scores[measure] for measure in measures],
+                                       judged=scores[JUDGED].mean if JUDGED in scores else None))
+        rows.sort(key=lambda row: (row.cells[0].mean is None, -(row.cells[0].mean or 0.0), row.run))
+        boards.append({"source": source, "queries": report.overall.queries.get(source.key, 0), "measures": measures,
+                       "rows": rows})
+    return boards
+
+
+@dataclass(frozen=True)
+class Coefficient:
+    name: str  # one of COEFFICIENTS
+    value: float | None  # None: undefined (every run tied under a source)
+    interval: tuple[float, float] | None
+
+
+@dataclass(frozen=True)
+class AgreementRow:
+    a: str
+    b: str
+    measure: str
+    coefficients: list[Coefficient] | None  # COEFFICIENTS' order; None: fewer than two runs or no shared query
+    largest_change: tuple[str, int, int] | None  # (run, rank under a, rank under b)
+    queries: int
+
+
+def _finite(value: float | None) -> bool:
+    return value is not None and math.isfinite(value)
+
+
+def _coefficient(agreement: Agreement, name: str) -> Coefficient:
+    value, interval = getattr(agreement, name), agreement.intervals.get(name)
+    shown = interval if interval is not None and all(_finite(end) for end in interval) else None
+    return Coefficient(name=name, value=value if _finite(value) else None, interval=shown)
+
+
+def _agreement_rows(report: SystemsReport) -> list[AgreementRow]:
+    rows = []
+    for (a, b), by_measure in report.agreement.items():
+        for measure, found in by_measure.items():
+            rows.append(AgreementRow(
+                a=a, b=b, measure=measure,
+                coefficients=None if found is None else [_coefficient(found, name) for name in COEFFICIENTS],
+                largest_change=None if found is None else found.largest_change,
+                queries=0 if found is None else found.n_queries,
+            ))
+    return rows
+
+
+def _scatters(report: SystemsReport) -> list[ScatterCard]:
+    """Human (x) against each judge's thresholded qrels (y) on SCATTER_MEASURE, one point per run."""
+    keys = {source.key for source in report.sources}
+    if HUMAN not in keys or SCATTER_MEASURE not in report.measures:
+        return []
+    cards = []
+    for source in report.sources:
+        if source.kind != JUDGE:
+            continue
+        points = [(run, report.scores[run][HUMAN][SCATTER_MEASURE].mean,
+                   report.scores[run][source.key][SCATTER_MEASURE].mean) for run in report.runs]
+        points = [(run, x, y) for run, x, y in points if x is not None and y is not None]
+        if points:
+            cards.append(ScatterCard(x_source=HUMAN, y_source=source.key, chart=scatter_chart(points)))
+    return cards
+
+
+def _evaluation(project: Project, runs: list[Run], asked: list[str]) -> dict:
+    """The leaderboards, agreement and scatter plots under the sources `asked` (keys; none: DEFAULT_KINDS)."""
+    sources = qrels_sources(project)
+    chosen = asked or [source.key for source in sources if source.kind in DEFAULT_KINDS]
+    context: dict = {"qrels_sources": sources, "chosen_sources": chosen}
+    if not runs or not chosen:
+        return context
+    try:
+        report = systems_report(project=project, sources=chosen)
+    except SystemsError as exc:
+        return {**context, "evaluation_error": str(exc)}
+    return {**context, "report": report, "leaderboards": _leaderboards(report),
+            "agreement_rows": _agreement_rows(report), "agreement_span": len(report.agreement_measures),
+            "scatters": _scatters(report)}
+
+
+def _parameters_summary(parameters: dict) -> str:
+    """The run's scalar parameters on one line ("depth 1000, k1 0.9, use_definition True"); nested ones (the
+    encoder, BM25's tokenizer) are left to the full listing."""
+    return ", ".join(f"{key} {value}" for key, value in sorted(parameters.items())
+                     if key not in SUMMARY_SKIPS and isinstance(value, str | int | float | bool))
+
+
+def _run_rows(runs: list[Run]) -> list[dict]:
+    return [{"run": run, "summary": _parameters_summary(run.parameters),
+             "parameters": json.dumps(run.parameters, indent=2, sort_keys=True) if run.parameters else ""}
+            for run in runs]
+
+
+def _generative_judges(project: Project) -> list[str]:
+    # Only a judge that writes text has prompts to count: the others cost nothing to estimate.
+    return [judge.name for judge in judges_for_project(project) if judge.is_generative]
+
+
+def _pool_form(project: Project, runs: list[Run], data: dict | None = None) -> PoolForm:
+    return PoolForm(data, runs=[run.name for run in runs], judges=_generative_judges(project))
+
+
+def _jobs_context(project: Project, role: str | None) -> dict:
+    jobs = retrieval_jobs(project, show_errors=role == Membership.Role.ADMIN)
+    return {"project": project, "jobs": jobs, "any_unfinished": any(row.unfinished for row in jobs),
+            "is_admin": role == Membership.Role.ADMIN}
+
+
+def _systems_context(request: HttpRequest, project: Project, **answer: object) -> dict:
+    """The whole page; `answer` holds what a form's request adds or replaces (a bound form, its problems)."""
+    role = project_role(user=request.user, project=project)
+    runs = list(project_runs(project).select_related("created_by"))
+    reads = sees_reports(project=project, role=role)
+    context = {
+        **_jobs_context(project, role),
+        "runs": _run_rows(runs),
+        "sees_reports": reads,
+        "blind_reports": BLIND_REPORTS,
+        "low_judged": LOW_JUDGED,
+        "scatter_measure": SCATTER_MEASURE,
+        "upload_form": RunUploadForm(),
+        "retrieval_form": RetrievalForm(),
+        "pool_form": _pool_form(project, runs),
+        **answer,
+    }
+    if reads:
+        context |= _evaluation(project, runs, request.GET.getlist("source"))
+    return context
+
+
+@login_required
+@project_view()
+def systems_page(request: HttpRequest, project: Project) -> HttpResponse:
+    if htmx_partial(request):
+        # The jobs table polls while a job runs; once none does, the page reloads to show the new run scored.
+        context = _jobs_context(project, project_role(user=request.user, project=project))
+        response = render(request, "labeling/systems.html#retrieval-jobs", context)
+        if not context["any_unfinished"]:
+            response["HX-Refresh"] = "true"
+        return response
+    return render(request, "labeling/systems.html", _systems_context(request, project))
+
+
+@csrf_protect
+def _run_upload(request: HttpRequest, project: Project) -> HttpResponse:
+    form = RunUploadForm(request.POST, request.FILES)
+    problems: list[str] = []
+    if form.is_valid():
+        data = form.cleaned_data
+        try:
+            run = run_import_upload(project=project, upload=data["file"], name=data["name"],
+                                    description=data["description"], user=request.user)
+        except RunImportError as exc:
+            problems = [*exc.problems.shown]
+            if exc.problems.total > len(exc.problems.shown):
+                problems.append(f"... and {exc.problems.total - len(exc.problems.shown):,} more problems")
+        else:
+            messages.success(request, f"Stored run {run.name}: {run.entries:,} entries for {run.queries:,} queries "
+                                      f"(depth {run.depth:,}).")
+            return redirect("labeling:systems", slug=project.slug)
+    context = _systems_context(request, project, upload_form=form, upload_problems=problems)
+    return render(request, "labeling/systems.html", context, status=400)
+
+
+# CSRF is checked by _run_upload, after the size: the middleware's check would read the whole body first.
+@csrf_exempt
+@login_required
+@require_POST
+@project_view(RUN_ADMIN)
+def run_upload_view(request: HttpRequest, project: Project) -> HttpResponse:
+    refusal = upload_refusal(request)
+    if refusal is not None:
+        context = _systems_context(request, project, upload_refusal=refusal)
+        return render(request, "labeling/systems.html", context, status=413)
+    return _run_upload(request, project)
+
+
+@login_required
+@require_POST
+@project_view(RUN_ADMIN)
+def run_delete_view(request: HttpRequest, project: Project, run_id: int) -> HttpResponse:
+    run = run_of_project(project=project, run_id=run_id)
+    run_delete(run=run)
+    messages.info(request, f"Deleted run {run.name}; the pairs it brought to the pool stay.")
+    return redirect("labeling:systems", slug=project.slug)
+
+
+@login_required
+@require_POST
+@project_view(admin_to("start a retriever"))
+def retrieval_start_view(request: HttpRequest, project: Project) -> HttpResponse:
+    form = RetrievalForm(request.POST)
+    if form.is_valid():
+        try:
+            job = retrieval_request(project=project, user=request.user, **form.service_arguments())
+        except RetrievalError as exc:
+            form.add_error(None, str(exc))
+        else:
+            messages.success(request, f"Job {job.id}: {job.get_retriever_display()} run {job.name} queued.")
+            return redirect("labeling:systems", slug=project.slug)
+    return render(request, "labeling/systems.html", _systems_context(request, project, retrieval_form=form),
+                  status=400)
+
+
+@login_required
+@require_POST
+@project_view(admin_to("cancel a retrieval job"))
+def retrieval_cancel_view(request: HttpRequest, project: Project, retrieval_job_id: int) -> HttpResponse:
+    job = retrieval_cancel(job=retrieval_job_of_project(project=project, job_id=retrieval_job_id))
+    messages.info(request, f"Job {job.id} is {job.status}.")
+    return redirect("labeling:systems", slug=project.slug)
+
+
+def _pool_request(project: Project, form: PoolForm) -> tuple[list[Run], int] | None:
+    """The runs and depth the valid form names, or None with the reason added to the form."""
+    if not form.is_valid():
+        return None
+    try:
+        runs = [run_by_name(project=project, name=name) for name in form.cleaned_data["runs"]]
+    except NotFound as exc:
+        form.add_error("runs", str(exc))
+        return None
+    return runs, form.cleaned_data["depth"]
+
+
+@login_required
+@project_view(admin_to("pool runs"))
+def pool_preview_view(request: HttpRequest, project: Project) -> HttpResponse:
+    """What pooling the chosen runs would add (a dry run), with a button that adds it."""
+    runs = list(project_runs(project))
+    form = _pool_form(project, runs, request.GET)
+    answer: dict = {"pool_form": form}
+    asked = _pool_request(project, form)
+    if asked is not None:
+        judge = judge_by_name(project=project, name=form.cleaned_data["judge"]) if form.cleaned_data["judge"] else None
+        try:
+            answer["preview"] = pool_preview(project=project, runs=asked[0], depth=asked[1], judge=judge)
+        except (PoolingError, ScoringError) as exc:
+            form.add_error(None, str(exc))
+    # 200 either way: htmx swaps the answer, errors included, into the page; without htmx, the whole page.
+    if request.htmx:
+        return render(request, "labeling/systems.html#pool-preview", {"project": project, **answer})
+    return render(request, "labeling/systems.html", _systems_context(request, project, **answer))
+
+
+@login_required
+@require_POST
+@project_view(admin_to("pool runs"))
+def pool_add_view(request: HttpRequest, project: Project) -> HttpResponse:
+    runs = list(project_runs(project))
+    form = _pool_form(project, runs, request.POST)
+    asked = _pool_request(project, form)
+    if asked is not None:
+        try:
+            written = pool_add(project=project, runs=asked[0], depth=asked[1])
+        except PoolingError as exc:
+            form.add_error(None, str(exc))
+        else:
+            messages.success(request, f"Pooled the top {asked[1]} of {', '.join(run.name for run in asked[0])}: "
+                                      f"{written['pairs']:,} new pairs, {written['pool sources']:,} sources added.")
+            return redirect("labeling:systems", slug=project.slug)
+    return render(request, "labeling/systems.html", _systems_context(request, project, pool_form=form), status=400)

@@ -1,0 +1,84 @@
+"""The Systems page in a real browser (Debian's chromium driven by playwright): the ClimRetrieve sample with three
+BM25 runs, its published LLM judgments and the analysts' grades shows the runs, the leaderboards, the agreement
+table and the scatter plots; an admin previews a pooling and adds it; a project without runs says what to do.
+Screenshots of both pages are saved as /tmp/systems-*.png for a person to look at."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from labeling.models import Membership, Pair, PairSource, Project
+from labeling.services.bundle_import import bundle_import
+from labeling.services.labels import label_submit
+from labeling.services.retrieval import retrieval_create, retrieval_run
+from tests.browser import log_in, needs_chromium
+from tests.factories import MembershipFactory, ProjectFactory, QueryFactory, UserFactory
+from tests.scoring_fixtures import SAMPLE
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True), needs_chromium]
+
+SCREENSHOTS = Path("/tmp")
+RUNS = {"bm25": {}, "bm25-definition": {"use_definition": True}, "bm25-k1-0.9": {"k1": 0.9, "b": 0.4}}
+
+
+def _sample_with_runs() -> Project:
+    bundle_import(path=SAMPLE, project_slug="cr")
+    project = Project.objects.get(slug="cr")
+    for name, options in RUNS.items():
+        job = retrieval_create(project=project, retriever="bm25", name=name, **options)
+        assert retrieval_run(job_id=job.id).status == "done"
+    expert = UserFactory(username="expert")
+    MembershipFactory(project=project, user=expert, role=Membership.Role.EXPERT)
+    for pair in Pair.objects.filter(project=project).order_by("id")[:5]:
+        label_submit(project=project, annotator=expert, pair_id=pair.id, grade=1)
+    return project
+
+
+def _admin(project: Project, username: str = "boss") -> str:
+    MembershipFactory(project=project, user=UserFactory(username=username), role=Membership.Role.ADMIN)
+    return username
+
+
+def test_a_project_with_runs_shows_its_leaderboard_and_pools_from_runs(browser, live_server):
+    project = _sample_with_runs()
+    page, errors = log_in(browser, live_server, _admin(project))
+    page.set_viewport_size({"width": 1280, "height": 900})
+    page.goto(f"{live_server.url}/projects/cr/systems/")
+    assert [page.locator(f"#runs tr[data-run='{name}']").count() for name in RUNS] == [1, 1, 1]
+    human = page.locator("table[data-leaderboard='human']")
+    assert human.locator("tbody tr").count() == 3
+    assert page.locator("#agreement tbody tr").count() == 8  # human vs each of the 4 judges, nDCG@10 and AP
+    assert page.locator("[data-scatter] svg circle").count() == 12  # 3 runs in each judge's plot
+    page.screenshot(path=str(SCREENSHOTS / "systems-with-runs.png"), full_page=True)
+
+    pairs_before = Pair.objects.filter(project=project).count()
+    page.locator("#pool input[name=runs][value='bm25']").check()
+    page.fill("#pool input[name=depth]", "20")
+    page.locator("#pool button:has-text('Preview')").click()
+    page.wait_for_selector("#pool-preview [data-pool-preview]")
+    new_pairs = int(page.locator("[data-new-pairs]").inner_text())
+    assert new_pairs > 0
+    page.screenshot(path=str(SCREENSHOTS / "systems-pool-preview.png"), full_page=False,
+                    clip={"x": 0, "y": 0, "width": 1280, "height": 900})
+    assert Pair.objects.filter(project=project).count() == pairs_before  # a preview writes nothing
+    page.locator("#pool-preview button:has-text('Add to the pool')").click()
+    page.wait_for_selector(".message.success")
+    assert Pair.objects.filter(project=project).count() == pairs_before + new_pairs
+    assert PairSource.objects.filter(pair__project=project, system="bm25").count() > 0
+    assert errors == []
+    page.close()
+
+
+def test_a_project_without_runs_says_how_to_add_one(browser, live_server):
+    project = ProjectFactory(slug="fresh", name="Fresh project")
+    QueryFactory(project=project)
+    page, errors = log_in(browser, live_server, _admin(project))
+    page.set_viewport_size({"width": 1280, "height": 900})
+    page.goto(f"{live_server.url}/projects/fresh/systems/")
+    empty = page.locator("[data-empty-state]")
+    assert "manage.py import_run" in empty.inner_text() and "manage.py retrieve" in empty.inner_text()
+    assert page.locator("#upload form").count() == 1 and page.locator("#retrieve form").count() == 1
+    page.screenshot(path=str(SCREENSHOTS / "systems-empty.png"), full_page=True)
+    assert errors == []
+    page.close()
