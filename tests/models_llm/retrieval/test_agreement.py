@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy.stats import kendalltau, spearmanr
 
-from models_llm.retrieval.agreement import COEFFICIENTS, system_agreement, tau_ap
+from models_llm.retrieval.agreement import COEFFICIENTS, _tau_ap_rows, system_agreement, tau_ap
 
 
 def tie_credit(a, b):
@@ -138,3 +138,16 @@ def test_all_pairs_of_three_systems_brute_force():
         b[list(order_b)] = [3, 2, 1]
         expected = plain_tau_ap(tie_credit(a, b), list(order_b))
         assert tau_ap(a, b) == pytest.approx(expected, abs=1e-12)
+
+
+def test_bootstrap_tau_ap_rows_equal_tau_ap_one_by_one():
+    """The bootstrap's tau_AP over many draws at once (rows without ties together, the others one by one) gives
+    what tau_AP gives draw by draw, ties or not."""
+    rng = np.random.default_rng(7)
+    for n in (2, 3, 7, 12):
+        a = rng.random((200, n))
+        b = a + rng.normal(0, 0.3, (200, n))
+        b[:15, 0] = b[:15, 1]
+        a[15:25, 2 % n] = a[15:25, 0]
+        expected = np.array([tau_ap(row_a, row_b) for row_a, row_b in zip(a, b)])
+        np.testing.assert_allclose(_tau_ap_rows(a, b), expected, atol=1e-12)
