@@ -26,7 +26,7 @@ from labeling.selectors.qrels_sources import (
     qrels_source_parse,
     qrels_sources,
 )
-from labeling.selectors.runs import project_runs, run_rankings
+from labeling.selectors.runs import RunNames, project_runs, run_rankings
 from models_llm.retrieval.agreement import Agreement, system_agreement
 from models_llm.retrieval.evaluation import MEASURES, ExpectedEvaluator, QrelsEvaluator, QueryScores
 
@@ -221,8 +221,9 @@ def systems_report(*, project: Project, sources: Sequence[str] | None = None, me
     keys = [source.key for source in chosen]
     per_query: dict[str, dict[str, QueryScores]] = {}
     judged_entries: dict[str, dict[str, float | None]] = {}
+    names = RunNames.of(project) if run_rows else None
     for run in run_rows:
-        ranking = run_rankings(run)
+        ranking = run_rankings(run, names)
         per_query[run.name] = {key: evaluators[key][0].evaluate(ranking) for key in keys}
         judged_entries[run.name] = {key: _judged_share(ranking, evaluators[key][1]) for key in keys}
     runs = [run.name for run in run_rows]
