@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
-from django.db import connection
+from django.db import connection, transaction
 from django.db.models import QuerySet
 
 from labeling.exceptions import NotFound
@@ -52,7 +52,15 @@ def run_rankings(run: Run, names: RunNames | None = None) -> dict[str, list[str]
     their index (no sort in the database) and named through numpy with the project's ids read once (pass
     `names` when reading several runs of a project): joining the names in SQL made PostgreSQL sort a million
     rows again, and collecting the names a run uses cost a semi-join of its entries per run."""
-    with connection.cursor() as cursor:
+    with transaction.atomic(), connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            # With tens of millions of entries PostgreSQL's planner prefers scanning the whole table (or a bitmap
+            # of the run's pages) and sorting a run's million rows (1.8 s, half of it JIT compilation; 0.5 s) to
+            # walking the (run, query, rank) index, which returns them in order in 0.33 s (measured with 30 runs
+            # of 1M entries).
+            cursor.execute("SET LOCAL enable_seqscan = off")
+            cursor.execute("SET LOCAL enable_bitmapscan = off")
+            cursor.execute("SET LOCAL jit = off")
         # Plain SQL: two integers a row, read twice as fast as through the ORM's iterator.
         cursor.execute(f"SELECT query_id, passage_id FROM {RunEntry._meta.db_table} WHERE run_id = %s "
                        "ORDER BY query_id, rank", [run.id])
