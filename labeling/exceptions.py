@@ -17,3 +17,7 @@ class NotFound(DomainError):
 
 class Forbidden(DomainError):
     """The caller may see the project, but their role there does not allow what they asked (403)."""
+
+
+class TooLarge(DomainError):
+    """What the caller sent is larger than the server accepts (413), refused before it is read."""

@@ -6,13 +6,13 @@ from __future__ import annotations
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
-from rest_framework.exceptions import APIException, ValidationError
+from rest_framework.exceptions import ValidationError
 from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from labeling.exceptions import NotFound
+from labeling.exceptions import NotFound, TooLarge
 from labeling.models import Membership, Project, Run
 from labeling.run_upload import run_import_upload, upload_refusal
 from labeling.selectors.lookups import JudgeNotFound, judge_by_name, run_of_project
@@ -85,11 +85,6 @@ class PoolSerializer(serializers.Serializer):
                                   help_text="dry run: the judge whose prices give the cost of judging the new pairs")
 
 
-class RequestTooLarge(APIException):
-    status_code = 413
-    default_code = "too_large"
-
-
 def _is_admin(request: Request, project: Project) -> bool:
     return project_role(user=request.user, project=project) == Membership.Role.ADMIN
 
@@ -104,7 +99,7 @@ class RunListView(APIView):
     def initial(self, request: Request, *args, **kwargs) -> None:
         # Before authentication: a session's CSRF check reads the form, and with it the whole file.
         if request.method == "POST" and (refusal := upload_refusal(request._request)):
-            raise RequestTooLarge(refusal)
+            raise TooLarge(refusal)
         super().initial(request, *args, **kwargs)
 
     @extend_schema(responses={200: RunSerializer(many=True)})

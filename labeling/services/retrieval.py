@@ -48,7 +48,7 @@ class RetrievalError(DomainError):
     """A retrieval job that cannot be asked for as given, or whose own configuration cannot run (its reason)."""
 
 
-class _Cancelled(Exception):
+class _Cancelled(DomainError):
     """The job stopped running (cancelled, or given up) while the retriever worked: stop, writing nothing."""
 
 
@@ -316,7 +316,9 @@ def _finish(
     *, job_id: int, rankings: Iterator[tuple[int, list[int], list[float]]] | None = None, recorded: dict | None = None,
     error: str = "",
 ) -> RetrievalJob | None:
-    job = RetrievalJob.objects.select_for_update().select_related("project", "requested_by").filter(id=job_id).first()
+    # of=("self",): PostgreSQL cannot lock the nullable side of the outer join to the requester.
+    job = (RetrievalJob.objects.select_for_update(of=("self",)).select_related("project", "requested_by")
+           .filter(id=job_id).first())
     if job is None or job.finished_at is not None:
         return job  # gone, or cancelled or finished by another worker while this one retrieved
     if rankings is not None:
