@@ -3,7 +3,7 @@ found, from runs (the union of their top k, or DIRAS's top-plus-random sample) a
 one set-based insert (pool_insert)."""
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -192,44 +192,44 @@ def _draw(rng: np.random.Generator, passages: np.ndarray, excluded: np.ndarray, 
     return passages[picks + np.searchsorted(gone - np.arange(len(gone)), picks, side="right")]
 
 
-@transaction.atomic
-def pool_sample(*, project: Project, run: Run, top: int, random: int, seed: int) -> dict[str, int]:
-    """DIRAS's sampling for distillation: for each query of the run (by id), its top `top` passages and `random`
-    passages drawn at random from the rest of the project's corpus (all passages not in that top). The draw is
-    numpy's default_rng(seed), one generator for all queries in id order, over the sorted passage ids: the same
-    on every database. Sources: system=run name with its rank for the top ones, system=random_system(seed) with
-    no rank for the drawn ones. New pairs enter by query, the top in rank order then the draw in its order.
-    Returns {"pairs": n, "pool sources": n}; the same sample again writes nothing."""
-    runs = _checked_runs(project=project, runs=[run])
-    if top < 0 or random < 0 or top + random < 1:
-        raise PoolingError(f"sample at least one passage per query: top {top} and random {random}")
-    if seed < 0:
-        raise PoolingError(f"the seed must be a non-negative integer, got {seed}")
-    _pool_lock(project)
+def sample_rows(*, project: Project, run: Run, tops: dict[int, list[tuple[int, int]]], random: int,
+                seed: int) -> Iterator[tuple[int, int, int | None]]:
+    """DIRAS's sample of `run`, as (query id, passage id, rank; None for a drawn passage): for each query of the run
+    (by id), its `tops` (passage id, rank) in the order given, then `random` passages drawn at random from the rest
+    of the project's corpus (all passages not in its tops). The draw is numpy's default_rng(seed), one generator
+    for all queries in id order, over the sorted passage ids: the same on every database. The database is read
+    here, before the rows are taken: the rows then go to a COPY, which has the connection to itself."""
     passages = np.fromiter(Passage.objects.filter(project=project).order_by("id").values_list("id", flat=True)
                            .iterator(chunk_size=50_000), dtype=np.int64)
-    tops: dict[int, list[tuple[int, int]]] = {}
-    for query_id, passage_id, rank in run_top(runs[0], top) if top else ():
-        tops.setdefault(query_id, []).append((passage_id, rank))
     query_ids = list(RunEntry.objects.filter(run=run).order_by("query_id").values_list("query_id", flat=True)
                      .distinct())
-    rng = np.random.default_rng(seed)
+    return _sampled(passages, query_ids, tops, random, np.random.default_rng(seed))
+
+
+def _sampled(passages: np.ndarray, query_ids: list[int], tops: dict[int, list[tuple[int, int]]], random: int,
+             rng: np.random.Generator) -> Iterator[tuple[int, int, int | None]]:
+    for query_id in query_ids:
+        best = tops.get(query_id, [])
+        for passage_id, rank in best:
+            yield query_id, passage_id, rank
+        excluded = np.array([passage_id for passage_id, _ in best], dtype=np.int64)
+        for passage_id in _draw(rng, passages, excluded, random).tolist() if random else ():
+            yield query_id, passage_id, None
+
+
+def pool_sample_store(*, project: Project, run: Run, rows: Iterable[tuple[int, int, int | None]],
+                      seed: int) -> dict[str, int]:
+    """Pool sample_rows' rows in their order; the caller holds the transaction. Sources: system=run name with its
+    rank for a ranked row, system=random_system(seed) with no rank for a drawn one. Returns pool_insert's counts."""
+    _pool_lock(project)
     drawn_by = random_system(seed)
     table = StagingTable(connection, "pool_stage_sample", [
         ("query_id", "bigint"), ("passage_id", "bigint"), ("system", "text"), ("rnk", "integer"), ("seq", "bigint"),
     ])
     table.create()
-    seq = 0
     with table.writer() as write:
-        for query_id in query_ids:
-            best = tops.get(query_id, [])
-            for passage_id, rank in best:
-                seq += 1
-                write((query_id, passage_id, run.name, rank, seq))
-            excluded = np.array([passage_id for passage_id, _ in best], dtype=np.int64)
-            for passage_id in _draw(rng, passages, excluded, random).tolist() if random else ():
-                seq += 1
-                write((query_id, passage_id, drawn_by, None, seq))
+        for seq, (query_id, passage_id, rank) in enumerate(rows, start=1):
+            write((query_id, passage_id, run.name if rank is not None else drawn_by, rank, seq))
     written = pool_insert(
         project_id=project.id, rows_sql="SELECT query_id, passage_id, system, rnk, seq FROM pool_stage_sample",
         params={},
@@ -238,3 +238,22 @@ def pool_sample(*, project: Project, run: Run, top: int, random: int, seed: int)
     if written["pairs"]:
         validation_request_refresh(project=project)
     return written
+
+
+@transaction.atomic
+def pool_sample(*, project: Project, run: Run, top: int, random: int, seed: int) -> dict[str, int]:
+    """DIRAS's sampling for distillation: for each query of the run (by id), its top `top` passages and `random`
+    passages drawn at random from the rest of the project's corpus (sample_rows). Sources: system=run name with its
+    rank for the top ones, system=random_system(seed) with no rank for the drawn ones. New pairs enter by query,
+    the top in rank order then the draw in its order. Returns {"pairs": n, "pool sources": n}; the same sample
+    again writes nothing."""
+    runs = _checked_runs(project=project, runs=[run])
+    if top < 0 or random < 0 or top + random < 1:
+        raise PoolingError(f"sample at least one passage per query: top {top} and random {random}")
+    if seed < 0:
+        raise PoolingError(f"the seed must be a non-negative integer, got {seed}")
+    tops: dict[int, list[tuple[int, int]]] = {}
+    for query_id, passage_id, rank in run_top(runs[0], top) if top else ():
+        tops.setdefault(query_id, []).append((passage_id, rank))
+    rows = sample_rows(project=project, run=run, tops=tops, random=random, seed=seed)
+    return pool_sample_store(project=project, run=run, rows=rows, seed=seed)

@@ -1,0 +1,130 @@
+"""`manage.py training_set --project SLUG --name NAME [--run RUN] [--top N] [--random M] [--seed S] [--held-out F]`:
+DIRAS's sample of a run as a training set; `--from-file CSV [--skip-bad]`: a DIRAS-layout file as one;
+`--export PATH --student MODEL_FOLDER --teacher JUDGE`: a set's instruction-tuning JSONL in the student's template."""
+import os
+from pathlib import Path
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from labeling.exceptions import DomainError
+from labeling.llm_adapter import model_folder
+from labeling.management.lookup import command_judge, command_project
+from labeling.models import Project, TrainingSet
+from labeling.selectors.runs import run_by_name
+from labeling.selectors.training_sets import training_set_by_name, training_set_jsonl, training_sets_of_project
+from labeling.services.training_sets import training_set_create, training_set_import
+
+SAMPLING = ("run", "top", "random")
+
+
+class Command(BaseCommand):
+    help = (
+        "Make a training set for distillation (DIRAS section 3). By default: for each query of the run (--run, else "
+        "the project's newest dense run) its top N passages plus M drawn at random (seeded) from the rest of the "
+        "corpus; the pairs enter the pool for the teacher to judge. When the passages name their report (metadata "
+        "'report'), a query's top N are taken among each report's 5 best-ranked passages (DIRAS's rule). With "
+        "--from-file: a DIRAS-layout CSV with the teacher's answers (input/output, or question/document/guess/"
+        "confidence). Either way the examples are split into train and held-out by query. With --export: write an "
+        "existing set's JSONL (input, output, split, query, passage) in the student's chat template, the pairs "
+        "answered by the teacher judge."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--project", required=True, help="project slug")
+        parser.add_argument("--name", required=True, help="the training set's name in the project")
+        parser.add_argument("--run", help="the run to sample (default: the newest dense run)")
+        parser.add_argument("--top", type=int, help="the run's top N per query (default 30)")
+        parser.add_argument("--random", type=int, help="M passages per query drawn at random (default 30)")
+        parser.add_argument("--seed", type=int, default=0, help="the draw's and the split's seed (default 0)")
+        parser.add_argument("--held-out", type=float, default=0.2, help="share of queries held out (default 0.2)")
+        parser.add_argument("--from-file", type=Path, help="a DIRAS-layout CSV to import instead of sampling")
+        parser.add_argument("--skip-bad", action="store_true", help="with --from-file: leave bad rows out")
+        parser.add_argument("--export", type=Path, help="write the set's JSONL to this file")
+        parser.add_argument("--student", help="with --export: the student model's folder (its chat template)")
+        parser.add_argument("--teacher", help="with --export: the judge whose answers the pairs learn")
+        parser.add_argument("--split", default="train", choices=["train", "held_out", "all"],
+                            help="with --export: which examples (default train)")
+
+    def handle(self, *args, **options) -> None:
+        project = command_project(options["project"])
+        name = options["name"]
+        try:
+            if options["export"] is not None:
+                self._export(project, name, options)
+                return
+            if options["student"] or options["teacher"]:
+                raise CommandError("--student and --teacher go with --export")
+            if options["from_file"] is not None:
+                training_set = self._import(project, name, options)
+            else:
+                if options["skip_bad"]:
+                    raise CommandError("--skip-bad goes with --from-file")
+                run = run_by_name(project=project, name=options["run"]) if options["run"] else None
+                sizes = {size: options[size] for size in ("top", "random") if options[size] is not None}
+                training_set = training_set_create(project=project, name=name, run=run, seed=options["seed"],
+                                                   held_out=options["held_out"], **sizes)
+        except DomainError as exc:
+            raise CommandError(str(exc)) from None
+        self._print(project, training_set)
+
+    def _import(self, project: Project, name: str, options: dict) -> TrainingSet:
+        path = options["from_file"]
+        given = [f"--{option}" for option in SAMPLING if options[option] is not None]
+        if given:
+            raise CommandError(f"{', '.join(given)} go with sampling a run, not with --from-file")
+        try:
+            handle = path.open("rb")
+        except OSError as exc:
+            raise CommandError(f"cannot read {path}: {exc.strerror}") from None
+        with handle:
+            return training_set_import(project=project, name=name, file=handle, filename=path.name,
+                                       held_out=options["held_out"], seed=options["seed"],
+                                       skip_bad=options["skip_bad"])
+
+    def _print(self, project: Project, training_set: TrainingSet) -> None:
+        counted = training_sets_of_project(project).get(id=training_set.id)
+        origins = ", ".join(f"{getattr(counted, f'{origin}_count'):,} {origin}" for origin in ("top", "random", "file")
+                            if getattr(counted, f"{origin}_count"))
+        self.stdout.write(self.style.SUCCESS(
+            f"Stored training set {training_set.name!r} ({training_set.source}): {counted.train_count:,} train and "
+            f"{counted.held_out_count:,} held-out example(s) ({origins})."
+        ))
+        for problem in training_set.parameters.get("skipped_rows", []):
+            self.stdout.write(f"  skipped {problem}")
+        more = training_set.parameters.get("skipped", 0) - len(training_set.parameters.get("skipped_rows", []))
+        if more > 0:
+            self.stdout.write(f"  ... and {more:,} more rows skipped")
+
+    def _export(self, project: Project, name: str, options: dict) -> None:
+        path = options["export"]
+        if any(options[option] is not None for option in (*SAMPLING, "from_file")) or options["skip_bad"]:
+            raise CommandError("--export writes an existing set: it takes no sampling or import options")
+        if not options["student"]:
+            raise CommandError("--export needs --student MODEL_FOLDER (the student's chat template)")
+        training_set = training_set_by_name(project, name)
+        teacher = command_judge(project, options["teacher"]) if options["teacher"] else None
+        split = None if options["split"] == "all" else options["split"]
+        folder = model_folder(options["student"], label="student model")
+        # transformers is heavy: loaded only when a tokenizer is needed.
+        from transformers import AutoTokenizer
+
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
+        except OSError as exc:
+            raise CommandError(f"cannot load the student's tokenizer from {folder}: {exc}") from None
+        lines = training_set_jsonl(training_set, tokenizer=tokenizer, teacher=teacher, split=split)
+        partial = path.with_name(path.name + ".part")
+        try:
+            with partial.open("w", encoding="utf-8") as out:
+                for line in lines:
+                    out.write(line + "\n")
+            os.replace(partial, path)
+        except OSError as exc:
+            raise CommandError(f"cannot write {path}: {exc.strerror}") from None
+        finally:
+            partial.unlink(missing_ok=True)
+        self.stdout.write(self.style.SUCCESS(
+            f"Wrote {lines.written:,} example(s) of {training_set.name!r} ({options['split']}) to {path}"
+            + (f"; left out {lines.left_out:,} pair(s) that {teacher.name!r} has not judged ok." if lines.left_out
+               else ".")
+        ))

@@ -1,0 +1,263 @@
+"""Training sets for distillation (DIRAS section 3): DIRAS's top-plus-random sample of a run, whose pairs enter the
+pool so that the teacher judges them as any pair, or the examples of a DIRAS-layout file with the teacher's
+answers; either split into train and held-out by query (models_llm.distill.split)."""
+from __future__ import annotations
+
+import hashlib
+import io
+import math
+from typing import BinaryIO
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+
+from labeling.exceptions import DomainError, TooLarge
+from labeling.models import FineTuneJob, Pair, Passage, Project, Query, Run, RunEntry, TrainingExample, TrainingSet
+from labeling.selectors.runs import run_top
+from labeling.services.pooling import pool_sample_store, random_system, sample_rows
+from models_llm.distill.chat import DistillFormatError
+from models_llm.distill.files import read_file_examples
+from models_llm.distill.split import split_groups
+
+# DIRAS on ClimRetrieve: a query's candidates are each report's 5 best-ranked paragraphs, so that one long report
+# does not fill the top of every query.
+REPORT_DEPTH = 5
+REPORT_KEY = "report"
+MAX_HELD_OUT = 0.9
+MAX_NAME = TrainingSet._meta.get_field("name").max_length
+MAX_GROUP = TrainingExample._meta.get_field("group").max_length
+SHOWN_SKIPPED = 20
+_BATCH = 5_000
+
+
+class TrainingSetError(DomainError):
+    """A training set that cannot be made or removed as asked: a name taken, sizes that make no sense, no run to
+    sample, a file that cannot be read, a set a fine-tuning job still uses."""
+
+
+def _checked_name(project: Project, name: str) -> str:
+    name = (name or "").strip()
+    if not name:
+        raise TrainingSetError("give the training set a name")
+    if len(name) > MAX_NAME:
+        raise TrainingSetError(f"the name is {len(name)} characters; at most {MAX_NAME}")
+    if TrainingSet.objects.filter(project=project, name=name).exists():
+        raise TrainingSetError(f"project {project.slug!r} already has a training set {name!r}: choose another name")
+    return name
+
+
+def _checked_held_out(held_out: float) -> float:
+    if not isinstance(held_out, (int, float)) or math.isnan(held_out) or not 0.0 <= held_out <= MAX_HELD_OUT:
+        raise TrainingSetError(f"the held-out share must be in [0, {MAX_HELD_OUT}], got {held_out!r}")
+    return float(held_out)
+
+
+def _checked_seed(seed: int) -> int:
+    if not isinstance(seed, int) or seed < 0:
+        raise TrainingSetError(f"the seed must be a non-negative integer, got {seed!r}")
+    return seed
+
+
+def _stored(project: Project, **fields) -> TrainingSet:
+    try:
+        with transaction.atomic():
+            return TrainingSet.objects.create(project=project, **fields)
+    except IntegrityError:
+        # Another request took the name between the check and the insert.
+        raise TrainingSetError(f"project {project.slug!r} already has a training set {fields['name']!r}") from None
+
+
+def _stored_group(group: str) -> str:
+    """The group as the column holds it: an over-long question keeps its start and a digest of the whole, so that
+    two questions stay two groups (the split itself is made on the whole text)."""
+    if len(group) <= MAX_GROUP:
+        return group
+    digest = hashlib.sha256(group.encode()).hexdigest()[:16]
+    return f"{group[:MAX_GROUP - 18]}~{digest}"
+
+
+def default_run(project: Project) -> Run:
+    """The run a training set samples when none is named: the project's newest dense run."""
+    run = Run.objects.filter(project=project, kind=Run.Kind.DENSE).order_by("-created_at", "-id").first()
+    if run is None:
+        raise TrainingSetError(
+            f"project {project.slug!r} has no dense run to sample: retrieve one first "
+            "(manage.py retrieve --retriever dense), or name a run"
+        )
+    return run
+
+
+def _reports(project: Project) -> dict[int, str]:
+    """Passage id -> its report, for the passages whose metadata name one."""
+    rows = (Passage.objects.filter(project=project, metadata__has_key=REPORT_KEY)
+            .values_list("id", f"metadata__{REPORT_KEY}").iterator(chunk_size=50_000))
+    return {passage_id: str(report) for passage_id, report in rows}
+
+
+def _run_tops(run: Run, top: int) -> dict[int, list[tuple[int, int]]]:
+    tops: dict[int, list[tuple[int, int]]] = {}
+    for query_id, passage_id, rank in run_top(run, top) if top else ():
+        tops.setdefault(query_id, []).append((passage_id, rank))
+    return tops
+
+
+def _report_tops(run: Run, top: int, reports: dict[int, str]) -> dict[int, list[tuple[int, int]]]:
+    """DIRAS's report rule: per query, each report's REPORT_DEPTH best-ranked passages in the run are the
+    candidates, and the `top` best-ranked candidates are taken (a passage without a report is a report of its own).
+    The run is walked in rank order until a query has its `top`."""
+    tops: dict[int, list[tuple[int, int]]] = {}
+    if not top:
+        return tops
+    seen: dict[str, int] = {}
+    current = None
+    entries = (RunEntry.objects.filter(run=run).order_by("query_id", "rank")
+               .values_list("query_id", "passage_id", "rank").iterator(chunk_size=20_000))
+    for query_id, passage_id, rank in entries:
+        if query_id != current:
+            current, seen = query_id, {}
+            kept = tops.setdefault(query_id, [])
+        if len(kept) >= top:
+            continue
+        report = reports.get(passage_id, f"passage {passage_id}")
+        if seen.get(report, 0) < REPORT_DEPTH:
+            seen[report] = seen.get(report, 0) + 1
+            kept.append((passage_id, rank))
+    return tops
+
+
+def _pair_ids(project: Project, wanted: set[tuple[int, int]]) -> dict[tuple[int, int], int]:
+    query_ids = sorted({query_id for query_id, _ in wanted})
+    found: dict[tuple[int, int], int] = {}
+    for start in range(0, len(query_ids), 500):
+        rows = Pair.objects.filter(project=project, query_id__in=query_ids[start:start + 500]).values_list(
+            "id", "query_id", "passage_id").iterator(chunk_size=50_000)
+        found.update({(q, p): pair_id for pair_id, q, p in rows if (q, p) in wanted})
+    return found
+
+
+@transaction.atomic
+def training_set_create(
+    *, project: Project, name: str, run: Run | None = None, top: int = 30, random: int = 30, seed: int = 0,
+    held_out: float = 0.2, user=None,
+) -> TrainingSet:
+    """DIRAS section 3's sample as a training set: for each query of `run` (default: the newest dense run), its
+    `top` best-ranked passages and `random` passages drawn at random (seeded) from the rest of the corpus, exactly
+    as pool_sample draws them. The pairs enter the pool with their provenance (the run's name and rank; the draw as
+    random_system(seed)), so that the teacher scores them as any pair, and become examples (origin top with the
+    run's rank, or random), split train / held-out by query with split_groups(query ids, held_out, seed).
+
+    Report rule: when the project's passages carry a `report` in their metadata, a query's top candidates are each
+    report's REPORT_DEPTH (5) best-ranked passages in the run, and its `top` best-ranked candidates are taken.
+
+    Everything or nothing is stored; TrainingSetError names what is wrong."""
+    name = _checked_name(project, name)
+    if not all(isinstance(size, int) for size in (top, random)) or top < 0 or random < 0 or top + random < 1:
+        raise TrainingSetError(f"sample at least one passage per query: top {top!r} and random {random!r}")
+    seed, held_out = _checked_seed(seed), _checked_held_out(held_out)
+    run = run if run is not None else default_run(project)
+    if run.project_id != project.id:
+        raise TrainingSetError(f"run {run.name!r} is not a run of project {project.slug!r}")
+    reports = _reports(project)
+    tops = _report_tops(run, top, reports) if reports else _run_tops(run, top)
+    rows = list(sample_rows(project=project, run=run, tops=tops, random=random, seed=seed))
+    if not rows:
+        raise TrainingSetError(f"run {run.name!r} has no entries to sample")
+    pooled = pool_sample_store(project=project, run=run, rows=rows, seed=seed)
+    training_set = _stored(
+        project, name=name, source=f"run {run.name}"[:500], created_by=user,
+        parameters={"run": run.name, "run_id": run.id, "top": top, "random": random, "seed": seed,
+                    "held_out": held_out, "report_rule": bool(reports),
+                    "report_depth": REPORT_DEPTH if reports else None, "random_system": random_system(seed),
+                    "pooled": pooled},
+    )
+    pair_of = _pair_ids(project, {(query_id, passage_id) for query_id, passage_id, _ in rows})
+    query_names = dict(Query.objects.filter(project=project, id__in={row[0] for row in rows})
+                       .values_list("id", "external_id"))
+    held = split_groups(list(query_names.values()), held_out, seed)
+    TrainingExample.objects.bulk_create(
+        (TrainingExample(
+            training_set=training_set, pair_id=pair_of[(query_id, passage_id)], rank=rank,
+            origin=TrainingExample.Origin.TOP if rank is not None else TrainingExample.Origin.RANDOM,
+            group=query_names[query_id],
+            split=TrainingExample.Split.HELD_OUT if query_names[query_id] in held else TrainingExample.Split.TRAIN,
+        ) for query_id, passage_id, rank in rows),
+        batch_size=_BATCH,
+    )
+    return training_set
+
+
+class _Capped(io.RawIOBase):
+    """A binary file read through, refused with TooLarge once more than `limit` bytes came out of it."""
+
+    def __init__(self, file: BinaryIO, limit: int, name: str) -> None:
+        self._file, self._limit, self._name, self._read = file, limit, name, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        data = self._file.read(len(buffer))
+        self._read += len(data)
+        if self._read > self._limit:
+            raise TooLarge(f"{self._name} is larger than {self._limit:,} bytes (RUN_UPLOAD_MAX_BYTES)")
+        buffer[:len(data)] = data
+        return len(data)
+
+
+def _lines(file: BinaryIO, name: str) -> io.TextIOWrapper:
+    limit = settings.RUN_UPLOAD_MAX_BYTES
+    if getattr(file, "size", None) is not None and file.size > limit:  # an upload says its size before it is read
+        raise TooLarge(f"{name} is {file.size:,} bytes; at most {limit:,} (RUN_UPLOAD_MAX_BYTES)")
+    return io.TextIOWrapper(io.BufferedReader(_Capped(file, limit, name)), encoding="utf-8-sig", newline="")
+
+
+@transaction.atomic
+def training_set_import(
+    *, project: Project, name: str, file: BinaryIO, filename: str, held_out: float = 0.2, seed: int = 0, user=None,
+    skip_bad: bool = False,
+) -> TrainingSet:
+    """A DIRAS-layout CSV (`file` opened in binary, `filename` naming it in the problems) as a training set of
+    file examples: the prompt's turns, the teacher's answer and P (models_llm.distill.files), split train /
+    held-out by question with split_groups(questions, held_out, seed). Every bad row is an error `file:line: ...`
+    with nothing stored; with `skip_bad` bad rows are left out and listed in the set's parameters. Files over
+    RUN_UPLOAD_MAX_BYTES are refused (TooLarge)."""
+    name = _checked_name(project, name)
+    seed, held_out = _checked_seed(seed), _checked_held_out(held_out)
+    try:
+        read = read_file_examples(_lines(file, filename), name=filename, skip_bad=skip_bad)
+    except DistillFormatError as exc:
+        raise TrainingSetError(str(exc)) from None
+    except UnicodeDecodeError as exc:
+        raise TrainingSetError(f"{filename}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    if not read.examples:
+        raise TrainingSetError(f"{filename}: no examples" + (" left once the bad rows were skipped"
+                                                              if read.skipped else ""))
+    training_set = _stored(
+        project, name=name, source=filename[:500], created_by=user,
+        parameters={"file": filename, "layout": read.layout, "seed": seed, "held_out": held_out,
+                    "skipped": len(read.skipped),
+                    "skipped_rows": [f"{filename}:{row.line}: {row.reason}" for row in read.skipped[:SHOWN_SKIPPED]]},
+    )
+    held = split_groups([example.group for example in read.examples], held_out, seed)
+    TrainingExample.objects.bulk_create(
+        (TrainingExample(
+            training_set=training_set, origin=TrainingExample.Origin.FILE, group=_stored_group(example.group),
+            split=TrainingExample.Split.HELD_OUT if example.group in held else TrainingExample.Split.TRAIN,
+            system=example.system, user=example.user, answer=example.answer, teacher_p=example.p,
+        ) for example in read.examples),
+        batch_size=_BATCH,
+    )
+    return training_set
+
+
+@transaction.atomic
+def training_set_delete(*, training_set: TrainingSet) -> None:
+    """Delete the set and its examples (the pairs it pooled stay in the pool); refused while a fine-tuning job
+    uses it, whose record of what it learnt from would be lost."""
+    jobs = list(FineTuneJob.objects.filter(training_set=training_set).values_list("student_name", flat=True))
+    if jobs:
+        raise TrainingSetError(
+            f"training set {training_set.name!r} is used by {len(jobs)} fine-tuning job(s) "
+            f"({', '.join(sorted(jobs)[:5])}): delete them first"
+        )
+    training_set.delete()
