@@ -297,6 +297,11 @@ IMPORT_MAX_ALL_PAIRS = env_int("IMPORT_MAX_ALL_PAIRS", 5_000_000)
 # A run file uploaded through the Systems page or the API: a larger request is refused before its body is read
 # (bigger runs are imported on the server with `manage.py import_run`).
 RUN_UPLOAD_MAX_BYTES = env_int("RUN_UPLOAD_MAX_BYTES", 512 * 1024 * 1024)
+# A fine-tuning job whose worker has not reported a step for this long is taken to be dead: `finetune_judge
+# --resume` (or the page) queues it again, and the next worker goes on from its last checkpoint in storage.
+FINETUNE_STALL_SECONDS = env_int("FINETUNE_STALL_SECONDS", 900)
+# Where a worker keeps its local copy of stored adapters (fetched from the default storage once per machine).
+ADAPTER_CACHE_DIR = Path(env_str("ADAPTER_CACHE_DIR", str(VAR_DIR / "adapter-cache")))
 # A project's validation report is recomputed at most once per this many seconds: requests in between mark it
 # stale, and the one queued recomputation runs when the interval is over.
 VALIDATION_REFRESH_MIN_SECONDS = env_int("VALIDATION_REFRESH_MIN_SECONDS", 30)

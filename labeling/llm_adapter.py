@@ -11,17 +11,19 @@ from django.conf import settings
 
 from labeling.exceptions import DomainError
 from labeling.models import Judge, Judgment, Pair
+from labeling.storage_folders import StorageFolderError, adapter_local
 from models_llm.backends import Scorer, load_scorer
 from models_llm.bundled import BundledModelError, minilm_folder
 from models_llm.prompts import TemplateError, template_validate
 from models_llm.types import JudgeConfig, PairInput, Verdict
 
 # JudgeConfig fields a Judge keeps in its `parameters` JSON (backend, model and the template have columns).
+# `adapter_storage` names an adapter in Django's storage (a fine-tuned student's): each worker fetches it once.
 # An openai judge names an `endpoint` the operator declared in settings.LLM_ENDPOINTS; its URL and the variable
 # holding its key come from there, never from the judge.
 PARAMETER_FIELDS = (
     "method", "cot", "use_definition", "adapter", "device", "dtype", "batch_size", "max_new_tokens", "endpoint",
-    "timeout_s", "max_retries", "concurrency", "strategies",
+    "timeout_s", "max_retries", "concurrency", "strategies", "adapter_storage",
 )
 
 
@@ -138,6 +140,14 @@ def judge_config(judge: Judge) -> JudgeConfig:
             model = model_folder(model)
         if params.get("adapter"):
             params["adapter"] = model_folder(params["adapter"], label="adapter")
+        stored = params.pop("adapter_storage", "")
+        if stored:
+            if params.get("adapter"):
+                raise JudgeConfigError("a judge takes an adapter folder or a stored adapter, not both")
+            try:
+                params["adapter"] = adapter_local(stored)
+            except StorageFolderError as exc:
+                raise JudgeConfigError(str(exc)) from None
         endpoint_name = params.pop("endpoint", "")
         if judge.backend == Judge.Backend.OPENAI:
             endpoint = llm_endpoint(endpoint_name)

@@ -59,13 +59,25 @@ def retrieval_task(self, job_id: int) -> None:
     _run_job(self, retrieval_run, retrieval_fail, job_id=job_id)
 
 
+# Not reject_on_worker_lost: a job that kills its worker (memory) would come straight back, forever. A dead worker's
+# job is taken again by finetune_resume (the page, `finetune_judge --resume`) once its heartbeat is stale, and the
+# next worker goes on from the last checkpoint in storage.
+@shared_task(bind=True, acks_late=True, max_retries=2)
+def finetune_task(self, job_id: int) -> None:
+    """Fine-tune a student on a worker; transient errors are retried with backoff, and a job that keeps failing
+    stores the error (no adapter, no judge)."""
+    from labeling.services.finetune import finetune_fail, finetune_run  # a task imports its service
+
+    _run_job(self, finetune_run, finetune_fail, job_id=job_id)
+
+
 def _run_job(task, run: Callable[..., object], fail: Callable[..., object], **ids: object) -> None:
     """The one way a task runs background work: `run(**ids)`; a transient error is retried with backoff (10 s
     doubling, at most 5 min) until the task's retries are spent, and then, like any other error, recorded with
     `fail(**ids, error="Type: message")` (MAX_ERROR_CHARS at most)."""
     try:
         run(**ids)
-    except Exception as exc:  # noqa: BLE001 - any error: retry, then record it
+    except Exception as exc:
         if task.request.retries < task.max_retries and _transient(exc):
             raise task.retry(exc=exc, countdown=min(300, 10 * 2**task.request.retries)) from exc
         error = f"{type(exc).__name__}: {exc}"[:MAX_ERROR_CHARS]

@@ -9,9 +9,9 @@ from itertools import islice
 from django.db.models import Count, Q, QuerySet
 
 from labeling.exceptions import DomainError, NotFound
-from labeling.llm_adapter import pair_inputs
-from labeling.models import Judge, Judgment, Project, RelevanceDefinition, TrainingExample, TrainingSet
-from models_llm.distill.chat import ChatExample, DistillFormatError, pair_example, render, teacher_answer
+from labeling.models import Judge, Project, RelevanceDefinition, TrainingExample, TrainingSet
+from labeling.selectors.distill import chat_example, current_definitions, teacher_answers
+from models_llm.distill.chat import DistillFormatError, render
 
 SPLITS = (None, *TrainingExample.Split.values)
 _BATCH = 500
@@ -60,29 +60,6 @@ def training_examples(training_set: TrainingSet, split: str | None = None) -> It
     return rows.select_related("pair__query", "pair__passage").order_by("id").iterator(chunk_size=2_000)
 
 
-def _current_definitions(query_ids: set[int]) -> dict[int, RelevanceDefinition]:
-    current: dict[int, RelevanceDefinition] = {}
-    for definition in RelevanceDefinition.objects.in_use().filter(query_id__in=query_ids).order_by("query_id",
-                                                                                                   "version"):
-        current[definition.query_id] = definition
-    return current
-
-
-def _teacher_ps(teacher: Judge, examples: list[TrainingExample],
-                definitions: dict[int, RelevanceDefinition]) -> dict[int, float]:
-    """Pair id -> the teacher's P of the pair: its judgment under the query's current definition (an imported
-    judge's newest, whatever the definition, as an ensemble takes its members'), when that judgment is ok."""
-    query_of = {example.pair_id: example.pair.query_id for example in examples}
-    usable: dict[int, tuple[str, float | None]] = {}
-    rows = (Judgment.objects.filter(judge=teacher, pair_id__in=list(query_of)).exclude(status=Judgment.Status.FAILED)
-            .order_by("created_at", "id").values_list("pair_id", "definition_id", "status", "p_relevant"))
-    for pair_id, definition_id, status, p in rows:
-        current = definitions.get(query_of[pair_id])
-        if teacher.is_imported or definition_id == (current.id if current is not None else None):
-            usable[pair_id] = (status, p)
-    return {pair_id: p for pair_id, (status, p) in usable.items() if status == Judgment.Status.OK}
-
-
 class TrainingSetJsonl(Iterator[str]):
     """training_set_jsonl's lines; as they are read, `written` counts the lines and `left_out` the pair examples
     without an answer (the teacher has no ok judgment of the pair under its query's current definition)."""
@@ -100,23 +77,20 @@ class TrainingSetJsonl(Iterator[str]):
         definitions: dict[int, RelevanceDefinition] = {}
         examples = training_examples(training_set, split)
         while batch := list(islice(examples, _BATCH)):
-            pairs = [example for example in batch if example.pair_id is not None]
+            query_of = {example.pair_id: example.pair.query_id for example in batch if example.pair_id is not None}
             answers: dict[int, float] = {}
-            if pairs:
-                definitions.update(_current_definitions({e.pair.query_id for e in pairs} - set(definitions)))
-                answers = _teacher_ps(teacher, pairs, definitions)
+            if query_of:
+                definitions.update(current_definitions(set(query_of.values()) - set(definitions)))
+                answers = teacher_answers(teacher, query_of, definitions)
             for example in batch:
-                if example.pair_id is None:
-                    chat, query, passage = (ChatExample(system=example.system, user=example.user,
-                                                        answer=example.answer), example.group, None)
-                elif example.pair_id in answers:
-                    current = definitions.get(example.pair.query_id)
-                    texts = {example.pair.query_id: current.text if current is not None else None}
-                    chat = pair_example(pair_inputs([example.pair], texts)[0], teacher_answer(answers[example.pair_id]))
-                    query, passage = example.pair.query.external_id, example.pair.passage.external_id
-                else:
+                chat = chat_example(example, answers, definitions)
+                if chat is None:
                     self.left_out += 1
                     continue
+                if example.pair_id is None:
+                    query, passage = example.group, None
+                else:
+                    query, passage = example.pair.query.external_id, example.pair.passage.external_id
                 try:
                     prompt, answer = render(tokenizer, chat)
                 except DistillFormatError as exc:

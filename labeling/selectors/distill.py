@@ -1,0 +1,151 @@
+"""Reads for distillation: a training set's examples as the chat examples a student learns (the teacher's
+current answer on each pair), and the side-by-side of base model, student and teacher on the same pairs."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.db.models import QuerySet
+
+from labeling.llm_adapter import pair_inputs
+from labeling.models import (
+    FineTuneJob,
+    Judge,
+    Judgment,
+    Pair,
+    RelevanceDefinition,
+    TrainingExample,
+    TrainingSet,
+)
+from labeling.selectors.validation import gold_set
+from models_llm.distill.chat import ChatExample, pair_example, teacher_answer
+from models_llm.distill.evaluation import Agreement, agreement
+
+BATCH = 2000
+
+
+@dataclass(frozen=True)
+class TeacherExamples:
+    """The examples of one split with a teacher's answer, and how many pair examples had none (the teacher has not
+    judged them OK under the query's current definition: they are left out, never given an invented answer)."""
+
+    examples: list[ChatExample]
+    missing: int
+
+
+def current_definitions(query_ids: set[int]) -> dict[int, RelevanceDefinition]:
+    """query id -> its current definition (the newest version in use); a query without one is absent."""
+    current: dict[int, RelevanceDefinition] = {}
+    rows = RelevanceDefinition.objects.in_use().filter(query_id__in=query_ids).order_by("query_id", "version")
+    for definition in rows:
+        current[definition.query_id] = definition
+    return current
+
+
+def teacher_answers(teacher: Judge, query_of: dict[int, int],
+                    definitions: dict[int, RelevanceDefinition]) -> dict[int, float]:
+    """pair id -> the judge's P of the pair (`query_of`: pair id -> query id): its newest judgment under the
+    query's current definition (an imported judge's newest whatever the definition, as an ensemble takes its
+    members'), when that judgment is ok. A pair without one is absent: never an invented answer."""
+    usable: dict[int, tuple[str, float | None]] = {}
+    pair_ids = list(query_of)
+    for start in range(0, len(pair_ids), BATCH):
+        rows = (Judgment.objects.filter(judge=teacher, pair_id__in=pair_ids[start:start + BATCH])
+                .exclude(status=Judgment.Status.FAILED).order_by("created_at", "id")
+                .values_list("pair_id", "definition_id", "status", "p_relevant"))
+        for pair_id, definition_id, status, p in rows:
+            current = definitions.get(query_of[pair_id])
+            if teacher.is_imported or definition_id == (current.id if current is not None else None):
+                usable[pair_id] = (status, p)
+    return {pair_id: p for pair_id, (status, p) in usable.items() if status == Judgment.Status.OK}
+
+
+def chat_example(example: TrainingExample, answers: dict[int, float],
+                 definitions: dict[int, RelevanceDefinition]) -> ChatExample | None:
+    """The example as the student learns it (its pair, query and passage loaded): an imported one as imported, a
+    pair with the teacher's answer in the product's judging prompt under the current definition; None for a pair
+    the teacher has no answer on."""
+    if example.pair_id is None:
+        return ChatExample(system=example.system, user=example.user, answer=example.answer)
+    if example.pair_id not in answers:
+        return None
+    current = definitions.get(example.pair.query_id)
+    texts = {example.pair.query_id: current.text if current is not None else None}
+    return pair_example(pair_inputs([example.pair], texts)[0], teacher_answer(answers[example.pair_id]))
+
+
+def examples_of(training_set: TrainingSet, split: str | None = None) -> QuerySet[TrainingExample]:
+    rows = TrainingExample.objects.filter(training_set=training_set)
+    return rows.filter(split=split) if split else rows
+
+
+def teacher_examples(training_set: TrainingSet, *, teacher: Judge | None, split: str = "train") -> TeacherExamples:
+    """The split's examples as ChatExamples, in id order (chat_example), and the count of pairs left out."""
+    rows = list(examples_of(training_set, split).select_related("pair__query", "pair__passage").order_by("id"))
+    query_of = {row.pair_id: row.pair.query_id for row in rows if row.pair_id is not None}
+    definitions = current_definitions(set(query_of.values())) if query_of else {}
+    answers = teacher_answers(teacher, query_of, definitions) if teacher is not None and query_of else {}
+    examples = [chat_example(row, answers, definitions) for row in rows]
+    return TeacherExamples(examples=[e for e in examples if e is not None],
+                           missing=sum(e is None for e in examples))
+
+
+@dataclass(frozen=True)
+class JudgeColumn:
+    """One judge on the compared pairs: against the teacher's guess (held-out pairs), against the experts' gold."""
+
+    role: str
+    judge: Judge | None
+    versus_teacher: Agreement | None
+    versus_gold: Agreement
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Base model, student and teacher on the same pairs: the training set's held-out pairs that all three
+    judged, and the project's gold pairs that all three judged."""
+
+    pairs: int
+    gold_pairs: int
+    columns: list[JudgeColumn]
+
+
+def distill_comparison(job: FineTuneJob) -> Comparison | None:
+    """The side-by-side for a job whose student exists (None otherwise); a judge that is gone (the teacher
+    deleted) leaves its column empty and does not narrow the others' pairs."""
+    student = job.student
+    if student is None:
+        return None
+    base = Judge.objects.filter(project=job.project, name=base_judge_name(student.name)).first()
+    judges = [("base model", base), ("student", student), ("teacher", job.teacher)]
+    project = job.project
+    held_out = list(examples_of(job.training_set, TrainingExample.Split.HELD_OUT)
+                    .filter(pair__isnull=False).values_list("pair_id", flat=True))
+    gold = gold_set(project)
+    relevant_from = project.label_scale.relevant_from
+    gold_label = {int(pair_id): int(grade >= relevant_from) for pair_id, grade in zip(gold.pair_ids, gold.gold)}
+    present = [(role, judge) for role, judge in judges if judge is not None]
+    query_of = dict(Pair.objects.filter(id__in=held_out + list(gold_label)).values_list("id", "query_id"))
+    definitions = current_definitions(set(query_of.values()))
+    probs = {role: teacher_answers(judge, query_of, definitions) for role, judge in present}
+    common = [pair_id for pair_id in held_out if all(pair_id in p for p in probs.values())]
+    common_gold = [pair_id for pair_id in gold_label if all(pair_id in p for p in probs.values())]
+    teacher = probs.get("teacher")
+    reference = [int(teacher[pair_id] >= 0.5) for pair_id in common] if teacher is not None else None
+    columns = []
+    for role, judge in judges:
+        if judge is None:
+            columns.append(JudgeColumn(role=role, judge=None, versus_teacher=None, versus_gold=agreement([], [])))
+            continue
+        p = probs[role]
+        columns.append(JudgeColumn(
+            role=role, judge=judge,
+            versus_teacher=(agreement([p[i] for i in common], reference)
+                            if reference is not None and role != "teacher" else None),
+            versus_gold=agreement([p[i] for i in common_gold], [gold_label[i] for i in common_gold]),
+        ))
+    return Comparison(pairs=len(common), gold_pairs=len(common_gold), columns=columns)
+
+
+def base_judge_name(student_name: str) -> str:
+    """The judge that runs the student's base model without the adapter (for the side-by-side)."""
+    return f"{student_name} (base)"

@@ -1,0 +1,233 @@
+"""Fine-tuning jobs (DIRAS section 3): a worker teaches a base model the teacher's answers on a training set's
+train split with a LoRA adapter (models_llm.distill.finetune), keeping checkpoints in Django's storage so that
+another worker goes on from the last one when this one dies, and on success stores the adapter, makes the student
+a judge (hf, base + adapter, Tok without CoT: DIRAS's best setting) and a judge of the bare base model, and has
+both score the held-out pairs and the gold pairs for the side-by-side with the teacher."""
+from __future__ import annotations
+
+import shutil
+import uuid
+from datetime import timedelta
+from pathlib import Path
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from labeling.exceptions import DomainError
+from labeling.llm_adapter import JudgeConfigError, model_folder
+from labeling.models import FineTuneJob, Judge, Pair, Project, TrainingExample, TrainingSet
+from labeling.selectors.distill import base_judge_name, teacher_examples
+from labeling.selectors.validation import gold_set
+from labeling.services.jobs import job_fail, job_take
+from labeling.services.judges import judge_create
+from labeling.services.scoring import scoring_job_start
+from labeling.storage_folders import ADAPTER_PREFIX, CHECKPOINT_PREFIX, folder_delete, folder_download, folder_upload
+from labeling.tasks import finetune_task
+from models_llm.distill.finetune import FinetuneError, FinetuneStopped, LoraSettings, Progress, finetune
+
+# Loss points kept on the job for the curve (the oldest are thinned out beyond this).
+MAX_LOSS_POINTS = 2000
+
+
+class FinetuneJobError(DomainError):
+    """A fine-tuning job that cannot be asked for, resumed or cancelled as given (the reason)."""
+
+
+def stall_seconds() -> int:
+    """A running job whose worker has not reported for this long is taken to be dead: it may be resumed."""
+    return settings.FINETUNE_STALL_SECONDS
+
+
+@transaction.atomic
+def finetune_create(
+    *, project: Project, training_set: TrainingSet, teacher: Judge | None, base_model: str, student_name: str,
+    hyperparameters: dict | None = None, device: str = "cpu", user: AbstractBaseUser | None = None,
+) -> FineTuneJob:
+    """Record a fine-tuning request without running it (finetune_run does). FinetuneJobError names what is
+    refused: a training set or teacher of another project, a base folder outside the model roots, settings out of
+    range, a student name taken by a judge or by an unfinished job, a train split with no answer to learn."""
+    if training_set.project_id != project.id or (teacher is not None and teacher.project_id != project.id):
+        raise FinetuneJobError("the training set and the teacher must be of this project")
+    student_name = student_name.strip()
+    if not student_name or len(student_name) > 180:
+        raise FinetuneJobError("a student needs a name of 1 to 180 characters")
+    try:
+        folder = model_folder(base_model, label="base model")
+    except JudgeConfigError as exc:
+        raise FinetuneJobError(str(exc)) from None
+    if not (Path(folder) / "config.json").is_file():
+        raise FinetuneJobError(f"the base model folder {base_model!r} holds no config.json")
+    try:
+        lora = LoraSettings.from_dict(hyperparameters or {})
+    except FinetuneError as exc:
+        raise FinetuneJobError(str(exc)) from None
+    Project.objects.select_for_update().only("id").get(id=project.id)
+    for name in (student_name, base_judge_name(student_name)):
+        if Judge.objects.filter(project=project, name=name).exists():
+            raise FinetuneJobError(f"project {project.slug!r} has a judge named {name!r} already")
+    if FineTuneJob.objects.filter(project=project, student_name=student_name, finished_at__isnull=True).exists():
+        raise FinetuneJobError(f"a fine-tuning job is making a student named {student_name!r} already")
+    if teacher is not None and teacher.is_ensemble:
+        raise FinetuneJobError("the teacher must be a judge with judgments of its own, not a judges ensemble")
+    found = teacher_examples(training_set, teacher=teacher)
+    if not found.examples:
+        has_pairs = TrainingExample.objects.filter(training_set=training_set, pair__isnull=False).exists()
+        hint = (f": score it with {teacher.name!r} first (manage.py score --judge {teacher.name!r} ...)"
+                if teacher is not None and has_pairs else ": choose a teacher whose judgments are the answers"
+                if has_pairs else "")
+        raise FinetuneJobError(f"training set {training_set.name!r} has no train example with a teacher's answer"
+                               + hint)
+    return FineTuneJob.objects.create(
+        project=project, training_set=training_set, teacher=teacher, base_model=base_model, requested_by=user,
+        student_name=student_name, hyperparameters={**lora.as_dict(), "device": device},
+        examples=len(found.examples), total_steps=lora.total_steps(len(found.examples)),
+    )
+
+
+@transaction.atomic
+def finetune_request(**kwargs) -> FineTuneJob:
+    """finetune_create, then a worker runs the job once this commits."""
+    job = finetune_create(**kwargs)
+    transaction.on_commit(lambda: finetune_task.delay(job.id))
+    return job
+
+
+def finetune_cancel(*, job: FineTuneJob) -> FineTuneJob:
+    """Stop a pending or running job: cancelled and finished (a running worker stops after its current step,
+    writing no adapter and no judge). A finished job is returned as it is."""
+    FineTuneJob.objects.filter(id=job.id, finished_at__isnull=True).update(
+        status=FineTuneJob.Status.CANCELLED, finished_at=timezone.now())
+    job.refresh_from_db()
+    return job
+
+
+def _resumable(now) -> Q:
+    """Jobs a worker may take: pending, or running without a sign of life for stall_seconds (its worker died)."""
+    stale = now - timedelta(seconds=stall_seconds())
+    return Q(status=FineTuneJob.Status.PENDING) | Q(status=FineTuneJob.Status.RUNNING) & (
+        Q(heartbeat_at__isnull=True) | Q(heartbeat_at__lt=stale))
+
+
+def finetune_resume(*, job: FineTuneJob) -> FineTuneJob:
+    """Queue an unfinished job again after its worker died: the next worker goes on from its last checkpoint.
+    FinetuneJobError while its worker still reports, or when the job is finished."""
+    if not FineTuneJob.objects.filter(_resumable(timezone.now()), id=job.id, finished_at__isnull=True).exists():
+        job.refresh_from_db()
+        state = "finished" if job.finished_at else f"running (its worker reported at {job.heartbeat_at:%H:%M:%S})"
+        raise FinetuneJobError(f"fine-tuning job {job.id} is {state}: nothing to resume")
+    transaction.on_commit(lambda: finetune_task.delay(job.id))
+    return job
+
+
+def finetune_fail(*, job_id: int, error: str) -> FineTuneJob | None:
+    """Give up on a job: failed with the error; its checkpoints are dropped."""
+    if job_fail(FineTuneJob.objects.filter(id=job_id), error=error):
+        folder_delete(f"{CHECKPOINT_PREFIX}{job_id}/")
+    return FineTuneJob.objects.filter(id=job_id).first()
+
+
+def _scratch(job_id: int) -> Path:
+    return Path(settings.VAR_DIR) / "finetune" / str(job_id)
+
+
+def finetune_run(*, job_id: int) -> FineTuneJob | None:
+    """Run the job on this worker: from its last stored checkpoint when there is one, reporting step, loss and
+    ETA on the row after every step (the row's status is the cancel signal). A finished job, or one another worker
+    still runs, is returned as it is (None: it is gone)."""
+    now = timezone.now()
+    taken = job_take(FineTuneJob.objects.filter(_resumable(now), id=job_id, finished_at__isnull=True), now=now)
+    job = FineTuneJob.objects.select_related("project", "training_set", "teacher").filter(id=job_id).first()
+    if job is None or not taken:
+        return job
+    FineTuneJob.objects.filter(id=job_id).update(heartbeat_at=now)
+    scratch = _scratch(job_id)
+    shutil.rmtree(scratch, ignore_errors=True)
+    try:
+        return _train(job, scratch)
+    except FinetuneStopped:
+        return FineTuneJob.objects.filter(id=job_id).first()
+    except (FinetuneError, FinetuneJobError, JudgeConfigError) as exc:
+        return finetune_fail(job_id=job_id, error=str(exc))
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _train(job: FineTuneJob, scratch: Path) -> FineTuneJob | None:
+    lora_values = dict(job.hyperparameters)
+    device = lora_values.pop("device", "cpu")
+    lora = LoraSettings.from_dict(lora_values)
+    examples = teacher_examples(job.training_set, teacher=job.teacher).examples
+    if not examples:
+        raise FinetuneJobError("the training set has no train example with a teacher's answer any more")
+    resume_from = None
+    if job.checkpoint:
+        resume_from = str(folder_download(job.checkpoint, scratch / "work" / f"checkpoint-{job.checkpoint_step}"))
+        FineTuneJob.objects.filter(id=job.id).update(resumed_from_step=job.checkpoint_step)
+    history = [list(point) for point in job.loss_history if point[0] <= job.checkpoint_step]
+
+    def on_progress(progress: Progress) -> bool:
+        if progress.loss is not None and (not history or history[-1][0] != progress.step):
+            history.append([progress.step, round(progress.loss, 5)])
+            del history[:-MAX_LOSS_POINTS]
+        running = FineTuneJob.objects.filter(id=job.id, status=FineTuneJob.Status.RUNNING)
+        return bool(running.update(step=progress.step, total_steps=progress.total_steps, loss_history=history,
+                                   eta_s=progress.eta_s, examples_per_s=progress.examples_per_s,
+                                   heartbeat_at=timezone.now()))
+
+    def on_checkpoint(step: int, folder: Path) -> None:
+        prefix = f"{CHECKPOINT_PREFIX}{job.id}/checkpoint-{step}/"
+        folder_upload(folder, prefix)
+        old = FineTuneJob.objects.get(id=job.id).checkpoint
+        FineTuneJob.objects.filter(id=job.id).update(checkpoint=prefix, checkpoint_step=step, loss_history=history)
+        if old and old != prefix:
+            folder_delete(old)
+
+    result = finetune(
+        base_folder=model_folder(job.base_model, label="base model"), examples=examples,
+        work_dir=str(scratch / "work"), adapter_dir=str(scratch / "adapter"), settings=lora, device=device,
+        resume_from=resume_from, on_progress=on_progress, on_checkpoint=on_checkpoint,
+    )
+    prefix = folder_upload(Path(result.adapter_dir), f"{ADAPTER_PREFIX}{job.project_id}/{job.id}-{uuid.uuid4().hex}/")
+    return _finish(job, prefix, result.examples_per_s, history, device)
+
+
+@transaction.atomic
+def _finish(job: FineTuneJob, adapter: str, examples_per_s: float, history: list, device: str) -> FineTuneJob:
+    locked = FineTuneJob.objects.select_for_update(of=("self",)).get(id=job.id)
+    if locked.status != FineTuneJob.Status.RUNNING:
+        return locked  # cancelled while the adapter was stored
+    common = {"backend": Judge.Backend.HF, "model": job.base_model, "method": "tok", "cot": False, "device": device}
+    student = judge_create(project=job.project, name=job.student_name, adapter_storage=adapter, **common)
+    base = judge_create(project=job.project, name=base_judge_name(job.student_name), **common)
+    FineTuneJob.objects.filter(id=job.id).update(
+        status=FineTuneJob.Status.DONE, finished_at=timezone.now(), adapter=adapter, student=student,
+        step=job.total_steps if not job.step else job.step, loss_history=history, examples_per_s=examples_per_s,
+        eta_s=0.0,
+    )
+    folder_delete(f"{CHECKPOINT_PREFIX}{job.id}/")
+    pairs = comparison_pairs(job)
+    if pairs:
+        for judge in (student, base):
+            scoring_job_start(project=job.project, judge=judge, scope="selection", pair_ids=pairs)
+    locked.refresh_from_db()
+    return locked
+
+
+def comparison_pairs(job: FineTuneJob) -> list[int]:
+    """The pairs base model, student and teacher are compared on: the held-out pairs and the gold pairs."""
+    held_out = TrainingExample.objects.filter(training_set=job.training_set, split=TrainingExample.Split.HELD_OUT,
+                                              pair__isnull=False).values_list("pair_id", flat=True)
+    gold = [int(pair_id) for pair_id in gold_set(job.project).pair_ids]
+    return sorted(set(held_out) | set(gold))
+
+
+def score_pool(*, job: FineTuneJob, user: AbstractBaseUser | None = None):
+    """Score every pair of the pool with the job's student (the pairs it has no judgment of): the one click."""
+    if job.student is None:
+        raise FinetuneJobError(f"fine-tuning job {job.id} has no student judge")
+    if not Pair.objects.filter(project=job.project).exists():
+        raise FinetuneJobError("the project's pool has no pairs")
+    return scoring_job_start(project=job.project, judge=job.student, user=user)
