@@ -204,8 +204,7 @@ def _finish(job: FineTuneJob, adapter: str, examples_per_s: float, history: list
     base = judge_create(project=job.project, name=base_judge_name(job.student_name), **common)
     FineTuneJob.objects.filter(id=job.id).update(
         status=FineTuneJob.Status.DONE, finished_at=timezone.now(), adapter=adapter, student=student,
-        step=job.total_steps if not job.step else job.step, loss_history=history, examples_per_s=examples_per_s,
-        eta_s=0.0,
+        loss_history=history, examples_per_s=examples_per_s, eta_s=0.0,
     )
     folder_delete(f"{CHECKPOINT_PREFIX}{job.id}/")
     pairs = comparison_pairs(job)
