@@ -326,8 +326,9 @@ CELERY_BEAT_SCHEDULE = {
 def _llm_endpoints(raw: str) -> dict[str, dict]:
     """LLM_ENDPOINTS: a JSON object naming each OpenAI-compatible endpoint a judge may use, e.g.
     {"openai": {"base_url": "https://api.openai.com/v1", "api_key_env": "OPENAI_API_KEY"},
-     "local": {"base_url": "http://127.0.0.1:8001/v1", "allow_local": true}}.
-    Judges name an endpoint; nobody but the operator types a URL or the variable that holds a key."""
+     "local": {"base_url": "http://127.0.0.1:8001/v1", "allow_local": true, "prefill": true}}.
+    Judges name an endpoint; nobody but the operator types a URL or the variable that holds a key. `prefill`
+    declares that the server continues a final assistant message (vLLM's continue_final_message)."""
     try:
         value = json.loads(raw or "{}")
     except ValueError as exc:
@@ -339,8 +340,8 @@ def _llm_endpoints(raw: str) -> dict[str, dict]:
         where = f"LLM_ENDPOINTS[{name!r}]"
         if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", name):
             raise ImproperlyConfigured(f"{where}: a name is 1-64 letters, digits, '_', '.' or '-'")
-        if not isinstance(entry, dict) or set(entry) - {"base_url", "api_key_env", "allow_local"}:
-            raise ImproperlyConfigured(f"{where} must be an object with base_url, api_key_env, allow_local")
+        if not isinstance(entry, dict) or set(entry) - {"base_url", "api_key_env", "allow_local", "prefill"}:
+            raise ImproperlyConfigured(f"{where} must be an object with base_url, api_key_env, allow_local, prefill")
         url = entry.get("base_url")
         if not isinstance(url, str) or not re.fullmatch(r"https?://[^\s/?#]+(/[^\s?#]*)?", url):
             raise ImproperlyConfigured(f"{where}.base_url must be an http(s) URL, got {url!r}")
@@ -350,7 +351,11 @@ def _llm_endpoints(raw: str) -> dict[str, dict]:
         allow_local = entry.get("allow_local", False)
         if not isinstance(allow_local, bool):
             raise ImproperlyConfigured(f"{where}.allow_local must be true or false")
-        endpoints[name] = {"base_url": url.rstrip("/"), "api_key_env": key_env, "allow_local": allow_local}
+        prefill = entry.get("prefill", False)
+        if not isinstance(prefill, bool):
+            raise ImproperlyConfigured(f"{where}.prefill must be true or false")
+        endpoints[name] = {"base_url": url.rstrip("/"), "api_key_env": key_env, "allow_local": allow_local,
+                           "prefill": prefill}
     return endpoints
 
 

@@ -57,7 +57,8 @@ def model_folder(value: str, *, label: str = "model") -> str:
 
 
 def llm_endpoint(name: str) -> dict:
-    """The operator's declared endpoint `name` (base_url, api_key_env, allow_local); JudgeConfigError if none."""
+    """The operator's declared endpoint `name` (base_url, api_key_env, allow_local, prefill); JudgeConfigError
+    if none."""
     endpoints = settings.LLM_ENDPOINTS
     declared = ", ".join(sorted(endpoints)) or "none"
     if not name:
@@ -152,7 +153,7 @@ def judge_config(judge: Judge) -> JudgeConfig:
         if judge.backend == Judge.Backend.OPENAI:
             endpoint = llm_endpoint(endpoint_name)
             params.update(base_url=endpoint["base_url"], api_key_env=endpoint["api_key_env"],
-                          allow_local=endpoint["allow_local"])
+                          allow_local=endpoint["allow_local"], prefill=endpoint.get("prefill", False))
         elif endpoint_name:
             raise JudgeConfigError("an endpoint is for openai judges")
     except JudgeConfigError as exc:

@@ -31,6 +31,9 @@ class JudgeConfig:
     base_url: str = ""  # openai: e.g. http://127.0.0.1:8000/v1
     api_key_env: str = ""  # openai: NAME of the environment variable holding the key (never the key)
     allow_local: bool = False  # openai: the operator allows the endpoint to resolve to local addresses
+    # openai: the endpoint continues a final assistant message (vLLM's continue_final_message), so Tok can
+    # start the answer with the prompt's answer prefix as the hf backend does
+    prefill: bool = False
     timeout_s: float = 60.0
     max_retries: int = 4
     concurrency: int = 4
@@ -50,6 +53,8 @@ class JudgeConfig:
         if self.strategies and self.method != "ensemble":
             raise ValueError("strategies are for the ensemble method")
         object.__setattr__(self, "strategies", tuple(self.strategies))
+        if self.prefill and self.backend != "openai":
+            raise ValueError("prefill is a capability of an openai endpoint")
         if (self.backend == "embedding") != (self.method == "embedding"):
             raise ValueError("the embedding backend and the embedding method go together")
         if not self.model:

@@ -10,6 +10,7 @@ from django.core.management import CommandError, call_command
 from django.urls import reverse
 from rest_framework.test import APIClient
 
+from labeling.llm_adapter import judge_config
 from labeling.models import Judge, Judgment, Membership, ScoringJob
 from labeling.services.judges import JudgeError, judge_create
 from labeling.services.scoring import ScoringError, scoring_chunk_run, scoring_job_create, scoring_job_start
@@ -205,3 +206,13 @@ def test_declared_endpoints_still_score(project):
         assert scoring_chunk_run(chunk_id=job.chunks.get().id) == 2
         assert len(server.bodies) == 2
     assert sorted(Judgment.objects.filter(judge=judge).values_list("guess", flat=True)) == [False, False]
+
+
+def test_assistant_prefill_is_the_declared_endpoints_capability_not_the_judges(project, settings):
+    settings.LLM_ENDPOINTS["vllm"] = {"base_url": "http://127.0.0.1:9/v1", "api_key_env": "", "allow_local": True,
+                                      "prefill": True}
+    on_vllm = judge_create(project=project, name="student", backend="openai", model="m", endpoint="vllm")
+    elsewhere = judge_create(project=project, name="other", backend="openai", model="m", endpoint="unreachable")
+    assert judge_config(on_vllm).prefill is True and judge_config(elsewhere).prefill is False
+    with pytest.raises(JudgeError, match="prefill"):
+        judge_create(project=project, name="x", backend="openai", model="m", endpoint="unreachable", prefill=True)

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from django.core.exceptions import ImproperlyConfigured
 
 ROOT = Path(__file__).resolve().parent.parent
 SETTINGS_FILE = ROOT / "annotator" / "settings.py"
@@ -104,3 +105,17 @@ def test_local_broker_defaults_to_filesystem_folders_under_var_dir(monkeypatch, 
         folder = Path(options[key])
         assert folder.is_dir()
         assert tmp_path in folder.parents
+
+
+def test_llm_endpoints_declare_assistant_prefill_as_true_or_false(monkeypatch, tmp_path):
+    declared = ('{"vllm": {"base_url": "http://gpu1.internal:8001/v1/", "allow_local": true, "prefill": true},'
+                ' "openai": {"base_url": "https://api.openai.com/v1", "api_key_env": "OPENAI_API_KEY"}}')
+    endpoints = load_settings(monkeypatch, DEBUG="1", VAR_DIR=str(tmp_path), LLM_ENDPOINTS=declared)["LLM_ENDPOINTS"]
+    assert endpoints == {
+        "vllm": {"base_url": "http://gpu1.internal:8001/v1", "api_key_env": "", "allow_local": True, "prefill": True},
+        "openai": {"base_url": "https://api.openai.com/v1", "api_key_env": "OPENAI_API_KEY", "allow_local": False,
+                   "prefill": False},
+    }
+    with pytest.raises(ImproperlyConfigured, match=r"LLM_ENDPOINTS\['vllm'\].prefill must be true or false"):
+        load_settings(monkeypatch, DEBUG="1", VAR_DIR=str(tmp_path),
+                      LLM_ENDPOINTS='{"vllm": {"base_url": "http://gpu1.internal:8001/v1", "prefill": "yes"}}')

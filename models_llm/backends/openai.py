@@ -2,10 +2,14 @@
 (OpenAI, vLLM, `transformers serve`...).
 
 Tok asks for one token with `logprobs`/`top_logprobs` and reads P(Yes) / (P(Yes) + P(No)) from the first
-generated token's alternatives. Chat completions have no assistant prefill, so the user message ends with
-an instruction to answer with the word that follows the prompt's `[Guess]:` only. A server that returns no
-logprobs gets the pair asked again in the Ask format (the verdict's method is then "ask" and its error says
-why), and every later Tok pair of this scorer goes straight to Ask.
+generated token's alternatives. OpenAI's chat completions have no assistant prefill, so the user message ends
+with an instruction to answer with the word that follows the prompt's `[Guess]:` only. An endpoint the
+operator declares `prefill` (config.prefill: vLLM's `continue_final_message`) is sent the prompt unchanged
+and an open assistant turn holding `[Guess]:`, as the hf backend runs it: a model fine-tuned to answer
+"[Guess]: Yes..." then puts its first token on the word, not on "[". A server that rejects that request is a
+ScorerConfigError naming the flag, never a silent change of method. A server that returns no logprobs gets
+the pair asked again in the Ask format (the verdict's method is then "ask" and its error says why), and every
+later Tok pair of this scorer goes straight to Ask.
 
 Ask generates greedily (temperature 0) and parses `[Guess]` and `[Confidence]`; an answer that does not
 parse is a `parse_error` verdict with the raw text, never a guess.
@@ -39,6 +43,11 @@ from models_llm.types import Generation, JudgeConfig, PairInput, Verdict
 
 TOP_LOGPROBS = 20  # the most OpenAI allows
 TOK_INSTRUCTION = '\n\nReply with only the word that follows "{prefix}": Yes or No.'
+# vLLM's chat completion extra parameters: render the last (assistant) message open, with no new turn after it.
+PREFILL_FIELDS = {"add_generation_prompt": False, "continue_final_message": True}
+PREFILL_REJECTED = ("; the endpoint is declared with prefill: true, which sends add_generation_prompt and "
+                    "continue_final_message (vLLM's assistant prefill): if this server has no assistant prefill, "
+                    "remove prefill from its LLM_ENDPOINTS entry")
 NO_LOGPROBS_NOTE = "tok fallback: the server returned no logprobs, so this pair was scored by ask"
 BACKOFF_BASE_S = 0.5
 BACKOFF_MAX_S = 30.0
@@ -245,7 +254,10 @@ class OpenAIScorer:
             return self._ask(pair, note=NO_LOGPROBS_NOTE, spent=(None, None))
         prompt = build_prompt(pair, self.config)
         messages = prompt.messages()
-        messages[-1]["content"] += TOK_INSTRUCTION.format(prefix=prompt.answer_prefix)
+        if self.config.prefill:
+            messages.append({"role": "assistant", "content": prompt.answer_prefix})
+        else:
+            messages[-1]["content"] += TOK_INSTRUCTION.format(prefix=prompt.answer_prefix)
         body = {
             "model": self.config.model,
             "messages": messages,
@@ -254,7 +266,9 @@ class OpenAIScorer:
             "logprobs": True,
             "top_logprobs": TOP_LOGPROBS,
         }
-        response = self._post(body)
+        if self.config.prefill:
+            body.update(PREFILL_FIELDS)
+        response = self._post(body, rejected_note=PREFILL_REJECTED if self.config.prefill else "")
         top = first_token_logprobs(response)
         if top is None:
             self._logprobs_missing = True
@@ -297,8 +311,9 @@ class OpenAIScorer:
 
     # ----- HTTP -----
 
-    def _post(self, body: dict[str, Any]) -> dict[str, Any]:
-        """POST `body`, retrying transient failures; the decoded JSON answer."""
+    def _post(self, body: dict[str, Any], rejected_note: str = "") -> dict[str, Any]:
+        """POST `body`, retrying transient failures; the decoded JSON answer. `rejected_note` ends the error
+        of a request the server refuses as malformed (HTTP 400 or 422)."""
         attempts = self.config.max_retries + 1
         for attempt in range(attempts):
             wait: float | None = None
@@ -315,7 +330,8 @@ class OpenAIScorer:
                     return _decode(response)
                 message = self._redact(_server_message(response))
                 if status != 429 and status < 500:
-                    raise ScorerConfigError(f"POST {self.url} was rejected with HTTP {status}: {message}")
+                    note = rejected_note if status in (400, 422) else ""
+                    raise ScorerConfigError(f"POST {self.url} was rejected with HTTP {status}: {message}{note}")
                 problem = f"HTTP {status}: {message}"
                 wait = _retry_after(response.headers.get("Retry-After"))
             if attempt + 1 == attempts:

@@ -1,7 +1,9 @@
 """The openai backend over real HTTP: a scripted local server for the wire protocol (retries, timeouts,
-errors, concurrency, the API key, logprobs), and `transformers serve` with SmolLM2 end to end."""
+errors, concurrency, the API key, logprobs, assistant prefill), SmolLM2 behind a server that answers a prefill
+request as vLLM does against the hf backend, and `transformers serve` with SmolLM2 end to end."""
 from __future__ import annotations
 
+import math
 import os
 import socket
 import subprocess
@@ -12,8 +14,11 @@ from pathlib import Path
 
 import httpx2
 import pytest
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from models_llm.backends import ScorerConfigError, TransientScoringError
+from models_llm.backends.hf import HFScorer
 from models_llm.backends.openai import NO_LOGPROBS_NOTE, OpenAIScorer, first_token_logprobs, yes_no_mass
 from models_llm.bundled import smollm2_folder
 from models_llm.parsing import parse_ask_answer
@@ -117,6 +122,8 @@ def test_tok_over_http_reads_the_first_tokens_top_logprobs():
     assert body["messages"][0] == {"role": "system", "content": prompt.system}
     user = body["messages"][1]["content"]
     assert user.startswith(prompt.user) and "[Guess]:" in user[len(prompt.user):]
+    assert len(body["messages"]) == 2  # no assistant turn and no prefill fields unless the endpoint declares it
+    assert "add_generation_prompt" not in body and "continue_final_message" not in body
 
 
 def test_tok_without_yes_or_no_among_the_top_tokens_is_a_parse_error():
@@ -154,6 +161,101 @@ def test_tok_falls_back_to_ask_when_the_server_returns_no_logprobs():
     assert second.method == "ask" and (second.prompt_tokens, second.completion_tokens) == (50, 9)
     assert [bool(body.get("logprobs")) for body in server.bodies] == [True, False, False]
     assert "logprobs" not in server.bodies[1] and server.bodies[1]["max_tokens"] == 32
+
+
+# ----- assistant prefill (an endpoint declared prefill: vLLM's continue_final_message) -----
+
+def test_a_prefill_endpoint_gets_the_answer_prefix_as_an_open_assistant_turn():
+    # A student fine-tuned to answer "[Guess]: Yes..." continuing "[Guess]:": its first token is the word.
+    top = [_top(" Yes", -0.3), _top(" No", -1.5), _top(" yes", -4.0), _top(" Maybe", -4.5), _top("\n", -6.0)]
+    logprobs = {"content": [{"token": " Yes", "logprob": -0.3, "bytes": _utf8(" Yes"), "top_logprobs": top}]}
+    reply = Reply(body=completion(" Yes", prompt_tokens=300, completion_tokens=1, logprobs=logprobs))
+    with FakeOpenAI(default=lambda body: reply) as server:
+        config = _config(server, method="tok", prefill=True)
+        (verdict,), _ = _score(config)
+    yes, no = math.exp(-0.3) + math.exp(-4.0), math.exp(-1.5)
+    assert verdict.status == "ok" and verdict.method == "tok" and not verdict.low_mass
+    assert verdict.p == pytest.approx(yes / (yes + no), abs=1e-9)
+    assert verdict.yes_no_mass == pytest.approx(yes + no, abs=1e-9)
+    (body,) = server.bodies
+    prompt = build_prompt(PAIRS[0], config)
+    # The user turn is the prompt's own, without the non-prefill instruction to answer with one word.
+    assert body["messages"] == [*prompt.messages(), {"role": "assistant", "content": "[Guess]:"}]
+    assert body["add_generation_prompt"] is False and body["continue_final_message"] is True
+    assert (body["max_tokens"], body["logprobs"], body["top_logprobs"], body["temperature"]) == (1, True, 20, 0)
+
+
+def test_a_prefill_endpoint_judged_by_ask_gets_the_ask_request_unchanged():
+    with FakeOpenAI() as server:
+        config = _config(server, prefill=True)
+        (verdict,), _ = _score(config)
+    assert verdict.status == "ok" and verdict.p == pytest.approx(0.9)
+    (body,) = server.bodies
+    assert body["messages"] == build_prompt(PAIRS[0], config).messages()
+    assert "add_generation_prompt" not in body and "continue_final_message" not in body
+
+
+def test_a_server_rejecting_prefill_is_a_configuration_error_naming_the_flag():
+    error = {"error": {"message": "Unrecognized request argument supplied: add_generation_prompt",
+                       "type": "invalid_request_error"}}
+    with FakeOpenAI(default=lambda body: Reply(status=400, body=error)) as server:
+        scorer = OpenAIScorer(_config(server, method="tok", prefill=True), backoff_s=0.01)
+        with pytest.raises(ScorerConfigError) as caught:
+            scorer.score(PAIRS[:1])
+        scorer.close()
+    message = str(caught.value)
+    assert "HTTP 400: Unrecognized request argument supplied: add_generation_prompt" in message
+    assert "prefill: true" in message and "LLM_ENDPOINTS" in message
+    assert len(server.bodies) == 1 and scorer.retry_count == 0  # no retry, and no Ask in its place
+
+
+def test_prefill_is_an_openai_endpoint_capability():
+    with pytest.raises(ValueError, match="prefill"):
+        JudgeConfig(backend="hf", model="some/folder", prefill=True)
+
+
+def _vllm_prefill_reply(model: torch.nn.Module, tokenizer, rendered: list[list[int]]):
+    """A chat completion of one token with top_logprobs computed as vLLM computes it: the chat template applied
+    with the request's add_generation_prompt and continue_final_message (vLLM's apply_hf_chat_template), the
+    text tokenized without added special tokens, the next token's log-softmax. Records the prompt ids."""
+
+    def reply(body: dict) -> Reply:
+        text = tokenizer.apply_chat_template(
+            body["messages"], tokenize=False, add_generation_prompt=body.get("add_generation_prompt", True),
+            continue_final_message=body.get("continue_final_message", False))
+        ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+        rendered.append(ids)
+        with torch.inference_mode():
+            logits = model(input_ids=torch.tensor([ids]), logits_to_keep=1).logits[0, -1].double()
+        values, indices = torch.log_softmax(logits, dim=-1).topk(body["top_logprobs"])
+        top = [_top(tokenizer.decode([i]), v) for v, i in zip(values.tolist(), indices.tolist())]
+        logprobs = {"content": [{**top[0], "top_logprobs": top}]}
+        return Reply(body=completion(top[0]["token"], prompt_tokens=len(ids), completion_tokens=1, logprobs=logprobs))
+
+    return reply
+
+
+def test_smollm2_through_a_prefill_endpoint_gives_the_hf_backends_tok_p():
+    folder = smollm2_folder(Path(__file__).resolve().parents[2] / "var")
+    tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32, local_files_only=True).eval()
+    hf = HFScorer(JudgeConfig(backend="hf", model=str(folder), method="tok"), model=model, tokenizer=tokenizer)
+    rendered: list[list[int]] = []
+    try:
+        local = hf.score(PAIRS)
+        with FakeOpenAI(default=_vllm_prefill_reply(model, tokenizer, rendered)) as server:
+            config = _config(server, model=str(folder), method="tok", prefill=True, concurrency=1)
+            served, _ = _score(config, PAIRS)
+        # The prompt the server renders from the prefill request is, token for token, the hf backend's.
+        assert rendered == [hf.encode(pair).ids for pair in PAIRS]
+    finally:
+        hf.close()
+    for here, there in zip(local, served):
+        assert there.status == "ok" and there.method == "tok" and not there.low_mass
+        # hf sums every Yes/No spelling of the vocabulary, the endpoint only those among the top 20 tokens: the
+        # rest (" NO", "NO"...) hold under 1e-3 of the mass after "[Guess]:" (about 5e-4 on these pairs).
+        assert there.p == pytest.approx(here.p, abs=1e-3)
+        assert there.yes_no_mass == pytest.approx(here.yes_no_mass, abs=1e-3)
 
 
 # ----- Ask -----
@@ -394,6 +496,16 @@ def test_transformers_serve_gives_no_logprobs_so_tok_falls_back_to_ask(served_sm
         scorer.close()
     assert verdict.method == "ask" and verdict.status in ("ok", "parse_error")
     assert NO_LOGPROBS_NOTE in verdict.error and verdict.prompt_tokens > 0
+
+
+def test_transformers_serve_has_no_assistant_prefill_so_a_prefill_endpoint_is_refused(served_smollm2):
+    scorer = OpenAIScorer(_served_config(served_smollm2, method="tok", prefill=True))
+    try:
+        with pytest.raises(ScorerConfigError, match=r"HTTP 422: Unexpected fields.*prefill: true") as caught:
+            scorer.score(PAIRS[:1])
+    finally:
+        scorer.close()
+    assert "continue_final_message" in str(caught.value) and scorer.retry_count == 0
 
 
 def test_transformers_serve_rejecting_the_model_name_is_a_configuration_error(served_smollm2):
