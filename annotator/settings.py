@@ -281,6 +281,9 @@ elif CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# Fine-tuning wants a GPU worker: its task goes to this queue (start the GPU worker with `-Q finetune`, say, and
+# set FINETUNE_QUEUE=finetune everywhere); the default queue keeps it where every worker takes it.
+CELERY_TASK_ROUTES = {"labeling.tasks.finetune_task": {"queue": env_str("FINETUNE_QUEUE", "celery")}}
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 
 LOGGING = {

@@ -37,6 +37,17 @@ def spelling_ids(tokenizer: PreTrainedTokenizerBase, word: str) -> list[int]:
     return [i for i, text in enumerate(texts) if text.strip().lower() == word]
 
 
+def yes_probability(logits: torch.Tensor, yes_ids: list[int], no_ids: list[int]) -> tuple[float, float, float]:
+    """(P(Yes) / (P(Yes) + P(No)), P(Yes), P(No)) from one position's next-token logits, each word's mass summed
+    over its spellings."""
+    logp = torch.log_softmax(logits.float(), dim=-1)
+    log_yes = torch.logsumexp(logp[yes_ids], dim=0)
+    log_no = torch.logsumexp(logp[no_ids], dim=0)
+    # From the log-odds rather than p_yes / (p_yes + p_no): defined even where both masses underflow.
+    p = torch.sigmoid(log_yes - log_no).item()
+    return p, log_yes.exp().item(), log_no.exp().item()
+
+
 @dataclass(frozen=True)
 class Encoded:
     """A pair's prompt as token ids: `prefix` (shared by every pair of its query) then `own`."""
@@ -154,12 +165,7 @@ class HFScorer:
     # -- verdicts -----------------------------------------------------------------------------------------
 
     def _tok_verdict(self, pair: PairInput, logits: torch.Tensor, prompt_tokens: int) -> Verdict:
-        logp = torch.log_softmax(logits.float(), dim=-1)
-        log_yes = torch.logsumexp(logp[self.yes_ids], dim=0)
-        log_no = torch.logsumexp(logp[self.no_ids], dim=0)
-        # From the log-odds rather than p_yes / (p_yes + p_no): defined even where both masses underflow.
-        p = torch.sigmoid(log_yes - log_no).item()
-        p_yes, p_no = log_yes.exp().item(), log_no.exp().item()
+        p, p_yes, p_no = yes_probability(logits, self.yes_ids, self.no_ids)
         return Verdict(
             pair_id=pair.pair_id, status="ok", method="tok", p=p, guess=p >= 0.5, confidence=max(p, 1.0 - p),
             raw_output=f"P(yes)={p_yes:.4f} P(no)={p_no:.4f}", yes_no_mass=p_yes + p_no, prompt_tokens=prompt_tokens,

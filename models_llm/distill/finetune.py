@@ -174,12 +174,13 @@ class _Report(TrainerCallback):
 
     def __init__(self, on_progress: Callable[[Progress], bool] | None,
                  on_checkpoint: Callable[[int, Path], None] | None, micro_batch: int, accumulation: int,
-                 start_step: int) -> None:
+                 start_step: int, stop_after_s: float | None) -> None:
         self.on_progress, self.on_checkpoint = on_progress, on_checkpoint
         self.examples_per_step = micro_batch * accumulation
         self.losses: list[tuple[int, float]] = []
         self.start_step = start_step
         self.started = time.monotonic()
+        self.deadline = self.started + stop_after_s if stop_after_s else None
         self.stopped = False
 
     def on_log(self, args, state: TrainerState, control: TrainerControl, logs=None, **kwargs) -> None:
@@ -199,6 +200,8 @@ class _Report(TrainerCallback):
             self.stopped = True
             control.should_training_stop = True
             control.should_save = False
+        elif self.deadline is not None and time.monotonic() >= self.deadline:
+            control.should_training_stop = True  # a time budget: ends like max_steps, the adapter is written
 
     def on_save(self, args, state: TrainerState, control: TrainerControl, **kwargs) -> None:
         if self.on_checkpoint is not None and not self.stopped:
@@ -256,19 +259,21 @@ def finetune(
     *, base_folder: str, examples: Sequence[ChatExample], work_dir: str, adapter_dir: str,
     settings: LoraSettings = LoraSettings(), device: str = "cpu", resume_from: str | None = None,
     on_progress: Callable[[Progress], bool] | None = None, on_checkpoint: Callable[[int, Path], None] | None = None,
+    stop_after_s: float | None = None,
 ) -> FinetuneResult:
     """Fine-tune a LoRA adapter for `base_folder` on `examples` and save it (adapter weights and config only) in
     `adapter_dir`. Checkpoints (adapter, optimizer, schedule, RNG states) go to `work_dir`/checkpoint-STEP every
     settings.save_steps steps and are passed to `on_checkpoint`; `resume_from` (a checkpoint folder) goes on from
     there. `on_progress` hears every optimizer step and stops training by returning False (FinetuneStopped, no
-    adapter written). Running out of memory or disk is a FinetuneError saying so."""
+    adapter written); `stop_after_s` ends training (adapter written) at the first step past that many seconds.
+    Running out of memory or disk is a FinetuneError saying so."""
     if not examples:
         raise FinetuneError("no training examples")
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise FinetuneError(f"device {device!r} asked for, but torch sees no CUDA device")
     try:
         return _finetune(base_folder, examples, work_dir, adapter_dir, settings, device, resume_from, on_progress,
-                         on_checkpoint)
+                         on_checkpoint, stop_after_s)
     except torch.OutOfMemoryError as exc:
         raise FinetuneError(f"out of memory on {device} ({str(exc)[:200]}): lower micro_batch or max_length, or "
                             "use a larger device") from None
@@ -284,7 +289,7 @@ def finetune(
 
 
 def _finetune(base_folder, examples, work_dir, adapter_dir, settings, device, resume_from, on_progress,
-              on_checkpoint) -> FinetuneResult:
+              on_checkpoint, stop_after_s) -> FinetuneResult:
     model, tokenizer, _ = load_student_base(base_folder, settings, device)
     encoded = encode_all(tokenizer, examples, settings.max_length)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
@@ -317,7 +322,7 @@ def _finetune(base_folder, examples, work_dir, adapter_dir, settings, device, re
         dataloader_num_workers=0,
     )
     start_step = _checkpoint_step(resume_from) if resume_from else 0
-    report = _Report(on_progress, on_checkpoint, settings.micro_batch, accumulation, start_step)
+    report = _Report(on_progress, on_checkpoint, settings.micro_batch, accumulation, start_step, stop_after_s)
     trainer = Trainer(model=model, args=args, train_dataset=_Examples(encoded), data_collator=_Collator(pad_id),
                       callbacks=[report])
     started = time.monotonic()
