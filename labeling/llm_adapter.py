@@ -11,7 +11,7 @@ from django.conf import settings
 
 from labeling.exceptions import DomainError
 from labeling.models import Judge, Judgment, Pair
-from labeling.storage_folders import StorageFolderError, adapter_local
+from labeling.storage_folders import ADAPTER_PREFIX, StorageFolderError, adapter_local
 from models_llm.backends import Scorer, load_scorer
 from models_llm.bundled import BundledModelError, minilm_folder
 from models_llm.prompts import TemplateError, template_validate
@@ -145,6 +145,8 @@ def judge_config(judge: Judge) -> JudgeConfig:
         if stored:
             if params.get("adapter"):
                 raise JudgeConfigError("a judge takes an adapter folder or a stored adapter, not both")
+            if not str(stored).startswith(f"{ADAPTER_PREFIX}{judge.project_id}/"):
+                raise JudgeConfigError(f"the stored adapter {stored!r} is not one of this project's")
             try:
                 params["adapter"] = adapter_local(stored)
             except StorageFolderError as exc:

@@ -175,3 +175,17 @@ def test_running_out_of_memory_fails_the_job_saying_so(tmp_path, monkeypatch):
     done = finetune_run(job_id=job.id)
     assert done.status == FineTuneJob.Status.FAILED and "out of memory" in done.error and "micro_batch" in done.error
     assert done.student is None
+
+
+def test_a_judge_may_name_only_a_stored_adapter_of_its_own_project(tmp_path):
+    from labeling.llm_adapter import JudgeConfigError
+
+    project, _, _ = rule_project(tmp_path / "bundle")
+    for stored, message in ((f"adapters/{project.id + 1}/1-x/", "not one of this project's"),
+                            ("embeddings/x/", "not one of this project's"),
+                            (f"adapters/{project.id}/../../etc/", "is not a stored adapter"),
+                            (f"adapters/{project.id}/9-none/", "holds no files")):
+        judge = Judge(project=project, name="j", backend="hf", model=base_folder(),
+                      parameters={"method": "tok", "adapter_storage": stored})
+        with pytest.raises(JudgeConfigError, match=message):
+            judge_config(judge)
