@@ -1,0 +1,62 @@
+"""`manage.py finetune_judge`: inline from a teacher's judgments and from a DIRAS file, and its refusals as
+CommandErrors naming the problem."""
+from io import StringIO
+from pathlib import Path
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from labeling.models import FineTuneJob, Judge, TrainingExample
+from tests.distill_fixtures import base_folder, rule_project
+
+pytestmark = pytest.mark.django_db
+DATA = Path(__file__).resolve().parents[1] / "data" / "diras-distill"
+ONE_STEP = ["--max-steps", "1", "--lora-r", "4", "--batch-size", "4", "--micro-batch", "4"]
+
+
+def run(*args) -> str:
+    out = StringIO()
+    call_command("finetune_judge", *args, stdout=out)
+    return out.getvalue()
+
+
+def test_inline_from_the_teachers_judgments_makes_the_student_judge(tmp_path):
+    project, _, _ = rule_project(tmp_path / "bundle")
+    out = run("--project", project.slug, "--training-set", "rule", "--teacher", "teacher", "--base", base_folder(),
+              "--name", "student", "--inline", *ONE_STEP)
+    job = FineTuneJob.objects.get()
+    assert job.status == FineTuneJob.Status.DONE and job.step == 1 and job.hyperparameters["r"] == 4
+    assert f"Judge 'student' made (adapter {job.adapter})" in out
+    assert Judge.objects.filter(project=project, name__in=["student", "student (base)"]).count() == 2
+
+
+def test_from_a_diras_file_the_set_is_imported_and_learnt_without_a_teacher(tmp_path):
+    project, _, _ = rule_project(tmp_path / "bundle")
+    out = run("--project", project.slug, "--training-set", "asqa", "--from-file", str(DATA / "asqa_train_data.csv"),
+              "--base", base_folder(), "--name", "asqa-student", "--inline", *ONE_STEP)
+    assert "Training set 'asqa' imported from asqa_train_data.csv." in out
+    job = FineTuneJob.objects.get()
+    assert job.teacher is None and job.status == FineTuneJob.Status.DONE
+    assert job.examples == TrainingExample.objects.filter(training_set=job.training_set, split="train").count() > 0
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--training-set", "rule", "--teacher", "nobody"], "has no judge 'nobody'"),
+    (["--training-set", "missing", "--teacher", "teacher"], "has no training set 'missing'"),
+    (["--training-set", "rule", "--teacher", "teacher", "--epochs", "0"], "epochs must be in"),
+    (["--training-set", "x", "--teacher", "teacher", "--from-file", "nowhere.csv"], "carries the teacher's answers"),
+    (["--training-set", "x", "--from-file", "nowhere.csv"], "nowhere.csv: no such file"),
+])
+def test_refusals_name_the_problem_and_store_nothing(tmp_path, args, message):
+    project, _, _ = rule_project(tmp_path / "bundle")
+    with pytest.raises(CommandError, match=message):
+        run("--project", project.slug, "--base", base_folder(), "--name", "student", *args)
+    assert not FineTuneJob.objects.exists()
+
+
+def test_resume_refuses_a_finished_or_unknown_job(tmp_path):
+    project, _, _ = rule_project(tmp_path / "bundle")
+    with pytest.raises(CommandError, match="has no fine-tuning job 99"):
+        run("--project", project.slug, "--resume", "99")
+    with pytest.raises(CommandError, match="--training-set, --base, --name are required"):
+        run("--project", project.slug)
