@@ -12,6 +12,7 @@ from labeling.models.project import QUEUE_STRATEGIES
 from labeling.selectors.queue_settings import queue_mix_percentages
 from labeling.services.projects import LABELS_PER_ITEM_MAX, LEASE_MINUTES_MAX
 from labeling.services.retrieval import MAX_DEPTH
+from labeling.services.training_sets import MAX_HELD_OUT
 from models_llm.ensembles import STRATEGIES
 
 
@@ -232,3 +233,68 @@ class PoolForm(forms.Form):
         super().__init__(*args, **kwargs)
         self.fields["runs"].choices = [(name, name) for name in runs]
         self.fields["judge"].choices = [("", "(none)")] + [(name, name) for name in judges]
+
+
+class TrainingSetSampleForm(forms.Form):
+    """DIRAS's sample of a run as a training set (the Fine-tuning page): each query's top passages in the run and
+    passages drawn at random from the rest of the corpus, split train / held-out by query."""
+
+    name = forms.CharField(max_length=200, help_text="the training set's name in this project")
+    run = forms.ChoiceField(choices=[], help_text="the run whose top passages are sampled")
+    top = forms.IntegerField(min_value=0, initial=30, help_text="the run's best-ranked passages per query")
+    random = forms.IntegerField(min_value=0, initial=30, help_text="passages per query drawn at random (seeded)")
+    seed = forms.IntegerField(min_value=0, initial=0, help_text="the draw's and the split's seed")
+    held_out = forms.FloatField(min_value=0.0, max_value=MAX_HELD_OUT, initial=0.2, label="Held-out share",
+                                help_text="share of the queries kept out of training, for the comparison")
+
+    def __init__(self, *args, runs: list[str], default_run: str | None, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["run"].choices = [(name, name) for name in runs]
+        self.fields["run"].initial = default_run
+
+
+class TrainingSetImportForm(forms.Form):
+    """A DIRAS-layout CSV with the teacher's answers as a training set (the Fine-tuning page)."""
+
+    name = forms.CharField(max_length=200, help_text="the training set's name in this project")
+    file = forms.FileField(help_text="input,output (ASQA) or question,document,guess,confidence (QAMPARI, "
+                                     "RAG-Bench); UTF-8")
+    held_out = forms.FloatField(min_value=0.0, max_value=MAX_HELD_OUT, initial=0.2, label="Held-out share",
+                                help_text="share of the questions kept out of training")
+    seed = forms.IntegerField(min_value=0, initial=0, help_text="the split's seed")
+    skip_bad = forms.BooleanField(required=False, label="Leave bad rows out",
+                                  help_text="else one bad row refuses the whole file")
+
+
+class FinetuneForm(forms.Form):
+    """A LoRA fine-tuning job (the Fine-tuning page). The settings are LoraSettings' fields, prefilled with DIRAS's
+    values by the view; the service checks their ranges."""
+
+    SETTINGS = ("r", "alpha", "dropout", "learning_rate", "warmup_ratio", "batch_size", "micro_batch", "epochs",
+                "max_steps", "max_length", "save_steps")
+
+    training_set = forms.ChoiceField(choices=[])
+    teacher = forms.ChoiceField(choices=[], required=False,
+                                help_text="whose judgments of the set's pairs are the answers; none for a file's set")
+    base_model = forms.CharField(max_length=300, label="Base model folder", help_text="under a model root")
+    student_name = forms.CharField(max_length=180, help_text="the judge it makes")
+    r = forms.IntegerField(label="LoRA r")
+    alpha = forms.IntegerField(label="LoRA alpha")
+    dropout = forms.FloatField(label="LoRA dropout")
+    learning_rate = forms.FloatField()
+    warmup_ratio = forms.FloatField(label="Warm-up ratio")
+    batch_size = forms.IntegerField(help_text="effective batch: micro batches accumulated")
+    micro_batch = forms.IntegerField(help_text="examples per forward pass")
+    epochs = forms.FloatField()
+    max_steps = forms.IntegerField(help_text="0: as many as the epochs take")
+    max_length = forms.IntegerField(help_text="longest example in tokens")
+    save_steps = forms.IntegerField(help_text="a checkpoint every this many steps")
+    device = forms.CharField(max_length=32, initial="cpu", help_text="cpu, cuda, cuda:1...")
+
+    def __init__(self, *args, training_sets: list[str], teachers: list[str], **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["training_set"].choices = [(name, name) for name in training_sets]
+        self.fields["teacher"].choices = [("", "(none: the set's file answers)")] + [(n, n) for n in teachers]
+
+    def hyperparameters(self) -> dict:
+        return {name: self.cleaned_data[name] for name in self.SETTINGS}

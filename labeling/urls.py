@@ -3,6 +3,7 @@ from django.urls import path
 from labeling.views import (
     adjudication,
     definitions,
+    finetune,
     judges,
     members,
     projects,
@@ -47,6 +48,32 @@ urlpatterns = [
     ),
     path("projects/<slug:slug>/systems/pool/preview/", systems.pool_preview_view, name="pool_preview"),
     path("projects/<slug:slug>/systems/pool/", systems.pool_add_view, name="pool_add"),
+    path("projects/<slug:slug>/finetune/", finetune.finetune_page, name="finetune"),
+    path(
+        "projects/<slug:slug>/finetune/training-sets/sample/", finetune.training_set_sample_view,
+        name="training_set_sample",
+    ),
+    path(
+        "projects/<slug:slug>/finetune/training-sets/import/", finetune.training_set_import_view,
+        name="training_set_import",
+    ),
+    path(
+        "projects/<slug:slug>/finetune/training-sets/<path:training_set>/delete/", finetune.training_set_delete_view,
+        name="training_set_delete",
+    ),
+    path("projects/<slug:slug>/finetune/jobs/", finetune.finetune_start_view, name="finetune_start"),
+    path(
+        "projects/<slug:slug>/finetune/jobs/<id:finetune_job_id>/cancel/", finetune.finetune_cancel_view,
+        name="finetune_cancel",
+    ),
+    path(
+        "projects/<slug:slug>/finetune/jobs/<id:finetune_job_id>/resume/", finetune.finetune_resume_view,
+        name="finetune_resume",
+    ),
+    path(
+        "projects/<slug:slug>/finetune/jobs/<id:finetune_job_id>/score-pool/", finetune.finetune_score_pool_view,
+        name="finetune_score_pool",
+    ),
     path("projects/<slug:slug>/queries/<id:query_id>/definition/", definitions.definition_page, name="definition"),
     path(
         "projects/<slug:slug>/queries/<id:query_id>/definition/draft/", definitions.definition_draft_view,

@@ -42,12 +42,17 @@ def world():
     return world
 
 
+def _text(response) -> str:
+    # A training set's JSONL export streams its lines.
+    return b"".join(response.streaming_content if response.streaming else [response.content]).decode()
+
+
 def _everything_a_member_can_get(client, world) -> list[tuple[str, str]]:
     """(what, body) of a GET of every route of the app and the API, full page and htmx fragment."""
     seen = []
     for route in all_routes():
         url = world.url(route)
-        seen.append((url, client.get(url).content.decode()))
+        seen.append((url, _text(client.get(url))))
         if not route.is_api:
             seen.append((f"{url} (htmx)", client.get(url, headers={"HX-Request": "true"}).content.decode()))
     by_definition = reverse("labeling:validation", args=[world.project.slug])

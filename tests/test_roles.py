@@ -63,6 +63,14 @@ MATRIX: dict[str, dict[str, str]] = {
     "labeling:retrieval_cancel": {"POST": ADMIN_ONLY},
     "labeling:pool_preview": {"GET": ADMIN_ONLY},
     "labeling:pool_add": {"POST": ADMIN_ONLY},
+    "labeling:finetune": {"GET": MEMBER},
+    "labeling:training_set_sample": {"POST": ADMIN_ONLY},
+    "labeling:training_set_import": {"POST": ADMIN_ONLY},
+    "labeling:training_set_delete": {"POST": ADMIN_ONLY},
+    "labeling:finetune_start": {"POST": ADMIN_ONLY},
+    "labeling:finetune_cancel": {"POST": ADMIN_ONLY},
+    "labeling:finetune_resume": {"POST": ADMIN_ONLY},
+    "labeling:finetune_score_pool": {"POST": ADMIN_ONLY},
     "api:token": {"POST": PUBLIC},
     "api:schema": {"GET": LOGGED_IN},
     "api:project-list": {"GET": LOGGED_IN},
@@ -85,6 +93,16 @@ MATRIX: dict[str, dict[str, str]] = {
     "api:run-detail": {"GET": MEMBER, "DELETE": ADMIN_ONLY},
     "api:retrieval-list": {"GET": MEMBER, "POST": ADMIN_ONLY},
     "api:pool": {"POST": ADMIN_ONLY},
+    "api:training-set-list": {"GET": MEMBER, "POST": ADMIN_ONLY},
+    "api:training-set-import": {"POST": ADMIN_ONLY},
+    "api:training-set-detail": {"DELETE": ADMIN_ONLY},
+    # The answers are a judge's P of items experts have not labelled (blind first).
+    "api:training-set-export": {"GET": READER},
+    "api:finetune-list": {"GET": MEMBER, "POST": ADMIN_ONLY},
+    "api:finetune-detail": {"GET": MEMBER},
+    "api:finetune-cancel": {"POST": ADMIN_ONLY},
+    "api:finetune-resume": {"POST": ADMIN_ONLY},
+    "api:finetune-score-pool": {"POST": ADMIN_ONLY},
 }
 
 ROUTES = {route.name: route for route in all_routes()}

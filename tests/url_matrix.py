@@ -10,7 +10,20 @@ from django.utils import timezone
 
 from labeling import urls as html_urls
 from labeling.api import urls as api_urls
-from labeling.models import Judge, Membership, Pair, Project, Query, RetrievalJob, Run, RunEntry, ScoringJob
+from labeling.models import (
+    FineTuneJob,
+    Judge,
+    Membership,
+    Pair,
+    Project,
+    Query,
+    RetrievalJob,
+    Run,
+    RunEntry,
+    ScoringJob,
+    TrainingExample,
+    TrainingSet,
+)
 from labeling.services.validation import validation_result_ensure
 from tests.factories import (
     JudgeFactory,
@@ -73,6 +86,8 @@ class World:
     job: ScoringJob
     run: Run
     retrieval_job: RetrievalJob  # running
+    training_set: TrainingSet  # imported from a file, used by no job
+    finetune_job: FineTuneJob  # running, its worker reporting
     member: object  # an expert other than the role users: the one a member removal targets
     users: dict[str, object] = field(default_factory=dict)
 
@@ -87,6 +102,8 @@ class World:
             "user_id": self.member.id,
             "run_id": self.run.id,
             "retrieval_job_id": self.retrieval_job.id,
+            "training_set": self.training_set.name,
+            "finetune_job_id": self.finetune_job.id,
         }
         missing = set(route.pattern.pattern.converters) - set(values)
         assert not missing, f"{route.name}: no fixture value for URL argument(s) {sorted(missing)}; add them to World"
@@ -110,7 +127,8 @@ def build_world(
 ) -> World:
     """One project with a member of every role, a query with a definition, three pairs (one labelled by the
     expert, one labelled 0 and 2 by two other experts), a judge with judgments and a running scoring job, a run
-    ranking the three passages and a running retrieval job."""
+    ranking the three passages, a running retrieval job, a training set imported from a file and a running
+    fine-tuning job on another set."""
     project = ProjectFactory(name=name, description=name)
     query = QueryFactory(project=project, text=query_text, metadata={"topic": name})
     RelevanceDefinitionFactory(query=query, text=definition_text)
@@ -140,7 +158,18 @@ def build_world(
                                  for rank, pair in enumerate(pairs, 1))
     retrieval_job = RetrievalJob.objects.create(project=project, retriever=Run.Kind.BM25, name="run-b", total=1,
                                                 status=RetrievalJob.Status.RUNNING, requested_by=users[ADMIN])
+    training_set = TrainingSet.objects.create(project=project, name="set-a", source="set-a.csv")
+    TrainingExample.objects.create(training_set=training_set, split=TrainingExample.Split.TRAIN,
+                                   origin=TrainingExample.Origin.FILE, group=query_text, system="Judge usefulness.",
+                                   user=f"Question: {query_text}", answer="[Guess]: Yes. [Confidence]: 0.8.")
+    used = TrainingSet.objects.create(project=project, name="set-b", source="run run-a")
+    finetune_job = FineTuneJob.objects.create(
+        project=project, training_set=used, teacher=judge, base_model="var/models/base", student_name="student-a",
+        status=FineTuneJob.Status.RUNNING, started_at=now, heartbeat_at=now, examples=8, step=2, total_steps=4,
+        loss_history=[[1, 2.5], [2, 1.75]], requested_by=users[ADMIN],
+    )
     if with_report:
         validation_result_ensure(project=project)
     return World(project=project, query=query, pair=pairs[0], conflict=pairs[1], judge=judge, job=job, run=run,
-                 retrieval_job=retrieval_job, member=alice, users=users)
+                 retrieval_job=retrieval_job, training_set=training_set, finetune_job=finetune_job, member=alice,
+                 users=users)

@@ -1,7 +1,7 @@
 from django.urls import path
 from drf_spectacular.views import SpectacularAPIView
 
-from labeling.api import labels, runs, systems, tokens, views
+from labeling.api import finetune, labels, runs, systems, tokens, views
 
 # <id:...> is a database id (labeling.ids.IdConverter, registered in labeling/apps.py).
 app_name = "api"
@@ -33,6 +33,22 @@ urlpatterns = [
     path("projects/<slug:slug>/runs/<id:run_id>/", runs.RunDetailView.as_view(), name="run-detail"),
     path("projects/<slug:slug>/retrieval/", runs.RetrievalJobListView.as_view(), name="retrieval-list"),
     path("projects/<slug:slug>/pool/", runs.PoolView.as_view(), name="pool"),
+    path("projects/<slug:slug>/training-sets/", finetune.TrainingSetListView.as_view(), name="training-set-list"),
+    path("projects/<slug:slug>/training-sets/import/", finetune.TrainingSetImportView.as_view(),
+         name="training-set-import"),
+    path("projects/<slug:slug>/training-sets/<path:training_set>/export.jsonl",
+         finetune.TrainingSetExportView.as_view(), name="training-set-export"),
+    path("projects/<slug:slug>/training-sets/<path:training_set>/", finetune.TrainingSetDetailView.as_view(),
+         name="training-set-detail"),
+    path("projects/<slug:slug>/finetune/", finetune.FineTuneJobListView.as_view(), name="finetune-list"),
+    path("projects/<slug:slug>/finetune/<id:finetune_job_id>/", finetune.FineTuneJobDetailView.as_view(),
+         name="finetune-detail"),
+    path("projects/<slug:slug>/finetune/<id:finetune_job_id>/cancel/", finetune.FineTuneCancelView.as_view(),
+         name="finetune-cancel"),
+    path("projects/<slug:slug>/finetune/<id:finetune_job_id>/resume/", finetune.FineTuneResumeView.as_view(),
+         name="finetune-resume"),
+    path("projects/<slug:slug>/finetune/<id:finetune_job_id>/score-pool/", finetune.FineTuneScorePoolView.as_view(),
+         name="finetune-score-pool"),
     path(
         "projects/<slug:slug>/queries/<path:query_external_id>/definitions/",
         views.DefinitionListView.as_view(),
