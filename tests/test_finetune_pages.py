@@ -349,7 +349,8 @@ def test_the_loss_curve_spans_the_steps_and_the_losses():
 @pytest.mark.django_db(transaction=True)
 @needs_chromium
 def test_the_page_in_a_browser(browser, live_server, tmp_path):
-    """Screenshots saved as /tmp/finetune-page.png and /tmp/finetune-jobs.png for a person to look at."""
+    """Screenshots saved as /tmp/finetune-page.png, /tmp/finetune-jobs.png and /tmp/validation-students.png (the
+    side-by-side on the validation page) for a person to look at."""
     project, _, _, done = done_job(tmp_path / "bundle", slug="fine")
     admin = members(project)[ADMIN]
     FineTuneJob.objects.create(
@@ -364,6 +365,19 @@ def test_the_page_in_a_browser(browser, live_server, tmp_path):
     assert page_.locator("svg[data-loss-curve] polyline").count() == 2
     page_.screenshot(path="/tmp/finetune-page.png", full_page=True)
     page_.locator("#jobs").screenshot(path="/tmp/finetune-jobs.png")
+    page_.goto(f"{live_server.url}{reverse('labeling:validation', args=[project.slug])}")
+    assert page_.locator("#students [data-comparison] tbody tr").count() == 3
+    page_.locator("#students").screenshot(path="/tmp/validation-students.png")
     FineTuneJob.objects.filter(student_name="student-2").update(status="cancelled", finished_at=timezone.now())
     assert errors == []
     page_.close()
+
+
+def test_the_validation_page_shows_each_students_side_by_side(client, tmp_path):
+    project, _, _, job = done_job(tmp_path / "bundle")
+    client.force_login(members(project)[ADMIN])
+    html = client.get(reverse("labeling:validation", args=[project.slug])).content.decode()
+    section = re.search(r'<section id="students">.*?</section>', html, re.DOTALL).group(0)
+    wanted = expected_agreement(STUDENT_P)
+    assert row_cells(section, job, "student")[2:4] == ["8", f"{wanted['auroc']:.3f}"]
+    assert row_cells(section, job, "teacher")[-3:] == ["8", "1.000", "1.000"]

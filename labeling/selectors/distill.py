@@ -12,6 +12,7 @@ from labeling.models import (
     Judge,
     Judgment,
     Pair,
+    Project,
     RelevanceDefinition,
     TrainingExample,
     TrainingSet,
@@ -149,3 +150,14 @@ def distill_comparison(job: FineTuneJob) -> Comparison | None:
 def base_judge_name(student_name: str) -> str:
     """The judge that runs the student's base model without the adapter (for the side-by-side)."""
     return f"{student_name} (base)"
+
+
+# The side-by-sides a page computes on each visit (each reads the judgments of three judges).
+COMPARED_JOBS = 5
+
+
+def student_comparisons(project: Project, limit: int = COMPARED_JOBS) -> list[tuple[FineTuneJob, Comparison]]:
+    """The newest done fine-tuning jobs whose student exists, with their side-by-side."""
+    jobs = (FineTuneJob.objects.filter(project=project, status=FineTuneJob.Status.DONE, student__isnull=False)
+            .select_related("project", "training_set", "teacher", "student").order_by("-id")[:limit])
+    return [(job, comparison) for job in jobs if (comparison := distill_comparison(job)) is not None]

@@ -20,7 +20,7 @@ from labeling.forms import FinetuneForm, TrainingSetImportForm, TrainingSetSampl
 from labeling.models import FineTuneJob, Membership, Project, Run
 from labeling.run_upload import MIB, upload_refusal
 from labeling.selectors.disclosure import BLIND_REPORTS, sees_reports
-from labeling.selectors.distill import Comparison, distill_comparison
+from labeling.selectors.distill import COMPARED_JOBS, Comparison, distill_comparison
 from labeling.selectors.finetune_jobs import FineTuneJobRow, finetune_job_of_project, finetune_jobs
 from labeling.selectors.lookups import judge_by_name
 from labeling.selectors.projects import admin_to, project_role
@@ -33,8 +33,6 @@ from labeling.views.htmx import htmx_partial
 from models_llm.bundled import BundledModelError, smollm2_folder
 
 SETS_ADMIN = admin_to("change the project's training sets")
-# The side-by-side is computed for this many of the newest done jobs on each visit (the API gives any job's).
-COMPARED_JOBS = 5
 # The loss curve's box, in SVG units.
 CURVE_WIDTH, CURVE_HEIGHT, CURVE_LEFT, CURVE_BOTTOM_PAD, CURVE_TOP, CURVE_RIGHT_PAD = 180, 90, 30, 18, 8, 6
 

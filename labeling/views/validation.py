@@ -11,6 +11,7 @@ from django.views.decorators.http import require_POST
 from labeling.charts import f1_curve_chart, reliability_chart
 from labeling.models import Membership, Project, ValidationResult
 from labeling.selectors.definition_metrics import cached_metrics_by_definition, default_comparison_judge
+from labeling.selectors.distill import student_comparisons
 from labeling.selectors.lookups import judge_by_name
 from labeling.selectors.projects import READ_REPORTS, admin_to, project_role
 from labeling.selectors.scoring import judges_with_judgments
@@ -41,6 +42,7 @@ def _validation_context(project: Project, result: ValidationResult | None, role:
         "human_rows": human_rows(data["human"]) if data else [],
         "is_admin": role == Membership.Role.ADMIN,
         "metric_table": metric_table(data["judges"] if data else []),
+        "students": student_comparisons(project),
     }
 
 
