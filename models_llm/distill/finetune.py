@@ -226,7 +226,10 @@ def load_student_base(base_folder: str, settings: LoraSettings, device: str):
             load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=torch.bfloat16,
             bnb_4bit_use_double_quant=True,
         )
-    model = AutoModelForCausalLM.from_pretrained(folder, local_files_only=True, dtype=torch.float32, **extra)
+    # On a GPU the base weights are bf16 (an 8B model: 16 GB, not 32); the LoRA weights peft adds stay float32.
+    on_gpu = device.startswith("cuda") and torch.cuda.is_available()
+    dtype = torch.bfloat16 if on_gpu and torch.cuda.is_bf16_supported() else torch.float32
+    model = AutoModelForCausalLM.from_pretrained(folder, local_files_only=True, dtype=dtype, **extra)
     if quantize:
         from peft import prepare_model_for_kbit_training
 
