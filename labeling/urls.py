@@ -61,6 +61,10 @@ urlpatterns = [
         "projects/<slug:slug>/finetune/training-sets/<path:training_set>/delete/", finetune.training_set_delete_view,
         name="training_set_delete",
     ),
+    path(
+        "projects/<slug:slug>/finetune/training-sets/<path:training_set>/score/", finetune.training_set_score_view,
+        name="training_set_score",
+    ),
     path("projects/<slug:slug>/finetune/jobs/", finetune.finetune_start_view, name="finetune_start"),
     path(
         "projects/<slug:slug>/finetune/jobs/<id:finetune_job_id>/cancel/", finetune.finetune_cancel_view,

@@ -67,6 +67,7 @@ MATRIX: dict[str, dict[str, str]] = {
     "labeling:training_set_sample": {"POST": ADMIN_ONLY},
     "labeling:training_set_import": {"POST": ADMIN_ONLY},
     "labeling:training_set_delete": {"POST": ADMIN_ONLY},
+    "labeling:training_set_score": {"POST": ADMIN_ONLY},
     "labeling:finetune_start": {"POST": ADMIN_ONLY},
     "labeling:finetune_cancel": {"POST": ADMIN_ONLY},
     "labeling:finetune_resume": {"POST": ADMIN_ONLY},
@@ -96,6 +97,7 @@ MATRIX: dict[str, dict[str, str]] = {
     "api:training-set-list": {"GET": MEMBER, "POST": ADMIN_ONLY},
     "api:training-set-import": {"POST": ADMIN_ONLY},
     "api:training-set-detail": {"DELETE": ADMIN_ONLY},
+    "api:training-set-score": {"POST": ADMIN_ONLY},
     # The answers are a judge's P of items experts have not labelled (blind first).
     "api:training-set-export": {"GET": READER},
     "api:finetune-list": {"GET": MEMBER, "POST": ADMIN_ONLY},

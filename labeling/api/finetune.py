@@ -36,6 +36,7 @@ from labeling.services.training_sets import (
     training_set_create,
     training_set_delete,
     training_set_import,
+    training_set_score,
 )
 from models_llm.bundled import BundledModelError, smollm2_folder
 
@@ -253,6 +254,32 @@ class TrainingSetDetailView(APIView):
         except DomainError as exc:
             raise ValidationError({"detail": str(exc)}) from None
         return Response(status=204)
+
+
+class TrainingSetScoreSerializer(serializers.Serializer):
+    judge = serializers.CharField(help_text="the teacher: a judge of the project that scores")
+
+
+class TrainingSetScoreView(APIView):
+    """POST {"judge": NAME}: the teacher judges the set's pairs it has not answered, as an ordinary scoring job
+    (project admins): 201 with the new job, 200 with the judge's running one (resumed, not doubled); 400 when the
+    set holds no pairs or the judge answered them all."""
+
+    @extend_schema(request=TrainingSetScoreSerializer, responses={201: ScoringJobSerializer, 200: ScoringJobSerializer,
+                                                                  400: OpenApiTypes.OBJECT})
+    def post(self, request: Request, slug: str, training_set: str) -> Response:
+        project = project_for_user(user=request.user, slug=slug)
+        found = training_set_by_name(project, training_set)
+        project_for_user(user=request.user, slug=slug, need=SETS_ADMIN)
+        body = TrainingSetScoreSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        judge = judge_by_name(project=project, name=body.validated_data["judge"])
+        try:
+            scoring, created = training_set_score(training_set=found, judge=judge, user=request.user)
+        except DomainError as exc:
+            raise ValidationError({"detail": str(exc)}) from None
+        return Response(ScoringJobSerializer(job_progress(scoring, show_errors=True)).data,
+                        status=201 if created else 200)
 
 
 def _tokenizer(student: str):

@@ -38,6 +38,8 @@ urlpatterns = [
          name="training-set-import"),
     path("projects/<slug:slug>/training-sets/<path:training_set>/export.jsonl",
          finetune.TrainingSetExportView.as_view(), name="training-set-export"),
+    path("projects/<slug:slug>/training-sets/<path:training_set>/score/", finetune.TrainingSetScoreView.as_view(),
+         name="training-set-score"),
     path("projects/<slug:slug>/training-sets/<path:training_set>/", finetune.TrainingSetDetailView.as_view(),
          name="training-set-detail"),
     path("projects/<slug:slug>/finetune/", finetune.FineTuneJobListView.as_view(), name="finetune-list"),

@@ -12,9 +12,23 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 
 from labeling.exceptions import DomainError, TooLarge
-from labeling.models import FineTuneJob, Pair, Passage, Project, Query, Run, RunEntry, TrainingExample, TrainingSet
+from labeling.models import (
+    FineTuneJob,
+    Judge,
+    Pair,
+    Passage,
+    Project,
+    Query,
+    Run,
+    RunEntry,
+    ScoringJob,
+    TrainingExample,
+    TrainingSet,
+)
+from labeling.selectors.distill import current_definitions, teacher_answers
 from labeling.selectors.runs import run_top
 from labeling.services.pooling import pool_sample_store, random_system, sample_rows
+from labeling.services.scoring import scoring_job_start
 from models_llm.distill.chat import DistillFormatError
 from models_llm.distill.files import read_file_examples
 from models_llm.distill.split import split_groups
@@ -261,3 +275,23 @@ def training_set_delete(*, training_set: TrainingSet) -> None:
             f"({', '.join(sorted(jobs)[:5])}): delete them first"
         )
     training_set.delete()
+
+
+def training_set_score(*, training_set: TrainingSet, judge: Judge, user=None) -> tuple[ScoringJob, bool]:
+    """Have `judge` (the teacher) judge the set's pairs, train and held-out: an ordinary scoring job over the pairs
+    it has no ok answer on yet (a paid teacher is never asked twice). (job, created) as scoring_job_start gives;
+    TrainingSetError when the set holds no pairs or the judge has answered them all."""
+    if judge.project_id != training_set.project_id:
+        raise TrainingSetError(f"judge {judge.name!r} is not a judge of the training set's project")
+    query_of = dict(TrainingExample.objects.filter(training_set=training_set, pair__isnull=False)
+                    .values_list("pair_id", "pair__query_id"))
+    if not query_of:
+        raise TrainingSetError(f"training set {training_set.name!r} holds no pairs: its examples carry their "
+                               "teacher's answers already")
+    answered = teacher_answers(judge, query_of, current_definitions(set(query_of.values())))
+    missing = sorted(set(query_of) - set(answered))
+    if not missing:
+        raise TrainingSetError(f"judge {judge.name!r} has answered all {len(query_of):,} pairs of training set "
+                               f"{training_set.name!r} already")
+    return scoring_job_start(project=training_set.project, judge=judge, scope=ScoringJob.Scope.SELECTION,
+                             pair_ids=missing, user=user)

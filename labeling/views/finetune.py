@@ -27,7 +27,12 @@ from labeling.selectors.projects import admin_to, project_role
 from labeling.selectors.runs import project_runs, run_by_name
 from labeling.selectors.scoring import judges_for_project
 from labeling.selectors.training_sets import training_set_by_name, training_sets_of_project
-from labeling.services.training_sets import training_set_create, training_set_delete, training_set_import
+from labeling.services.training_sets import (
+    training_set_create,
+    training_set_delete,
+    training_set_import,
+    training_set_score,
+)
 from labeling.views.access import project_view
 from labeling.views.htmx import htmx_partial
 from models_llm.bundled import BundledModelError, smollm2_folder
@@ -142,7 +147,8 @@ def _page_context(request: HttpRequest, project: Project, **answer: object) -> d
     if context["is_admin"]:
         context |= {"sample_form": answer.pop("sample_form", None) or _sample_form(project),
                     "import_form": answer.pop("import_form", None) or TrainingSetImportForm(),
-                    "finetune_form": answer.pop("finetune_form", None) or _finetune_form(project)}
+                    "finetune_form": answer.pop("finetune_form", None) or _finetune_form(project),
+                    "scorers": [judge.name for judge in judges_for_project(project) if not judge.is_imported]}
     return {**context, **answer}
 
 
@@ -237,6 +243,23 @@ def training_set_delete_view(request: HttpRequest, project: Project, training_se
         messages.error(request, str(exc))
     else:
         messages.info(request, f"Deleted training set {found.name}; the pairs it pooled stay.")
+    return _back(project)
+
+
+@login_required
+@require_POST
+@project_view(SETS_ADMIN)
+def training_set_score_view(request: HttpRequest, project: Project, training_set: str) -> HttpResponse:
+    """The teacher judges the set's pairs it has not answered: an ordinary scoring job."""
+    found = training_set_by_name(project, training_set)
+    try:
+        judge = judge_by_name(project=project, name=request.POST.get("judge", ""))
+        job, created = training_set_score(training_set=found, judge=judge, user=request.user)
+    except DomainError as exc:
+        messages.error(request, str(exc))
+    else:
+        state = "started" if created else "resumed (its running job)"
+        messages.info(request, f"Scoring job {job.id} {state}: {judge.name} judges {job.total} pairs of {found.name}.")
     return _back(project)
 
 

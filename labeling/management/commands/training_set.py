@@ -1,6 +1,7 @@
 """`manage.py training_set --project SLUG --name NAME [--run RUN] [--top N] [--random M] [--seed S] [--held-out F]`:
 DIRAS's sample of a run as a training set; `--from-file CSV [--skip-bad]`: a DIRAS-layout file as one;
-`--export PATH --student MODEL_FOLDER --teacher JUDGE`: a set's instruction-tuning JSONL in the student's template."""
+`--export PATH --student MODEL_FOLDER --teacher JUDGE`: a set's instruction-tuning JSONL in the student's template;
+`--score-with JUDGE`: the teacher judges an existing set's pairs (a scoring job over those it has not answered)."""
 import os
 from pathlib import Path
 
@@ -12,7 +13,7 @@ from labeling.management.lookup import command_judge, command_project
 from labeling.models import Project, TrainingSet
 from labeling.selectors.runs import run_by_name
 from labeling.selectors.training_sets import training_set_by_name, training_set_jsonl, training_sets_of_project
-from labeling.services.training_sets import training_set_create, training_set_import
+from labeling.services.training_sets import training_set_create, training_set_import, training_set_score
 
 SAMPLING = ("run", "top", "random")
 
@@ -44,11 +45,16 @@ class Command(BaseCommand):
         parser.add_argument("--teacher", help="with --export: the judge whose answers the pairs learn")
         parser.add_argument("--split", default="train", choices=["train", "held_out", "all"],
                             help="with --export: which examples (default train)")
+        parser.add_argument("--score-with", metavar="JUDGE",
+                            help="queue a scoring job: JUDGE (the teacher) judges the set's pairs it has not answered")
 
     def handle(self, *args, **options) -> None:
         project = command_project(options["project"])
         name = options["name"]
         try:
+            if options["score_with"]:
+                self._score(project, name, options)
+                return
             if options["export"] is not None:
                 self._export(project, name, options)
                 return
@@ -66,6 +72,15 @@ class Command(BaseCommand):
         except DomainError as exc:
             raise CommandError(str(exc)) from None
         self._print(project, training_set)
+
+    def _score(self, project: Project, name: str, options: dict) -> None:
+        if any(options[option] is not None for option in (*SAMPLING, "from_file", "export")):
+            raise CommandError("--score-with judges an existing set: it takes no sampling, import or export options")
+        judge = command_judge(project, options["score_with"])
+        job, created = training_set_score(training_set=training_set_by_name(project, name), judge=judge)
+        state = "queued for the workers" if created else "resumed (the judge's running job)"
+        self.stdout.write(f"Scoring job {job.id}: {judge.name!r} judges {job.total:,} pairs of training set "
+                          f"{name!r}, {state}; the Judges page shows its progress.")
 
     def _import(self, project: Project, name: str, options: dict) -> TrainingSet:
         path = options["from_file"]
