@@ -189,3 +189,16 @@ def test_a_judge_may_name_only_a_stored_adapter_of_its_own_project(tmp_path):
                       parameters={"method": "tok", "adapter_storage": stored})
         with pytest.raises(JudgeConfigError, match=message):
             judge_config(judge)
+
+
+def test_a_job_whose_worker_still_reports_is_not_taken_by_a_second_worker(tmp_path, settings):
+    from django.utils import timezone
+
+    project, teacher, training_set = rule_project(tmp_path / "bundle")
+    job = finetune_create(project=project, training_set=training_set, teacher=teacher, base_model=base_folder(),
+                          student_name="student", hyperparameters=QUICK)
+    FineTuneJob.objects.filter(id=job.id).update(status="running", attempts=1, heartbeat_at=timezone.now())
+    again = finetune_run(job_id=job.id)  # a redelivered message while the first worker trains
+    assert again.status == FineTuneJob.Status.RUNNING and again.attempts == 1 and again.step == 0
+    with pytest.raises(FinetuneJobError, match="running"):
+        finetune_resume(job=again)

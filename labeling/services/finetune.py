@@ -138,11 +138,11 @@ def finetune_run(*, job_id: int) -> FineTuneJob | None:
     ETA on the row after every step (the row's status is the cancel signal). A finished job, or one another worker
     still runs, is returned as it is (None: it is gone)."""
     now = timezone.now()
-    taken = job_take(FineTuneJob.objects.filter(_resumable(now), id=job_id, finished_at__isnull=True), now=now)
+    taken = job_take(FineTuneJob.objects.filter(_resumable(now), id=job_id, finished_at__isnull=True), now=now,
+                     heartbeat_at=now)
     job = FineTuneJob.objects.select_related("project", "training_set", "teacher").filter(id=job_id).first()
     if job is None or not taken:
         return job
-    FineTuneJob.objects.filter(id=job_id).update(heartbeat_at=now)
     scratch = _scratch(job_id)
     shutil.rmtree(scratch, ignore_errors=True)
     try:

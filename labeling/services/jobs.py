@@ -12,12 +12,13 @@ from django.utils import timezone
 from labeling.models import MAX_ERROR_CHARS, Job
 
 
-def job_take(jobs: QuerySet[Job], *, now: datetime | None = None) -> int:
+def job_take(jobs: QuerySet[Job], *, now: datetime | None = None, **also: object) -> int:
     """A worker takes the jobs in `jobs` (the caller has filtered them to the ones that may run): running, one
-    attempt more, started now unless an earlier attempt started them. Returns the rows taken."""
+    attempt more, started now unless an earlier attempt started them, and the kind's own columns in `also` set in
+    the same UPDATE (a heartbeat: no other worker may see the job taken without it). Returns the rows taken."""
     now = now or timezone.now()
     return jobs.update(status=Job.Status.RUNNING, attempts=F("attempts") + 1,
-                       started_at=Coalesce(F("started_at"), Value(now)), finished_at=None)
+                       started_at=Coalesce(F("started_at"), Value(now)), finished_at=None, **also)
 
 
 def job_fail(jobs: QuerySet[Job], *, error: str, now: datetime | None = None) -> int:
