@@ -57,12 +57,13 @@ def passage_text(title: str, text: str) -> str:
 class DenseEncoder:
     """A sentence-transformers model folder, loaded on first use, giving unit-length float32 embeddings."""
 
-    def __init__(self, folder: Path, *, device: str = "cpu", batch_size: int = 64) -> None:
+    def __init__(self, folder: Path, *, device: str = "cpu", batch_size: int = 64, dtype: str = "float32") -> None:
         self.folder = Path(folder)
         if not self.folder.is_dir():
             raise ValueError(f"embedding model folder {self.folder} does not exist")
         self.device = device
         self.batch_size = max(1, batch_size)
+        self.dtype = dtype
 
     @cached_property
     def name(self) -> str:
@@ -80,7 +81,8 @@ class DenseEncoder:
         # Heavy (torch, transformers): loaded only by the processes that embed.
         from sentence_transformers import SentenceTransformer
 
-        return SentenceTransformer(str(self.folder), device=self.device, local_files_only=True)
+        return SentenceTransformer(str(self.folder), device=self.device, local_files_only=True,
+                                   model_kwargs={"dtype": self.dtype})
 
     @property
     def dimension(self) -> int:

@@ -1,5 +1,5 @@
-"""The embedding backend on the bundled all-MiniLM-L6-v2, checked against direct transformers and numpy
-computations."""
+"""The embedding backend (sentence-transformers loading the folder) on the bundled all-MiniLM-L6-v2, checked against
+direct transformers and numpy computations."""
 from __future__ import annotations
 
 import importlib.util
@@ -11,7 +11,7 @@ import torch
 from transformers import AutoModel, AutoTokenizer
 
 from models_llm.backends import ScorerConfigError
-from models_llm.backends.embedding import EmbeddingScorer, pool
+from models_llm.backends.embedding import EmbeddingScorer
 from models_llm.types import JudgeConfig, PairInput
 
 
@@ -106,17 +106,12 @@ def test_without_the_definition_only_the_question_is_embedded(direct):
     assert verdict.p == pytest.approx((cosine + 1) / 2, abs=1e-5)
 
 
-def test_pooling_modes_ignore_padding():
-    # One text of two real tokens and a padding token full of large values that must not count.
-    tokens = torch.tensor([[[1.0, -2.0], [3.0, 4.0], [100.0, 100.0]]])
-    mask = torch.tensor([[1, 1, 0]])
-    assert pool(tokens, mask, ("mean_tokens",)).tolist() == [[2.0, 1.0]]
-    assert pool(tokens, mask, ("max_tokens",)).tolist() == [[3.0, 4.0]]
-    assert pool(tokens, mask, ("cls_token",)).tolist() == [[1.0, -2.0]]
-    assert pool(tokens, mask, ("mean_sqrt_len_tokens",))[0].tolist() == pytest.approx([4 / 2**0.5, 2 / 2**0.5])
-    assert pool(tokens, mask, ("cls_token", "mean_tokens")).tolist() == [[1.0, -2.0, 2.0, 1.0]]
-
-
 def test_a_missing_folder_is_a_configuration_error(tmp_path):
     with pytest.raises(ScorerConfigError, match="does not exist"):
         EmbeddingScorer(JudgeConfig(backend="embedding", method="embedding", model=str(tmp_path / "nope")))
+
+
+def test_a_folder_that_is_no_model_is_a_configuration_error(tmp_path):
+    (tmp_path / "notes.txt").write_text("not a model")
+    with pytest.raises(ScorerConfigError, match="not a loadable sentence-transformers model"):
+        EmbeddingScorer(JudgeConfig(backend="embedding", method="embedding", model=str(tmp_path)))

@@ -1,13 +1,12 @@
-"""Dense search against a brute-force numpy cosine computed here, and the encoder against the embedding judge's
-plain transformers path (models_llm.backends.embedding) on the bundled all-MiniLM-L6-v2."""
+"""Dense search against a brute-force numpy cosine computed here, and the encoder against a mean-pooled plain
+transformers computation on the bundled all-MiniLM-L6-v2."""
 import numpy as np
 import pytest
 
-from models_llm.backends.embedding import EmbeddingScorer
 from models_llm.backends.embedding import query_text as judge_query_text
 from models_llm.bundled import minilm_folder
 from models_llm.retrieval import DenseEncoder, dense, dense_search, query_text
-from models_llm.types import JudgeConfig, PairInput
+from models_llm.types import PairInput
 
 
 def _unit(rows: np.ndarray) -> np.ndarray:
@@ -99,17 +98,21 @@ def encoder():
     return DenseEncoder(minilm_folder(), batch_size=1)
 
 
-def test_encoder_gives_the_embedding_judges_unit_vectors(encoder):
-    scorer = EmbeddingScorer(JudgeConfig(backend="embedding", method="embedding", model=str(minilm_folder()),
-                                         batch_size=4))
-    try:
-        reference = scorer.embed(TEXTS)
-    finally:
-        scorer.close()
+def test_encoder_gives_mean_pooled_unit_vectors_as_by_hand(encoder):
+    import torch
+    from transformers import AutoModel, AutoTokenizer
+
+    tokenizer, model = AutoTokenizer.from_pretrained(minilm_folder()), AutoModel.from_pretrained(minilm_folder())
+    reference = []
+    for text in TEXTS:  # one text at a time, no padding: the plain mean of its token vectors, unit length
+        with torch.no_grad():
+            tokens = model(**tokenizer(text, truncation=True, max_length=256, return_tensors="pt")).last_hidden_state
+        mean = tokens[0].numpy().astype(np.float64).mean(axis=0)
+        reference.append(mean / np.linalg.norm(mean))
     vectors = encoder.encode(TEXTS)
     assert vectors.dtype == np.float32 and vectors.shape == (len(TEXTS), encoder.dimension) == (5, 384)
     np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-6)
-    np.testing.assert_allclose(vectors, reference, atol=1e-5)
+    np.testing.assert_allclose(vectors, np.array(reference), atol=1e-5)
     assert encoder.encode([]).shape == (0, 384)
 
 
