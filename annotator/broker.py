@@ -39,3 +39,9 @@ class Channel(filesystem.Channel):
 
 class Transport(filesystem.Transport):
     Channel = Channel
+
+    @property
+    def default_connection_params(self) -> dict:
+        # Folders have no host: kombu's virtual default ("localhost") only made every command that queues a task
+        # print "No hostname was supplied. Reverting to default 'localhost'".
+        return {"port": self.default_port}

@@ -71,3 +71,12 @@ def test_the_app_uses_it_when_the_broker_is_a_folder():
         pytest.skip("the broker is Redis here")
     with app.connection_for_write() as connection:
         assert isinstance(connection.transport, Transport)
+
+
+def test_a_connection_to_the_folders_names_no_host_and_logs_no_warning(tmp_path, caplog):
+    # kombu's own filesystem transport logs "No hostname was supplied" on each clone of the connection, which
+    # every command that queues a task printed.
+    options = {"data_folder_in": str(tmp_path), "data_folder_out": str(tmp_path)}
+    with caplog.at_level("WARNING", logger="kombu.connection"):
+        Connection("filesystem://", transport=Transport, transport_options=options).clone().close()
+    assert "hostname" not in caplog.text
