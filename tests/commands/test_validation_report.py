@@ -45,6 +45,11 @@ def test_several_judges_side_by_side():
     assert "nDCG" in table and "auroc is empty" in table
     report = json.loads(run("--project", "cr", "--judge", "gpt4-ask-generic", "--judge", "llama3-tok-generic", "--json"))
     assert [j["name"] for j in report["judges"]] == ["gpt4-ask-generic", "llama3-tok-generic"]
+    # The human-agreement rows: every value starts in one column, after its label and at least two spaces.
+    human = table.split("Human agreement (annotators):\n", 1)[1].splitlines()
+    starts = {len(line) - len(line.rstrip().split("  ")[-1].lstrip()) for line in human
+              if line.strip() and "(" not in line}
+    assert len(starts) == 1 and all("  " in line.strip() for line in human if line.strip()), human
 
 
 @pytest.mark.parametrize(

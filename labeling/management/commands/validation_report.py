@@ -59,5 +59,9 @@ class Command(BaseCommand):
             for key, reason in section.get("null_reasons", {}).items():
                 self.stdout.write(f"{section['name']}: {key} is empty: {reason}")
         self.stdout.write("Human agreement (annotators):")
-        for row in human_rows(report["human"]):
-            self.stdout.write(f"  {row.label.ljust(width)}{_cell(row)}" + (f"  ({row.reason})" if row.reason else ""))
+        rows = human_rows(report["human"])
+        # Its own column: its labels ("pairs labelled twice or more") are longer than the judges' table's.
+        human_width = max([width, *(len(row.label) + 2 for row in rows)])
+        for row in rows:
+            self.stdout.write(f"  {row.label.ljust(human_width)}{_cell(row)}"
+                              + (f"  ({row.reason})" if row.reason else ""))
