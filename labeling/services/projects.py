@@ -123,3 +123,13 @@ def project_queue_settings_update(
         "queue_mix", "queue_judge", "labels_per_item", "overlap_share", "lease_minutes", "reveal_llm_after_submit",
     ])
     return locked
+
+
+@transaction.atomic
+def queue_judge_default(*, project: Project, judge: Judge) -> bool:
+    """Make `judge` the project's queue judge when it has none (a setup script's choice never overrides an
+    admin's). True when it was set."""
+    if judge.project_id != project.id:
+        raise ProjectSettingsError({"queue_judge": f"judge {judge.name!r} is not a judge of project {project.slug!r}"})
+    return bool(Project.objects.select_for_update().filter(pk=project.pk, queue_judge__isnull=True)
+                .update(queue_judge=judge))

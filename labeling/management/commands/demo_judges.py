@@ -1,6 +1,6 @@
 """`manage.py demo_judges --project SLUG`: the demo's two judges (MiniLM embedding baseline, SmolLM2 Tok),
-created once, and their scoring queued for whatever is not judged yet. Running it again changes nothing
-that is done."""
+created once, their scoring queued for whatever is not judged yet, and SmolLM2 made the queue judge when the
+project has none. Running it again changes nothing that is done."""
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
@@ -8,8 +8,11 @@ from labeling.management.lookup import command_project
 from labeling.models import Judge
 from labeling.selectors.lookups import JudgeNotFound, judge_by_name
 from labeling.services.judges import judge_create
+from labeling.services.projects import queue_judge_default
 from labeling.services.scoring import scoring_job_start
 from models_llm.bundled import BundledModelError, minilm_folder, smollm2_folder
+
+QUEUE_JUDGE = "smollm2-tok"
 
 
 class Command(BaseCommand):
@@ -39,3 +42,7 @@ class Command(BaseCommand):
                 self.stdout.write(f"{name}: job {job.id} queued for {job.total:,} pairs.")
             else:
                 self.stdout.write(f"{name}: job {job.id} resumed (its unfinished chunks queued again).")
+            # The LLM judge ranks the uncertain queue (DIRAS: the pairs it is least sure of go to experts first);
+            # a queue judge an admin chose stays.
+            if name == QUEUE_JUDGE and queue_judge_default(project=found, judge=judge):
+                self.stdout.write(f"Queue judge set to {name!r}: the uncertain queue ranks pairs by its P.")
