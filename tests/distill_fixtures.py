@@ -6,7 +6,7 @@ from django.conf import settings
 
 from labeling.llm_adapter import pair_inputs
 from labeling.models import Judge, Pair, Project, TrainingExample, TrainingSet
-from labeling.selectors.distill import current_definitions
+from labeling.selectors.definitions import current_definitions
 from labeling.services.bundle_import import bundle_import
 from labeling.services.judging import judgments_upsert
 from models_llm.bundled import smollm2_folder

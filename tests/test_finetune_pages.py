@@ -20,7 +20,8 @@ from django.utils import timezone
 from sklearn.metrics import accuracy_score, brier_score_loss, roc_auc_score
 
 from labeling.models import FineTuneJob, Judge, Pair, RunEntry, ScoringJob, TrainingExample, TrainingSet
-from labeling.selectors.distill import base_judge_name, current_definitions
+from labeling.selectors.definitions import current_definitions
+from labeling.selectors.distill import base_judge_name
 from labeling.services.judges import judge_create
 from labeling.services.judging import judgments_upsert
 from labeling.views.finetune import loss_curve

@@ -38,6 +38,16 @@ def current_definition(*, query: Query | int) -> RelevanceDefinition | None:
     return RelevanceDefinition.objects.in_use().filter(query=query).order_by("-version").first()
 
 
+def current_definitions(query_ids: Iterable[int]) -> dict[int, RelevanceDefinition]:
+    """query id -> its current definition (as current_definition), for many queries in one read; a query without
+    one is absent."""
+    current: dict[int, RelevanceDefinition] = {}
+    rows = RelevanceDefinition.objects.in_use().filter(query_id__in=list(query_ids)).order_by("query_id", "version")
+    for definition in rows:
+        current[definition.query_id] = definition
+    return current
+
+
 def definition_history(*, query: Query) -> QuerySet[RelevanceDefinition]:
     """The query's definition versions (drafts included), newest first, with their author, the judge that drafted
     them and the draft they are based on, and how many current labels and judgments were made under each."""

@@ -17,6 +17,7 @@ from labeling.models import (
     TrainingExample,
     TrainingSet,
 )
+from labeling.selectors.definitions import current_definitions
 from labeling.selectors.validation import gold_set
 from models_llm.distill.chat import ChatExample, pair_example, teacher_answer
 from models_llm.distill.evaluation import Agreement, agreement
@@ -31,15 +32,6 @@ class TeacherExamples:
 
     examples: list[ChatExample]
     missing: int
-
-
-def current_definitions(query_ids: set[int]) -> dict[int, RelevanceDefinition]:
-    """query id -> its current definition (the newest version in use); a query without one is absent."""
-    current: dict[int, RelevanceDefinition] = {}
-    rows = RelevanceDefinition.objects.in_use().filter(query_id__in=query_ids).order_by("query_id", "version")
-    for definition in rows:
-        current[definition.query_id] = definition
-    return current
 
 
 def teacher_answers(teacher: Judge, query_of: dict[int, int],

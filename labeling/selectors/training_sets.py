@@ -10,7 +10,8 @@ from django.db.models import Count, Q, QuerySet
 
 from labeling.exceptions import DomainError, NotFound
 from labeling.models import Judge, Project, RelevanceDefinition, TrainingExample, TrainingSet
-from labeling.selectors.distill import chat_example, current_definitions, teacher_answers
+from labeling.selectors.definitions import current_definitions
+from labeling.selectors.distill import chat_example, teacher_answers
 from models_llm.distill.chat import DistillFormatError, render
 
 SPLITS = (None, *TrainingExample.Split.values)

@@ -14,7 +14,8 @@ from django.utils import timezone
 
 from labeling.exceptions import DomainError
 from labeling.llm_adapter import JudgeConfigError, judge_check, judge_config, pair_inputs
-from labeling.models import Judge, Judgment, Pair, Project, RelevanceDefinition, ScoringChunk, ScoringJob
+from labeling.models import Judge, Judgment, Pair, Project, ScoringChunk, ScoringJob
+from labeling.selectors.definitions import current_definitions
 from labeling.selectors.scoring import observed_answers, queued_pairs
 from labeling.services.judging import query_intent
 
@@ -36,14 +37,6 @@ class ScoringError(DomainError):
     """A job that cannot be started or changed as asked (bad judge configuration, unknown pair ids...)."""
 
 
-def _current_definitions(query_ids: Sequence[int]) -> dict[int, RelevanceDefinition]:
-    newest: dict[int, RelevanceDefinition] = {}
-    current = RelevanceDefinition.objects.in_use().filter(query_id__in=query_ids)
-    for definition in current.order_by("query_id", "version"):
-        newest[definition.query_id] = definition
-    return newest
-
-
 def _pairs_in_scope(*, project: Project, judge: Judge, scope: str, pair_ids: Sequence[int] | None) -> list[tuple]:
     """(query id, pair id) of the pairs the job scores, by query then pool order."""
     pairs = Pair.objects.filter(project=project)
@@ -60,7 +53,7 @@ def _pairs_in_scope(*, project: Project, judge: Judge, scope: str, pair_ids: Seq
     rows = list(pairs.order_by("query_id", "id").values_list("query_id", "id"))
     if scope != ScoringJob.Scope.MISSING:
         return rows
-    current = {qid: d.id for qid, d in _current_definitions({q for q, _ in rows}).items()}
+    current = {qid: d.id for qid, d in current_definitions({q for q, _ in rows}).items()}
     judged = {
         pair_id
         for pair_id, query_id, definition_id in Judgment.objects.filter(judge=judge, pair__project=project)
@@ -196,7 +189,7 @@ def scoring_job_estimate(
     rows = _pairs_in_scope(project=project, judge=judge, scope=scope, pair_ids=pair_ids)
     chosen = sorted(random.Random(0).sample([pair_id for _, pair_id in rows], min(sample, len(rows))))
     pairs = list(Pair.objects.filter(id__in=chosen).select_related("query", "passage").order_by("id"))
-    definitions = _current_definitions({pair.query_id for pair in pairs})
+    definitions = current_definitions({pair.query_id for pair in pairs})
     texts = {query_id: d.text for query_id, d in definitions.items()}
     inputs = pair_inputs(pairs, texts)
     count = None

@@ -25,7 +25,8 @@ from labeling.models import (
     TrainingExample,
     TrainingSet,
 )
-from labeling.selectors.distill import current_definitions, teacher_answers
+from labeling.selectors.definitions import current_definitions
+from labeling.selectors.distill import teacher_answers
 from labeling.selectors.runs import run_top
 from labeling.services.pooling import pool_sample_store, random_system, sample_rows
 from labeling.services.scoring import scoring_job_start

@@ -9,7 +9,7 @@ import pytest
 from django.utils import timezone
 
 from labeling.models import DefinitionDraft, Judgment, RelevanceDefinition, ScoringJob
-from labeling.selectors.definitions import current_definition, definition_versions, stale_judgments
+from labeling.selectors.definitions import current_definition, current_definitions, definition_versions, stale_judgments
 from labeling.services import drafting as drafting_module
 from labeling.services.definitions import DefinitionError, definition_save
 from labeling.services.drafting import (
@@ -20,7 +20,7 @@ from labeling.services.drafting import (
     definition_draft_request,
     definition_draft_run,
 )
-from labeling.services.scoring import _current_definitions, scoring_job_create
+from labeling.services.scoring import scoring_job_create
 from labeling.tasks import definition_draft_task
 from models_llm.backends import TransientScoringError
 from models_llm.types import Generation
@@ -96,7 +96,7 @@ def test_a_draft_is_a_new_version_that_is_not_current(query, django_capture_on_c
     # Experts, scoring workers and the stale count all still go by version 1.
     v1 = RelevanceDefinition.objects.get(query=query, version=1)
     assert current_definition(query=query) == v1 == current_definition(query=query.id)
-    assert _current_definitions([query.id]) == {query.id: v1}
+    assert current_definitions([query.id]) == {query.id: v1}
     assert not stale_judgments(project=query.project).exists()
     assert scoring_job_create(project=query.project, judge=judge, scope=ScoringJob.Scope.MISSING).total == 0
     assert [(v.definition.version, v.is_current) for v in definition_versions(query=query)] == [(2, False), (1, True)]
@@ -248,7 +248,7 @@ def test_reviewing_a_draft_makes_it_current_and_keeps_its_origin(query):
     assert (saved.version, saved.is_draft, saved.origin, saved.drafted_by, saved.based_on, saved.author) == (
         3, False, "llm_draft", judge, drafted, admin)
     assert current_definition(query=query) == saved == current_definition(query=query.id)
-    assert _current_definitions([query.id]) == {query.id: saved}
+    assert current_definitions([query.id]) == {query.id: saved}
     versions = definition_versions(query=query)
     assert [(v.definition.version, v.is_current, v.reviewed_as) for v in versions] == [
         (3, True, ()), (2, False, (3,)), (1, False, ())]
