@@ -5,11 +5,11 @@ import tempfile
 from pathlib import Path
 from typing import TextIO
 
-import orjson
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from labeling.management.lookup import command_project
-from labeling.selectors.export import ExportError, export_source_parse, pair_records, qrels_rows
+from labeling.models import Project
+from labeling.selectors.export import ExportError, ExportSource, QrelsFormat, export_source_parse, qrels_lines
 
 
 class Command(BaseCommand):
@@ -17,20 +17,22 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--project", required=True, help="project slug")
-        parser.add_argument("--format", required=True, choices=["trec", "beir", "jsonl"])
-        parser.add_argument("--source", default="human", help="'human' (gold grades, default) or 'judge:NAME'")
+        parser.add_argument("--format", required=True, choices=list(QrelsFormat))
+        parser.add_argument("--source", default="human", help="'human' (gold grades, default), 'judge:NAME' or "
+                            "'combined:NAME' (the gold grade where there is one, else the judge's)")
         parser.add_argument("--threshold", type=float, help="a judge's P(relevant) from which a pair is relevant")
         parser.add_argument("-o", "--output", required=True, help="output file, or - for standard output")
 
     def handle(self, *args, project: str, format: str, source: str, threshold: float | None, output: str, **options):
         found = command_project(project)
+        qrels_format = QrelsFormat(format)
         try:
             export_source = export_source_parse(project=found, source=source, threshold=threshold)
         except ExportError as exc:
             raise CommandError(str(exc)) from None
         if output == "-":
             try:
-                count = self._write(sys.stdout, found, format, export_source)
+                count = self._write(sys.stdout, found, qrels_format, export_source)
                 sys.stdout.flush()
             except BrokenPipeError:
                 # The reader stopped early (`| head`): not an error. Point stdout at devnull so the
@@ -38,10 +40,10 @@ class Command(BaseCommand):
                 os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
                 return
         else:
-            count = self._write_file(Path(output), found, format, export_source)
+            count = self._write_file(Path(output), found, qrels_format, export_source)
         self.stderr.write(f"Exported {count:,} lines of {format} from project {project!r}.")
 
-    def _write_file(self, path: Path, project, format, export_source) -> int:
+    def _write_file(self, path: Path, project: Project, format: QrelsFormat, export_source: ExportSource) -> int:
         # Write beside the target and rename at the end: a failed export never leaves a truncated file.
         directory = path.resolve().parent
         if not directory.is_dir():
@@ -56,21 +58,9 @@ class Command(BaseCommand):
             raise
         return count
 
-    def _write(self, stream: TextIO, project, format, export_source) -> int:
+    def _write(self, stream: TextIO, project: Project, format: QrelsFormat, export_source: ExportSource) -> int:
         count = 0
-        if format == "jsonl":
-            # orjson: the same JSON (UTF-8, shortest float repr) about ten times faster than json.dumps,
-            # which was half of the time of a large export.
-            for record in pair_records(project=project, source=export_source):
-                stream.write(orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE).decode())
-                count += 1
-            return count
-        if format == "beir":
-            stream.write("query-id\tcorpus-id\tscore\n")
-            template = "{}\t{}\t{}\n"
-        else:
-            template = "{} 0 {} {}\n"
-        for row in qrels_rows(project=project, source=export_source):
-            stream.write(template.format(row.query_id, row.doc_id, row.grade))
+        for line in qrels_lines(project=project, format=format, source=export_source):
+            stream.write(line)
             count += 1
         return count
