@@ -28,7 +28,7 @@ from labeling.api.serializers import (
     ScoringJobSerializer,
 )
 from labeling.models import Membership, Pair, Passage, Project, Query
-from labeling.selectors.definition_metrics import cached_metrics_by_definition
+from labeling.selectors.definition_metrics import cached_metrics_by_definition, judge_metrics_by_definition
 from labeling.selectors.definitions import definition_history
 from labeling.selectors.disclosure import item_disclosure
 from labeling.selectors.lookups import JudgeNotFound, judge_by_name, query_by_external_id, scoring_job_of_project
@@ -45,11 +45,11 @@ from labeling.selectors.projects import (
     role_require,
 )
 from labeling.selectors.scoring import job_progress, jobs_for_project, judge_summary, judges_for_project
-from labeling.selectors.validation import report_for_judges
+from labeling.selectors.validation import ReportOptions, ReportOptionsError, report_for_judges, report_options_from
 from labeling.services.definitions import DefinitionError, definition_save
 from labeling.services.judges import JudgeError, judge_create
 from labeling.services.scoring import ScoringError, scoring_job_start
-from labeling.services.validation import validation_result_ensure
+from labeling.services.validation import validation_compute, validation_result_ensure
 
 
 class SlugCursorPagination(CursorPagination):
@@ -158,25 +158,54 @@ class PairListView(ProjectScopedListView):
         return {**super().get_serializer_context(), "reference_grades": shown}
 
 
+# The report options as query parameters: the validation report and the metrics by definition version take them.
+REPORT_OPTION_PARAMETERS = [
+    OpenApiParameter("all_pairs", bool, description="1: pool pairs nobody graded count as irrelevant (TREC), and a "
+                     "judge's P of a pair it did not judge is 0"),
+    OpenApiParameter("unit_key", str, description="rank within (query, this passage metadata value) units"),
+    OpenApiParameter("cutoffs", str, description="k of nDCG@k and MAP@k, comma-separated (default 10)"),
+]
+
+
+def _report_options(request: Request, project: Project) -> ReportOptions:
+    try:
+        return report_options_from(project=project, params=request.query_params)
+    except ReportOptionsError as exc:
+        raise ValidationError({"detail": str(exc)}) from None
+
+
 class ValidationView(APIView):
     """The project's validation report (LLM judges vs human labels), as `validation_report --json` prints
-    it, from the cache a worker keeps up to date; `stale` says a recomputation is pending. Computed on the
-    spot when the project has no cached report yet. Admins and viewers only (experts label blind)."""
+    it. With the default options from the cache a worker keeps up to date (`stale` says a recomputation is
+    pending; computed on the spot when the project has none yet); with `all_pairs`, `unit_key` or `cutoffs`
+    computed for this request (`stale` false). Admins and viewers only (experts label blind)."""
 
     @extend_schema(
-        parameters=[OpenApiParameter("judge", str, many=True, description="judge name (repeat; default: all)")],
+        parameters=[OpenApiParameter("judge", str, many=True, description="judge name (repeat; default: all)"),
+                    *REPORT_OPTION_PARAMETERS],
         responses={200: OpenApiTypes.OBJECT},
     )
     def get(self, request: Request, slug: str) -> Response:
         project = project_for_user(user=request.user, slug=slug, need=READ_REPORTS)
-        result = validation_result_ensure(project=project)
+        options = _report_options(request, project)
         names = request.query_params.getlist("judge") or None
+        if options.is_default:
+            result = validation_result_ensure(project=project)
+            data, stale = result.data, result.is_stale
+        else:
+            known = {judge.name: judge for judge in project.judges.order_by("name")}
+            missing = [name for name in names or [] if name not in known]
+            if missing:
+                raise NotFound(f"project {slug!r} has no judge {missing[0]!r} (its judges: "
+                               f"{', '.join(known) or 'none'})")
+            judges = list(known.values()) if names is None else [known[name] for name in names]
+            data, stale = validation_compute(project=project, judges=judges, options=options), False
         try:
-            body = report_for_judges(result.data, names)
+            body = report_for_judges(data, names)
         except KeyError as exc:
-            known = ", ".join(section["name"] for section in result.data["judges"]) or "none"
+            known = ", ".join(section["name"] for section in data["judges"]) or "none"
             raise NotFound(f"project {slug!r} has no judge {exc.args[0]!r} (its judges: {known})") from None
-        return Response({**body, "stale": result.is_stale})
+        return Response({**body, "stale": stale})
 
 
 class JudgeListView(APIView):
@@ -275,17 +304,23 @@ class DefinitionListView(APIView):
 
 
 class JudgeMetricsByDefinitionView(APIView):
-    """A judge's kappa, AUROC, Brier, ECE and F1 against the gold labels per relevance-definition version
-    (`by_version`: v1, v2, ... across queries; "none" without a definition) and per definition origin
-    (`by_origin`), each on every gold pair its group judged (`gold`) and on the `n_common` gold pairs judged
-    under every group of the grouping (`common`): DIRAS Table 4. From the validation report's cache, computed with
-    it (`stale` says a recomputation is pending). Admins and viewers only (experts label blind)."""
+    """A judge's kappa, AUROC, Brier, ECE, F1, nDCG, MAP and nDCG@k/MAP@k (`at_cutoffs`) against the gold labels
+    per relevance-definition version (`by_version`: v1, v2, ... across queries; "none" without a definition)
+    and per definition origin (`by_origin`), each on every gold pair its group judged (`gold`) and on the
+    `n_common` gold pairs judged under every group of the grouping (`common`): DIRAS Tables 4, 11 and 12. With
+    the default options from the validation report's cache, computed with it (`stale` says a recomputation is
+    pending); with `all_pairs`, `unit_key` or `cutoffs` computed for this request. Admins and viewers only
+    (experts label blind)."""
 
-    @extend_schema(responses={200: OpenApiTypes.OBJECT})
+    @extend_schema(parameters=REPORT_OPTION_PARAMETERS, responses={200: OpenApiTypes.OBJECT})
     def get(self, request: Request, slug: str, judge: str) -> Response:
         project = project_for_user(user=request.user, slug=slug, need=READ_REPORTS)
         found = judge_by_name(project=project, name=judge)
-        result = validation_result_ensure(project=project)
-        comparison = cached_metrics_by_definition(report=result.data, judge=found)
+        options = _report_options(request, project)
+        if options.is_default:
+            result = validation_result_ensure(project=project)
+            comparison, stale = cached_metrics_by_definition(report=result.data, judge=found), result.is_stale
+        else:
+            comparison, stale = judge_metrics_by_definition(judge=found, options=options), False
         return Response({"project": project.slug, **asdict(comparison), "comparable": comparison.comparable,
-                         "stale": result.is_stale})
+                         "options": options.as_json(), "stale": stale})

@@ -1,6 +1,6 @@
 """A judge's agreement with the gold labels per relevance-definition version and per definition origin
-(DIRAS Table 4: generic vs expert-informed definitions), on each group's gold pairs and on the pairs that
-every group judged."""
+(DIRAS Tables 4, 11 and 12: generic vs expert-informed definitions; calibration and nDCG/MAP), on each
+group's gold pairs and on the pairs that every group judged."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -10,22 +10,37 @@ import numpy as np
 
 from labeling.models import Judge, Judgment, Project, RelevanceDefinition
 from labeling.selectors.streams import CHUNK
-from labeling.selectors.validation import BY_DEFINITION, GoldSet, gold_set, scale_spec
-from models_llm.metrics import JudgeData, JudgedPairs, ScaleSpec, metric_values
+from labeling.selectors.validation import (
+    BY_DEFINITION,
+    DEFAULT_OPTIONS,
+    GoldSet,
+    ReportOptions,
+    gold_set,
+    judge_data,
+    scale_spec,
+)
+from models_llm.metrics import DEFAULT_CUTOFFS, JudgedPairs, ScaleSpec, metric_values
 
 NO_DEFINITION = "none"
 NO_DEFINITION_LABEL = "no definition"
 BY_VERSION, BY_ORIGIN = "version", "origin"
 ORIGIN_ORDER = (*RelevanceDefinition.Origin.values, NO_DEFINITION)
 # The registered metric behind each metric field of GroupMetrics.
-GROUP_METRICS = {"kappa": "kappa_vs_gold", "auroc": "auroc", "brier": "brier", "ece": "ece", "f1": "f1"}
+GROUP_METRICS = {"kappa": "kappa_vs_gold", "auroc": "auroc", "brier": "brier", "ece": "ece", "f1": "f1",
+                 "ndcg": "ndcg", "map": "map"}
+
+
+def cut_keys(cutoffs: tuple[int, ...] | list[int]) -> list[str]:
+    """The keys of GroupMetrics.at_cutoffs, in the order they are shown: nDCG@k for each k, then MAP@k."""
+    return [f"ndcg@{k}" for k in cutoffs] + [f"map@{k}" for k in cutoffs]
 
 
 @dataclass(frozen=True)
 class GroupMetrics:
-    """A judge against binary gold on some gold pairs, computed by the registered metrics of the validation
-    report (GROUP_METRICS): the binary call is the judge's guess where it gave one, else P >= 0.5. An undefined
-    metric is None and `null_reasons[metric]` says why."""
+    """A judge against gold on some gold pairs, computed by the registered metrics of the validation report
+    (GROUP_METRICS, and nDCG@k and MAP@k in `at_cutoffs`): the binary call is the judge's guess where it gave
+    one, else P >= 0.5; the ranking is by P within each ranking unit. An undefined metric is None and
+    `null_reasons[metric]` says why."""
 
     n: int
     n_relevant: int
@@ -34,6 +49,9 @@ class GroupMetrics:
     brier: float | None
     ece: float | None
     f1: float | None
+    ndcg: float | None
+    map: float | None
+    at_cutoffs: dict[str, float | None] = field(default_factory=dict)
     null_reasons: dict[str, str] = field(default_factory=dict)
 
 
@@ -65,9 +83,10 @@ class DefinitionGrouping:
 @dataclass(frozen=True)
 class DefinitionComparison:
     judge: str
-    n_gold: int  # the project's pairs with a gold grade
+    n_gold: int  # the project's pairs with a gold grade (with all_pairs, the ungraded pool pairs too)
     by_version: DefinitionGrouping
     by_origin: DefinitionGrouping
+    cutoffs: list[int] = field(default_factory=lambda: list(DEFAULT_CUTOFFS))
 
     @property
     def comparable(self) -> bool:
@@ -137,32 +156,43 @@ def _group(key: str, label: str, rows: np.ndarray, judged: _Judged, gold: GoldSe
     return _Group(key, label, int(rows.size), at[hit], judged.p[rows][hit], judged.guess[rows][hit])
 
 
-def _metrics(gold: GoldSet, scale: ScaleSpec, at: np.ndarray, p: np.ndarray, guess: np.ndarray) -> GroupMetrics:
-    n = int(at.size)
-    if n == 0:
-        return GroupMetrics(0, 0, None, None, None, None, None, dict.fromkeys(GROUP_METRICS, "no gold pairs judged"))
-    data = JudgeData(query=gold.query[at], gold=gold.gold[at], p=p, guess=guess,
-                     confidence=np.full(n, np.nan), uncertain=gold.uncertain[at])
-    pairs = JudgedPairs(data, scale)
-    results = metric_values(pairs, GROUP_METRICS.values())
-    values = {name: results[key] for name, key in GROUP_METRICS.items()}
+def _metrics(gold: GoldSet, scale: ScaleSpec, cutoffs: tuple[int, ...], group: _Group,
+             keep: np.ndarray | None = None) -> GroupMetrics:
+    """The group's metrics on the gold pairs it judged (with all_pairs, on every gold pair, those it did not
+    judge at P = 0), or on the `keep` ones only (all of them judged by the group)."""
+    size = gold.pair_ids.size
+    p, guess = np.full(size, np.nan), np.full(size, np.nan)
+    p[group.at], guess[group.at] = group.p, group.guess
+    data, _ = judge_data(gold, p, guess, np.full(size, np.nan), keep=keep)
+    keys = cut_keys(cutoffs)
+    if data.n == 0:
+        reasons = dict.fromkeys([*GROUP_METRICS, *keys], "no gold pairs judged")
+        return GroupMetrics(n=0, n_relevant=0, kappa=None, auroc=None, brier=None, ece=None, f1=None, ndcg=None,
+                            map=None, at_cutoffs=dict.fromkeys(keys), null_reasons=reasons)
+    pairs = JudgedPairs(data, scale, cutoffs=cutoffs)
+    results = metric_values(pairs, [*GROUP_METRICS.values(), *keys])
+    values = {name: results[key] for name, key in GROUP_METRICS.items()} | {key: results[key] for key in keys}
     reasons = {name: result.reason for name, result in values.items() if result.value is None}
-    return GroupMetrics(n=n, n_relevant=pairs.n_relevant, null_reasons=reasons,
-                        **{name: result.value for name, result in values.items()})
+    return GroupMetrics(n=data.n, n_relevant=pairs.n_relevant, null_reasons=reasons,
+                        at_cutoffs={key: values[key].value for key in keys},
+                        **{name: values[name].value for name in GROUP_METRICS})
 
 
-def _grouping(by: str, groups: list[_Group], gold: GoldSet, scale: ScaleSpec) -> DefinitionGrouping:
+def _grouping(by: str, groups: list[_Group], gold: GoldSet, scale: ScaleSpec,
+              cutoffs: tuple[int, ...]) -> DefinitionGrouping:
     common = reduce(np.intersect1d, [group.at for group in groups]) if groups else np.zeros(0, np.int64)
-    out = []
-    for group in groups:
-        shared = np.isin(group.at, common)
-        out.append(DefinitionGroupMetrics(
+    shared = np.zeros(gold.pair_ids.size, bool)
+    shared[common] = True
+    out = [
+        DefinitionGroupMetrics(
             key=group.key,
             label=group.label,
             n_judgments=group.n_judgments,
-            gold=_metrics(gold, scale, group.at, group.p, group.guess),
-            common=_metrics(gold, scale, group.at[shared], group.p[shared], group.guess[shared]),
-        ))
+            gold=_metrics(gold, scale, cutoffs, group),
+            common=_metrics(gold, scale, cutoffs, group, keep=shared),
+        )
+        for group in groups
+    ]
     return DefinitionGrouping(by=by, groups=out, n_common=int(common.size))
 
 
@@ -171,19 +201,21 @@ def _origin_rank(origin: str) -> tuple[int, str]:
     return (ORIGIN_ORDER.index(origin) if origin in ORIGIN_ORDER else len(ORIGIN_ORDER), origin)
 
 
-def judge_metrics_by_definition(*, judge: Judge, gold: GoldSet | None = None) -> DefinitionComparison:
-    """The judge's kappa, AUROC, Brier, ECE and F1 against gold per definition version number (v1, v2, ...
-    across queries; "none" for judgments made without a definition) and per definition origin, each on every
-    gold pair its group judged and on the gold pairs judged under every group of the grouping (a fair
-    comparison uses the same pairs). Gold is as in the validation report; a pair judged twice within one group
-    (under two versions both written by a person) counts once, under the newer version.
+def judge_metrics_by_definition(*, judge: Judge, gold: GoldSet | None = None,
+                                options: ReportOptions = DEFAULT_OPTIONS) -> DefinitionComparison:
+    """The judge's kappa, AUROC, Brier, ECE, F1, nDCG, MAP and nDCG@k/MAP@k (k: `options.cutoffs`) against gold
+    per definition version number (v1, v2, ... across queries; "none" for judgments made without a definition)
+    and per definition origin, each on every gold pair its group judged and on the gold pairs judged under
+    every group of the grouping (a fair comparison uses the same pairs). Gold is as in the validation report
+    with `options` (all pairs, ranking units); a pair judged twice within one group (under two versions both
+    written by a person) counts once, under the newer version.
 
     Reads every ok judgment of the judge in one query (pair, definition, P, guess) and cuts the groups with
     numpy (under a second for 100k gold pairs on SQLite, half of it reading gold; pass `gold` when it is read
     already). The worker computes it with the validation report; pages and the API read it from there
     (cached_metrics_by_definition)."""
     project = judge.project
-    gold = gold_set(project) if gold is None else gold
+    gold = gold_set(project, options) if gold is None else gold
     scale = scale_spec(project)
     judged = _judged(judge)
     versions = sorted(set(judged.version.tolist()) - {0}) + ([0] if (judged.version == 0).any() else [])
@@ -201,8 +233,9 @@ def judge_metrics_by_definition(*, judge: Judge, gold: GoldSet | None = None) ->
     return DefinitionComparison(
         judge=judge.name,
         n_gold=int(gold.pair_ids.size),
-        by_version=_grouping(BY_VERSION, by_version, gold, scale),
-        by_origin=_grouping(BY_ORIGIN, by_origin, gold, scale),
+        by_version=_grouping(BY_VERSION, by_version, gold, scale, options.cutoffs),
+        by_origin=_grouping(BY_ORIGIN, by_origin, gold, scale, options.cutoffs),
+        cutoffs=list(options.cutoffs),
     )
 
 
@@ -225,7 +258,7 @@ def cached_metrics_by_definition(*, report: dict, judge: Judge) -> DefinitionCom
                                     by_origin=DefinitionGrouping(BY_ORIGIN, [], 0))
     return DefinitionComparison(judge=cached["judge"], n_gold=cached["n_gold"],
                                 by_version=_grouping_from_json(cached["by_version"]),
-                                by_origin=_grouping_from_json(cached["by_origin"]))
+                                by_origin=_grouping_from_json(cached["by_origin"]), cutoffs=cached["cutoffs"])
 
 
 def default_comparison_judge(*, project: Project, judges: list[Judge]) -> Judge | None:

@@ -14,7 +14,16 @@ from django.utils import timezone
 from labeling.exceptions import DomainError
 from labeling.models import Judge, JudgeCalibration, Project, ValidationResult
 from labeling.selectors.definition_metrics import judge_metrics_by_definition
-from labeling.selectors.validation import BY_DEFINITION, GoldSet, gold_set, holds_report, judge_arrays, scale_spec
+from labeling.selectors.validation import (
+    BY_DEFINITION,
+    DEFAULT_OPTIONS,
+    GoldSet,
+    ReportOptions,
+    gold_set,
+    holds_report,
+    judge_arrays,
+    scale_spec,
+)
 from labeling.services.jobs import job_fail, job_take
 from labeling.tasks import validation_refresh_task
 from models_llm.calibration import CalibrationError, calibrator_fit
@@ -28,18 +37,23 @@ class ValidationReportError(DomainError):
 
 
 def _counts(gold: GoldSet) -> dict[str, int]:
+    """`gold`: the pairs the metrics are computed on (with all_pairs, the `added` ungraded ones among them);
+    `ungraded`: pool pairs with no reference grade and no label, what all_pairs would add."""
     return {
         "pairs": gold.n_pairs,
         "labelled": gold.n_labelled,
         "gold": int(gold.pair_ids.size),
         "unresolved": gold.n_unresolved,
         "uncertain": gold.n_uncertain,
+        "ungraded": gold.n_ungraded,
+        "added": gold.n_added,
     }
 
 
-def _judge_section(gold: GoldSet, judge: Judge, *, bootstrap_draws: int) -> dict:
+def _judge_section(gold: GoldSet, judge: Judge, *, bootstrap_draws: int, options: ReportOptions) -> dict:
     arrays = judge_arrays(gold, judge)
-    report = judge_report(arrays.data, scale_spec(judge.project), bootstrap_draws=bootstrap_draws, seed=0)
+    report = judge_report(arrays.data, scale_spec(judge.project), bootstrap_draws=bootstrap_draws, seed=0,
+                          cutoffs=options.cutoffs)
     calibration = judge.calibrations.order_by("-created_at", "-id").first()
     return {
         "name": judge.name,
@@ -56,31 +70,35 @@ def _judge_section(gold: GoldSet, judge: Judge, *, bootstrap_draws: int) -> dict
 
 
 def validation_compute(*, project: Project, judges: list[Judge] | None = None,
-                       bootstrap_draws: int = BOOTSTRAP_DRAWS) -> dict:
-    """The validation report of `project` for `judges` (default: all of its judges), computed now."""
+                       bootstrap_draws: int = BOOTSTRAP_DRAWS, options: ReportOptions = DEFAULT_OPTIONS) -> dict:
+    """The validation report of `project` for `judges` (default: all of its judges), computed now with
+    `options` (all pairs, evaluation units, cut-offs)."""
     if judges is None:
         judges = list(project.judges.order_by("name"))
-    return _report(project, judges, gold_set(project), bootstrap_draws)
+    return _report(project, judges, gold_set(project, options), bootstrap_draws, options)
 
 
-def _report(project: Project, judges: list[Judge], gold: GoldSet, bootstrap_draws: int) -> dict:
+def _report(project: Project, judges: list[Judge], gold: GoldSet, bootstrap_draws: int,
+            options: ReportOptions) -> dict:
     human = gold.human
     return {
         "project": project.slug,
         "computed_at": timezone.now().isoformat(),
+        "options": {**options.as_json(), "n_units": gold.n_units},
         "counts": _counts(gold),
         "human": human_agreement(human.item, human.annotator, human.grade, scale_spec(project)),
-        "judges": [_judge_section(gold, judge, bootstrap_draws=bootstrap_draws) for judge in judges],
+        "judges": [_judge_section(gold, judge, bootstrap_draws=bootstrap_draws, options=options)
+                   for judge in judges],
     }
 
 
 def _report_to_cache(project: Project) -> dict:
-    """The report as the cache keeps it: every judge's section, and every judge's metrics by definition version
-    (read by the dashboard and the API instead of being computed per request)."""
+    """The report as the cache keeps it, with the default options: every judge's section, and every judge's
+    metrics by definition version (read by the dashboard and the API instead of being computed per request)."""
     judges = list(project.judges.order_by("name"))
     gold = gold_set(project)
     return {
-        **_report(project, judges, gold, BOOTSTRAP_DRAWS),
+        **_report(project, judges, gold, BOOTSTRAP_DRAWS, DEFAULT_OPTIONS),
         BY_DEFINITION: {judge.name: asdict(judge_metrics_by_definition(judge=judge, gold=gold)) for judge in judges},
     }
 

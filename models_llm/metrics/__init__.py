@@ -4,9 +4,12 @@ from models_llm.metrics.display import MetricLine, MetricRow, human_rows, metric
 from models_llm.metrics.human_agreement import human_agreement, is_uncertain
 from models_llm.metrics.judge_data import JudgeData, ScaleSpec
 from models_llm.metrics.judge_report import judge_report
-from models_llm.metrics.registry import METRICS, JudgedPairs, Metric, MetricValue, metric_values
+from models_llm.metrics.ranking import DEFAULT_CUTOFFS, MAX_CUTOFF, cutoffs_check
+from models_llm.metrics.registry import METRICS, JudgedPairs, Metric, MetricValue, metric_values, metrics_for
 
 __all__ = [
+    "DEFAULT_CUTOFFS",
+    "MAX_CUTOFF",
     "METRICS",
     "JudgeData",
     "JudgedPairs",
@@ -17,6 +20,7 @@ __all__ = [
     "ReliabilityBin",
     "ScaleSpec",
     "brier",
+    "cutoffs_check",
     "ece",
     "ece_adaptive",
     "human_agreement",
@@ -25,5 +29,6 @@ __all__ = [
     "judge_report",
     "metric_table",
     "metric_values",
+    "metrics_for",
     "reliability_bins",
 ]

@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from models_llm.metrics.registry import METRICS
+from models_llm.metrics.ranking import DEFAULT_CUTOFFS
+from models_llm.metrics.registry import metrics_for
 
 
 @dataclass(frozen=True)
@@ -19,11 +20,16 @@ class Shown:
 
 
 # The counts come first, then the metrics in the registry's order (DIRAS App. C).
-JUDGE_ROWS = (
-    Shown("n", "gold pairs judged", 0), Shown("n_relevant", "relevant", 0), Shown("n_unresolved", "unresolved", 0),
-    Shown("n_unjudged", "gold, not judged", 0),
-    *(Shown(metric.key, metric.label, metric.decimals) for metric in METRICS.values()),
+COUNT_ROWS = (
+    Shown("n", "pairs evaluated", 0), Shown("n_relevant", "relevant", 0), Shown("n_unresolved", "unresolved", 0),
+    Shown("n_unjudged", "not judged by the judge", 0),
 )
+
+
+def judge_rows(cutoffs: tuple[int, ...] = DEFAULT_CUTOFFS) -> tuple[Shown, ...]:
+    """The rows of a judge's section: counts, then every metric with nDCG@k and MAP@k for each of `cutoffs`."""
+    return (*COUNT_ROWS, *(Shown(metric.key, metric.label, metric.decimals) for metric in metrics_for(cutoffs).values()))
+
 HUMAN_ROWS = (
     Shown("n_overlap", "pairs labelled twice or more", 0), Shown("human_kappa_binary", "Cohen's kappa, binary", 3),
     Shown("human_kappa_graded", "Cohen's kappa, graded", 3),
@@ -58,10 +64,11 @@ def _rows(section: dict, shown: Iterable[Shown]) -> list[MetricRow]:
     ]
 
 
-def metric_table(sections: list[dict]) -> list[MetricLine]:
-    """The judges' report sections side by side: a line per row of JUDGE_ROWS, a cell per judge."""
-    columns = [_rows(section, JUDGE_ROWS) for section in sections]
-    return [MetricLine(row.label, [column[index] for column in columns]) for index, row in enumerate(JUDGE_ROWS)]
+def metric_table(sections: list[dict], cutoffs: tuple[int, ...] = DEFAULT_CUTOFFS) -> list[MetricLine]:
+    """The judges' report sections side by side: a line per row of judge_rows(cutoffs), a cell per judge."""
+    shown = judge_rows(cutoffs)
+    columns = [_rows(section, shown) for section in sections]
+    return [MetricLine(row.label, [column[index] for column in columns]) for index, row in enumerate(shown)]
 
 
 def human_rows(section: dict) -> list[MetricRow]:

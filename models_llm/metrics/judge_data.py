@@ -52,7 +52,10 @@ def _column(values, dtype, name: str, size: int | None) -> np.ndarray:
 
 @dataclass(frozen=True)
 class JudgeData:
-    """One judge on the pairs that have a gold grade, one row per pair, in pool order."""
+    """One judge on the pairs that have a gold grade, one row per pair, in pool order. `query` is the ranking
+    unit of the pair (a query, or a query and a passage metadata value). `judged` (default: all) marks the
+    pairs the judge judged; the others are in the evaluation with P = 0 and no guess, and rank after every
+    judged pair of their unit, as trec_eval ranks a document the run lacks."""
 
     query: np.ndarray
     gold: np.ndarray
@@ -61,6 +64,7 @@ class JudgeData:
     confidence: np.ndarray
     uncertain: np.ndarray
     groups: dict[str, np.ndarray] = field(default_factory=dict)
+    judged: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         query = _column(self.query, np.int64, "query", None)
@@ -72,10 +76,13 @@ class JudgeData:
             "guess": _column(self.guess, float, "guess", n),
             "confidence": _column(self.confidence, float, "confidence", n),
             "uncertain": _column(self.uncertain, bool, "uncertain", n),
+            "judged": np.ones(n, bool) if self.judged is None else _column(self.judged, bool, "judged", n),
         }
         p, guess, confidence = columns["p"], columns["guess"], columns["confidence"]
         if np.isnan(p).any() or (p < 0).any() or (p > 1).any():
             raise ValueError("p must hold probabilities within [0, 1]")
+        if (p[~columns["judged"]] != 0).any() or not np.isnan(guess[~columns["judged"]]).all():
+            raise ValueError("a pair the judge did not judge has P = 0 and no guess")
         if not np.isin(guess[~np.isnan(guess)], (0.0, 1.0)).all():
             raise ValueError("guess must be 1.0 (yes), 0.0 (no) or nan (no guess)")
         stated = confidence[~np.isnan(confidence)]

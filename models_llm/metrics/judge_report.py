@@ -10,7 +10,8 @@ from models_llm.metrics.bootstrap import QueryStats, bootstrap_draws, percentile
 from models_llm.metrics.calibration_error import reliability_bins
 from models_llm.metrics.classification import Confusion, group_kappas
 from models_llm.metrics.judge_data import JudgeData, ScaleSpec
-from models_llm.metrics.registry import BOOTSTRAPPED, METRICS, JudgedPairs, MetricValue, metric_values
+from models_llm.metrics.ranking import DEFAULT_CUTOFFS
+from models_llm.metrics.registry import BOOTSTRAPPED, JudgedPairs, MetricValue, metric_values, metrics_for
 
 CI_METRICS = tuple(metric.key for metric in BOOTSTRAPPED)
 F1_CURVE_STEPS = 20  # thresholds 0.00, 0.05, ..., 1.00
@@ -97,8 +98,8 @@ def _intervals(report: _Report, stats: QueryStats, n_queries: int, draws: int, s
             ci[metric] = list(interval)
 
 
-def _empty(report: _Report) -> dict:
-    for key in (*METRICS, "tie_warning"):
+def _empty(report: _Report, cutoffs: tuple[int, ...]) -> dict:
+    for key in (*metrics_for(cutoffs), "tie_warning"):
         report.put(key, MetricValue(None, NO_PAIRS))
     report.out.update(n_queries_ndcg=0, n_queries_map=0)
     for key in ("reliability", "f1_curve"):
@@ -108,17 +109,19 @@ def _empty(report: _Report) -> dict:
     return {**report.out, "null_reasons": report.reasons}
 
 
-def judge_report(data: JudgeData, scale: ScaleSpec, *, bootstrap_draws: int = 1000, seed: int = 0) -> dict:
-    """All of a judge's metrics against gold (DIRAS App. C definitions) as a JSON-ready dict; a metric that is
-    undefined on the data is None and `null_reasons[metric]` says why. Query-level 95% bootstrap intervals
-    (`ci`) resample queries with replacement, `bootstrap_draws` times, from `seed`."""
-    pairs = JudgedPairs(data, scale)
+def judge_report(data: JudgeData, scale: ScaleSpec, *, bootstrap_draws: int = 1000, seed: int = 0,
+                 cutoffs: tuple[int, ...] = DEFAULT_CUTOFFS) -> dict:
+    """All of a judge's metrics against gold (DIRAS App. C definitions) as a JSON-ready dict, nDCG@k and MAP@k
+    for each of `cutoffs`; a metric that is undefined on the data is None and `null_reasons[metric]` says why.
+    Query-level 95% bootstrap intervals (`ci`) resample the ranking units (`data.query`: queries, or query and
+    passage-metadata units) with replacement, `bootstrap_draws` times, from `seed`."""
+    pairs = JudgedPairs(data, scale, cutoffs=cutoffs)
     layout = pairs.layout
     report = _Report(n=data.n, n_relevant=pairs.n_relevant, n_uncertain=int(data.uncertain.sum()),
                      n_queries=layout.n_queries)
     if data.n == 0:
-        return _empty(report)
-    for key, result in metric_values(pairs, METRICS).items():
+        return _empty(report, pairs.cutoffs)
+    for key, result in metric_values(pairs, metrics_for(pairs.cutoffs)).items():
         report.put(key, result)
     _tie_warning(report)
     ranking = pairs.ranking

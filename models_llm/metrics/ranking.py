@@ -1,6 +1,6 @@
-"""Ranking quality of P within each query: nDCG and average precision through pytrec_eval (trec_eval's
-measures) on pairs in rank_eval's tie order, their expected values over the orders of pairs with tied P, and
-Kendall's tau-b of P against the gold grade."""
+"""Ranking quality of P within each query (or evaluation unit): nDCG and average precision, whole and cut at
+each cut-off, through pytrec_eval (trec_eval's measures) on pairs in rank_eval's tie order, their expected
+values over the orders of pairs with tied P, and Kendall's tau-b of P against the gold grade."""
 from __future__ import annotations
 
 import math
@@ -24,20 +24,32 @@ from models_llm.metrics.judge_data import QueryLayout
 GAIN_SCALE = 10**6
 MAX_GAIN_LEVEL = 1000
 
-# trec_eval's measures and the QueryRanking fields they fill. map_cut_10 divides by all of the query's
-# relevant pairs, not by min(relevant, 10): the same definition as rank_eval's map@10.
-_GRADED_MEASURES = {"ndcg": "ndcg", "ndcg_cut_10": "ndcg_at_10"}
-_BINARY_MEASURES = {"map": "ap", "map_cut_10": "ap_at_10"}
+# The cut-offs of nDCG@k and MAP@k unless others are asked for (DIRAS reports @5, @10 and @15). map_cut_k
+# divides by all of the query's relevant pairs, not by min(relevant, k): the same definition as rank_eval's
+# map@k.
+DEFAULT_CUTOFFS = (10,)
+MAX_CUTOFF = 1000
+
+
+def cutoffs_check(cutoffs: tuple[int, ...]) -> tuple[int, ...]:
+    """The cut-offs sorted and without repeats; ValueError unless each is a whole number from 1 to MAX_CUTOFF."""
+    if not cutoffs:
+        raise ValueError("give at least one cut-off")
+    bad = [k for k in cutoffs if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_CUTOFF]
+    if bad:
+        raise ValueError(f"cut-offs must be whole numbers from 1 to {MAX_CUTOFF}, got {bad}")
+    return tuple(sorted(set(cutoffs)))
 
 
 @dataclass(frozen=True)
 class QueryRanking:
-    """Per-query values, indexed by query number; nan where the metric is undefined for that query."""
+    """Per-query values, indexed by query number; nan where the metric is undefined for that query.
+    `ndcg_at[k]` and `ap_at[k]`: nDCG and AP of the first k ranks, for each cut-off k."""
 
     ndcg: np.ndarray
-    ndcg_at_10: np.ndarray
+    ndcg_at: dict[int, np.ndarray]
     ap: np.ndarray
-    ap_at_10: np.ndarray
+    ap_at: dict[int, np.ndarray]
     ndcg_tie_aware: np.ndarray
     ap_tie_aware: np.ndarray
     kendall_tau: np.ndarray
@@ -73,13 +85,34 @@ def _qrels(layout: QueryLayout, rank_name: list[str], values: np.ndarray) -> dic
 
 def _evaluate(layout: QueryLayout, qrels: dict[str, dict[str, int]], run: dict[str, dict[str, float]],
               measures: dict[str, str]) -> dict[str, np.ndarray]:
-    # A query the qrels leave out scores 0, as trec_eval and rank_eval score one without a positive value.
+    # A query the qrels leave out scores 0, as trec_eval and rank_eval score one without a positive value; so
+    # does one the run retrieves nothing for (trec_eval -c).
     out = {field: np.zeros(layout.n_queries) for field in measures.values()}
     evaluator = pytrec_eval.RelevanceEvaluator(qrels, set(measures))
-    for q, values in evaluator.evaluate({q: run[q] for q in qrels}).items():
+    for q, values in evaluator.evaluate({q: run[q] for q in qrels if run[q]}).items():
         for measure, field in measures.items():
             out[field][int(q)] = values[measure]
     return out
+
+
+def _measures(cutoffs: tuple[int, ...]) -> tuple[dict[str, str], dict[str, str]]:
+    """trec_eval's measures and the fields they fill: graded (nDCG) and binary (AP)."""
+    graded = {"ndcg": "ndcg"} | {f"ndcg_cut_{k}": f"ndcg@{k}" for k in cutoffs}
+    binary = {"map": "ap"} | {f"map_cut_{k}": f"ap@{k}" for k in cutoffs}
+    return graded, binary
+
+
+def _ranked(layout: QueryLayout, p: np.ndarray, retrieved: np.ndarray) -> np.ndarray:
+    """Each query's retrieved pairs in rank_eval's order of a run holding only them, then the pairs it did not
+    retrieve in pool order (indices into the grouped arrays)."""
+    query_of = np.repeat(np.arange(layout.n_queries), layout.sizes)
+    taken = np.flatnonzero(retrieved)
+    taken_starts = np.concatenate(([0], np.cumsum(np.bincount(query_of[taken], minlength=layout.n_queries))))
+    first = taken[_rank_eval_order(p[taken], taken_starts)]
+    rest = np.flatnonzero(~retrieved)
+    both = np.concatenate((first, rest))
+    behind = np.concatenate((np.zeros(first.size, np.int64), np.ones(rest.size, np.int64)))
+    return both[np.lexsort((behind, query_of[both]))]
 
 
 def _gain_levels(gains: np.ndarray) -> np.ndarray:
@@ -88,22 +121,27 @@ def _gain_levels(gains: np.ndarray) -> np.ndarray:
     return np.rint(gains / gains.max() * min(m, MAX_GAIN_LEVEL)).astype(np.int64)
 
 
-def _trec_eval_scores(layout: QueryLayout, p, gains, relevant) -> dict[str, np.ndarray]:
-    # Each pair is named by its rank in rank_eval's order and the run scores rank r of a query of n pairs
-    # n - r: no ties are left for trec_eval to break (it would by pair name), and the queries of one size
-    # share one run dict, so the str-keyed dicts pytrec_eval takes cost little even at 1M pairs.
+def _trec_eval_scores(layout: QueryLayout, p, gains, relevant, retrieved, cutoffs) -> dict[str, np.ndarray]:
+    # Each pair is named by its rank in rank_eval's order and the run scores rank r of a query of n retrieved
+    # pairs n - r: no ties are left for trec_eval to break (it would by pair name), and the queries with as
+    # many retrieved pairs share one run dict, so the str-keyed dicts pytrec_eval takes cost little even at 1M
+    # pairs. Pairs not retrieved stay in the qrels only, as trec_eval counts a relevant document the run lacks.
     sizes = layout.sizes.tolist()
-    ranked = _rank_eval_order(p, layout.starts)
+    taken = np.bincount(np.repeat(np.arange(layout.n_queries), layout.sizes)[retrieved],
+                        minlength=layout.n_queries).tolist()
+    ranked = _ranked(layout, p, retrieved)
     rank_name = [str(r) for r in range(max(sizes))]
-    by_size = {n: dict(zip(rank_name[:n], np.arange(n, 0, -1, dtype=float).tolist())) for n in set(sizes)}
-    run = {str(q): by_size[n] for q, n in enumerate(sizes)}
+    by_size = {n: dict(zip(rank_name[:n], np.arange(n, 0, -1, dtype=float).tolist())) for n in set(taken)}
+    run = {str(q): by_size[n] for q, n in enumerate(taken)}
     levels = _gain_levels(gains[ranked]) if gains.max() > 0 else np.zeros(p.size, np.int64)
-    return (_evaluate(layout, _qrels(layout, rank_name, levels), run, _GRADED_MEASURES)
-            | _evaluate(layout, _qrels(layout, rank_name, relevant[ranked].astype(np.int64)), run, _BINARY_MEASURES))
+    graded, binary = _measures(cutoffs)
+    return (_evaluate(layout, _qrels(layout, rank_name, levels), run, graded)
+            | _evaluate(layout, _qrels(layout, rank_name, relevant[ranked].astype(np.int64)), run, binary))
 
 
-def _tie_aware(layout: QueryLayout, p, gains, relevant) -> tuple[np.ndarray, np.ndarray]:
-    """Per-query expected nDCG and AP when pairs with equal P are ordered at random.
+def _tie_aware(layout: QueryLayout, p, gains, relevant, retrieved) -> tuple[np.ndarray, np.ndarray]:
+    """Per-query expected nDCG and AP when pairs with equal P are ordered at random; pairs not retrieved come
+    after every retrieved one and add nothing, as in trec_eval, but count in the ideal DCG and the relevant.
 
     nDCG (McSherry & Najork 2008): every rank of a tied group gets the group's mean gain. AP: a relevant
     pair of a group of n pairs, r of them relevant, after c pairs of which c_rel are relevant, sits at
@@ -114,8 +152,9 @@ def _tie_aware(layout: QueryLayout, p, gains, relevant) -> tuple[np.ndarray, np.
     """
     nq, starts = layout.n_queries, layout.starts
     query_of = np.repeat(np.arange(nq), layout.sizes)
-    by_p = _descending_within_query(p, query_of)
-    ps, qs, gs, rs = p[by_p], query_of[by_p], gains[by_p], relevant[by_p].astype(float)
+    by_p = _descending_within_query(np.where(retrieved, p, -1.0), query_of)  # P >= 0: not retrieved go last
+    ps, qs, gs, rs = np.where(retrieved, p, -1.0)[by_p], query_of[by_p], gains[by_p], relevant[by_p].astype(float)
+    counted = retrieved[by_p]
     first = np.ones(ps.size, bool)
     first[1:] = (ps[1:] != ps[:-1]) | (qs[1:] != qs[:-1])
     group_start = np.flatnonzero(first)
@@ -131,7 +170,7 @@ def _tie_aware(layout: QueryLayout, p, gains, relevant) -> tuple[np.ndarray, np.
     # lose digits deep in a long query, and without ties this now agrees with trec_eval's nDCG to rounding.
     log_rank = np.log2(layout.position() + 2)
     mean_gain = np.bincount(group, weights=gs) / n
-    dcg = np.bincount(qs, weights=mean_gain[group] / log_rank, minlength=nq)
+    dcg = np.bincount(qs, weights=np.where(counted, mean_gain[group] / log_rank, 0.0), minlength=nq)
     ideal = np.bincount(query_of, weights=gains[_descending_within_query(gains, query_of)] / log_rank, minlength=nq)
 
     r = np.bincount(group, weights=rs)
@@ -140,7 +179,8 @@ def _tie_aware(layout: QueryLayout, p, gains, relevant) -> tuple[np.ndarray, np.
     s0 = harmonic[after] - harmonic[before]
     s1 = n - (before + 1) * s0
     spread = np.divide(r - 1, n - 1, out=np.zeros_like(n), where=n > 1)
-    precision_sum = np.bincount(gq, weights=r / n * ((c_rel + 1) * s0 + spread * s1), minlength=nq)
+    added = np.where(counted[group_start], r / n * ((c_rel + 1) * s0 + spread * s1), 0.0)
+    precision_sum = np.bincount(gq, weights=added, minlength=nq)
     n_relevant = np.bincount(query_of, weights=relevant.astype(float), minlength=nq)
     return ratio(dcg, ideal), ratio(precision_sum, n_relevant)
 
@@ -186,27 +226,32 @@ def _kendall(layout: QueryLayout, p, grade) -> np.ndarray:
 
 
 def query_ranking(layout: QueryLayout, p: np.ndarray, grade: np.ndarray, gains: np.ndarray,
-                  relevant: np.ndarray) -> QueryRanking:
-    """Per-query ranking metrics of P (pairs in input order; a query's pairs are taken in pool order).
+                  relevant: np.ndarray, *, cutoffs: tuple[int, ...] = DEFAULT_CUTOFFS,
+                  retrieved: np.ndarray | None = None) -> QueryRanking:
+    """Per-query ranking metrics of P (pairs in input order; a query's pairs are taken in pool order), nDCG
+    and AP also cut at each of `cutoffs`. `retrieved` (default: all) marks the pairs the judge's run holds;
+    the others are in the qrels only, as trec_eval treats a judged document the run lacks.
     nDCG is undefined for a query with no pair of positive gain, AP for one with no relevant pair, tau-b
     for one whose P or gold grade is constant. trec_eval (as rank_eval) would score the first two 0; they
     are left out of the mean instead, since no ranking of such a query is better or worse than another."""
     nq = layout.n_queries
-    p, grade, gains, relevant = (a[layout.order] for a in (p, grade, gains, relevant))
+    cutoffs = cutoffs_check(cutoffs)
+    retrieved = np.ones(p.size, bool) if retrieved is None else np.asarray(retrieved, bool)
+    p, grade, gains, relevant, retrieved = (a[layout.order] for a in (p, grade, gains, relevant, retrieved))
     query_of = np.repeat(np.arange(nq), layout.sizes)
     has_gain = np.bincount(query_of, weights=(gains > 0).astype(float), minlength=nq) > 0
     has_relevant = np.bincount(query_of, weights=relevant.astype(float), minlength=nq) > 0
-    scores = _trec_eval_scores(layout, p, gains, relevant)
-    ndcg_tie, ap_tie = _tie_aware(layout, p, gains, relevant)
+    scores = _trec_eval_scores(layout, p, gains, relevant, retrieved, cutoffs)
+    ndcg_tie, ap_tie = _tie_aware(layout, p, gains, relevant, retrieved)
 
     def masked(values, defined):
         return np.where(defined, values, np.nan)
 
     return QueryRanking(
         ndcg=masked(scores["ndcg"], has_gain),
-        ndcg_at_10=masked(scores["ndcg_at_10"], has_gain),
+        ndcg_at={k: masked(scores[f"ndcg@{k}"], has_gain) for k in cutoffs},
         ap=masked(scores["ap"], has_relevant),
-        ap_at_10=masked(scores["ap_at_10"], has_relevant),
+        ap_at={k: masked(scores[f"ap@{k}"], has_relevant) for k in cutoffs},
         ndcg_tie_aware=masked(ndcg_tie, has_gain),
         ap_tie_aware=masked(ap_tie, has_relevant),
         kendall_tau=_kendall(layout, p, grade),

@@ -14,15 +14,17 @@ from models_llm.metrics.calibration_error import brier, ece, ece_adaptive
 from models_llm.metrics.classification import Confusion, single_class_reason
 from models_llm.metrics.judge_data import JudgeData, QueryLayout, ScaleSpec
 from models_llm.metrics.query_stats import Resampled
-from models_llm.metrics.ranking import QueryRanking, mean_defined, query_ranking
+from models_llm.metrics.ranking import DEFAULT_CUTOFFS, QueryRanking, cutoffs_check, mean_defined, query_ranking
 
 
 class JudgedPairs:
     """A judge's gold-judged pairs as the metric functions take them: binary gold and call, confusion counts and
-    per-query rankings, each computed once, when a metric first asks for it."""
+    per-query rankings (nDCG and MAP also cut at each of `cutoffs`), each computed once, when a metric first
+    asks for it."""
 
-    def __init__(self, data: JudgeData, scale: ScaleSpec) -> None:
+    def __init__(self, data: JudgeData, scale: ScaleSpec, *, cutoffs: tuple[int, ...] = DEFAULT_CUTOFFS) -> None:
         self.data = data
+        self.cutoffs = cutoffs_check(cutoffs)
         self.gains = scale.gain_of(data.gold)  # before anything else: a grade off the scale is an error
         self.relevant = data.relevant(scale)
         self.n = data.n
@@ -42,7 +44,8 @@ class JudgedPairs:
 
     @cached_property
     def ranking(self) -> QueryRanking:
-        return query_ranking(self.layout, self.data.p, self.data.gold, self.gains, self.relevant)
+        return query_ranking(self.layout, self.data.p, self.data.gold, self.gains, self.relevant,
+                             cutoffs=self.cutoffs, retrieved=self.data.judged)
 
     @property
     def has_both_classes(self) -> bool:
@@ -72,41 +75,55 @@ class Metric:
 NO_GAIN = "no query has a gold pair of positive gain"
 NO_RELEVANT = "no query has a relevant gold pair (all {n} are non-relevant)"
 
-# In the order of DIRAS App. C, which is the order of the report's rows. `s` is the JudgedPairs, `d` a Resampled
-# block of bootstrap draws.
-METRICS: dict[str, Metric] = {metric.key: metric for metric in (
-    Metric("f1", "F1", lambda s: s.confusion.f1(), draw=lambda d: d.confusion.f1(),
-           undefined="no pair is relevant, neither in gold nor by the judge"),
-    Metric("precision", "precision", lambda s: s.confusion.precision(),
-           undefined="the judge calls none of the {n} pairs relevant"),
-    Metric("recall", "recall", lambda s: s.confusion.recall(),
-           undefined="no gold pair is relevant (all {n} are non-relevant)"),
-    Metric("accuracy", "accuracy", lambda s: s.confusion.accuracy()),
-    Metric("kappa_vs_gold", "Cohen's kappa", lambda s: s.confusion.kappa(), draw=lambda d: d.confusion.kappa(),
-           needs_negatives=True, undefined="{one_class}; kappa would be 0 whatever the judge says"),
-    Metric("auroc", "AUROC", lambda s: roc_auc_score(s.relevant, s.data.p), draw=Resampled.auroc,
-           needs_negatives=True, undefined="{one_class}"),
-    Metric("brier", "Brier", lambda s: brier(s.data.p, s.relevant)),
-    Metric("ece", "ECE", lambda s: ece(s.data.p, s.relevant), draw=Resampled.ece),
-    Metric("ece_adaptive", "ECE (equal-count)", lambda s: ece_adaptive(s.data.p, s.relevant)),
-    Metric("cal_avg", "cal avg", requires=("auroc", "ece", "brier"),
-           combine=lambda auroc, ece_, brier_: (auroc + (1 - ece_) + (1 - brier_)) / 3),
-    Metric("ndcg", "nDCG", lambda s: mean_defined(s.ranking.ndcg), draw=lambda d: d.query_mean(d.stats.ndcg),
-           undefined=NO_GAIN),
-    Metric("map", "MAP", lambda s: mean_defined(s.ranking.ap), draw=lambda d: d.query_mean(d.stats.ap),
-           undefined=NO_RELEVANT),
-    Metric("info_avg", "info avg", requires=("ndcg", "map"), combine=lambda ndcg, map_: (ndcg + map_) / 2),
-    Metric("ndcg@10", "nDCG@10", lambda s: mean_defined(s.ranking.ndcg_at_10), undefined=NO_GAIN),
-    Metric("map@10", "MAP@10", lambda s: mean_defined(s.ranking.ap_at_10), undefined=NO_RELEVANT),
-    Metric("kendall_tau", "Kendall tau-b", lambda s: mean_defined(s.ranking.kendall_tau),
-           undefined="in every query P or the gold grade is constant (tau-b needs both to vary)"),
-    Metric("ndcg_tie_aware", "nDCG tie-aware", lambda s: mean_defined(s.ranking.ndcg_tie_aware), undefined=NO_GAIN),
-    Metric("map_tie_aware", "MAP tie-aware", lambda s: mean_defined(s.ranking.ap_tie_aware), undefined=NO_RELEVANT),
-    Metric("uncertainty_ap", "uncertainty AP",
-           lambda s: average_precision_score(s.data.uncertain, 1.0 - s.data.confidence_used())
-           if s.data.uncertain.any() else None,
-           undefined="needs at least one uncertain pair; none of the {n} is"),
-)}
+
+def _at_cutoff(k: int) -> tuple[Metric, Metric]:
+    return (Metric(f"ndcg@{k}", f"nDCG@{k}", lambda s: mean_defined(s.ranking.ndcg_at[k]), undefined=NO_GAIN),
+            Metric(f"map@{k}", f"MAP@{k}", lambda s: mean_defined(s.ranking.ap_at[k]), undefined=NO_RELEVANT))
+
+
+def _metrics(cutoffs: tuple[int, ...]) -> tuple[Metric, ...]:
+    # In the order of DIRAS App. C, which is the order of the report's rows: nDCG@k and MAP@k of each cut-off
+    # after info avg. `s` is the JudgedPairs, `d` a Resampled block of bootstrap draws.
+    return (
+        Metric("f1", "F1", lambda s: s.confusion.f1(), draw=lambda d: d.confusion.f1(),
+               undefined="no pair is relevant, neither in gold nor by the judge"),
+        Metric("precision", "precision", lambda s: s.confusion.precision(),
+               undefined="the judge calls none of the {n} pairs relevant"),
+        Metric("recall", "recall", lambda s: s.confusion.recall(),
+               undefined="no gold pair is relevant (all {n} are non-relevant)"),
+        Metric("accuracy", "accuracy", lambda s: s.confusion.accuracy()),
+        Metric("kappa_vs_gold", "Cohen's kappa", lambda s: s.confusion.kappa(), draw=lambda d: d.confusion.kappa(),
+               needs_negatives=True, undefined="{one_class}; kappa would be 0 whatever the judge says"),
+        Metric("auroc", "AUROC", lambda s: roc_auc_score(s.relevant, s.data.p), draw=Resampled.auroc,
+               needs_negatives=True, undefined="{one_class}"),
+        Metric("brier", "Brier", lambda s: brier(s.data.p, s.relevant)),
+        Metric("ece", "ECE", lambda s: ece(s.data.p, s.relevant), draw=Resampled.ece),
+        Metric("ece_adaptive", "ECE (equal-count)", lambda s: ece_adaptive(s.data.p, s.relevant)),
+        Metric("cal_avg", "cal avg", requires=("auroc", "ece", "brier"),
+               combine=lambda auroc, ece_, brier_: (auroc + (1 - ece_) + (1 - brier_)) / 3),
+        Metric("ndcg", "nDCG", lambda s: mean_defined(s.ranking.ndcg), draw=lambda d: d.query_mean(d.stats.ndcg),
+               undefined=NO_GAIN),
+        Metric("map", "MAP", lambda s: mean_defined(s.ranking.ap), draw=lambda d: d.query_mean(d.stats.ap),
+               undefined=NO_RELEVANT),
+        Metric("info_avg", "info avg", requires=("ndcg", "map"), combine=lambda ndcg, map_: (ndcg + map_) / 2),
+        *(metric for k in cutoffs for metric in _at_cutoff(k)),
+        Metric("kendall_tau", "Kendall tau-b", lambda s: mean_defined(s.ranking.kendall_tau),
+               undefined="in every query P or the gold grade is constant (tau-b needs both to vary)"),
+        Metric("ndcg_tie_aware", "nDCG tie-aware", lambda s: mean_defined(s.ranking.ndcg_tie_aware), undefined=NO_GAIN),
+        Metric("map_tie_aware", "MAP tie-aware", lambda s: mean_defined(s.ranking.ap_tie_aware), undefined=NO_RELEVANT),
+        Metric("uncertainty_ap", "uncertainty AP",
+               lambda s: average_precision_score(s.data.uncertain, 1.0 - s.data.confidence_used())
+               if s.data.uncertain.any() else None,
+               undefined="needs at least one uncertain pair; none of the {n} is"),
+    )
+
+
+def metrics_for(cutoffs: tuple[int, ...] = DEFAULT_CUTOFFS) -> dict[str, Metric]:
+    """Every metric of the report, keyed, with nDCG@k and MAP@k for each of `cutoffs`."""
+    return {metric.key: metric for metric in _metrics(cutoffs_check(cutoffs))}
+
+
+METRICS = metrics_for()
 BOOTSTRAPPED = tuple(metric for metric in METRICS.values() if metric.draw is not None)
 
 
@@ -139,10 +156,11 @@ def metric_values(pairs: JudgedPairs, keys: Iterable[str]) -> dict[str, MetricVa
     """The registered metrics named by `keys` on `pairs` (at least one pair), in that order; a combined metric's
     parts are computed once whether or not they are asked for."""
     done: dict[str, MetricValue] = {}
+    metrics = METRICS if pairs.cutoffs == DEFAULT_CUTOFFS else metrics_for(pairs.cutoffs)
 
     def value_of(key: str) -> MetricValue:
         if key not in done:
-            done[key] = _value(METRICS[key], pairs, value_of)
+            done[key] = _value(metrics[key], pairs, value_of)
         return done[key]
 
     return {key: value_of(key) for key in keys}

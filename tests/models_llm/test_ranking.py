@@ -20,8 +20,8 @@ def test_per_query_scores_equal_rank_eval_qrels_and_run(coarse):
     reference = rank_eval_reference(data)
     ranking = query_ranking(QueryLayout.of(data.query), data.p, data.gold, SCALE.gain_of(data.gold),
                             data.gold >= 1)
-    for ours, metric in ((ranking.ndcg, "ndcg"), (ranking.ndcg_at_10, "ndcg@10"), (ranking.ap, "map"),
-                         (ranking.ap_at_10, "map@10")):
+    for ours, metric in ((ranking.ndcg, "ndcg"), (ranking.ndcg_at[10], "ndcg@10"), (ranking.ap, "map"),
+                         (ranking.ap_at[10], "map@10")):
         np.testing.assert_allclose(ours, reference[metric], rtol=0, atol=1e-12, err_msg=metric)
     report = judge_report(data, SCALE, bootstrap_draws=0)
     assert report["ndcg"] == pytest.approx(reference["ndcg"].mean(), abs=1e-12)

@@ -1,10 +1,11 @@
-"""`manage.py validation_report --project SLUG --judge NAME [--judge NAME2] [--json]`: LLM vs human metrics."""
+"""`manage.py validation_report --project SLUG --judge NAME [--judge NAME2] [--json] [--all-pairs] [--unit-key KEY]
+[--cutoffs 5,10,15]`: LLM vs human metrics."""
 import json
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from labeling.management.lookup import command_judge, command_project
-from labeling.selectors.validation import report_for_judges
+from labeling.selectors.validation import ReportOptionsError, report_for_judges, report_options
 from labeling.services.validation import BOOTSTRAP_DRAWS, validation_compute
 from models_llm.metrics import MetricRow, human_rows, metric_table
 
@@ -24,8 +25,14 @@ class Command(BaseCommand):
         parser.add_argument("--judge", action="append", required=True, help="judge name (repeat to compare)")
         parser.add_argument("--json", dest="as_json", action="store_true", help="print JSON instead of a table")
         parser.add_argument("--bootstrap", type=int, default=BOOTSTRAP_DRAWS, help="bootstrap draws for the CIs")
+        parser.add_argument("--all-pairs", action="store_true",
+                            help="count pool pairs nobody graded as irrelevant (TREC; DIRAS's all-pairs setting)")
+        parser.add_argument("--unit-key", default=None,
+                            help="rank within (query, this passage metadata value) units, e.g. report")
+        parser.add_argument("--cutoffs", default=None, help="k of nDCG@k and MAP@k, e.g. 5,10,15 (default 10)")
 
-    def handle(self, *args, project: str, judge: list[str], as_json: bool, bootstrap: int, **options) -> None:
+    def handle(self, *args, project: str, judge: list[str], as_json: bool, bootstrap: int, all_pairs: bool,
+               unit_key: str | None, cutoffs: str | None, **options) -> None:
         found = command_project(project)
         judges = []
         for name in judge:
@@ -33,7 +40,11 @@ class Command(BaseCommand):
             judges.append(item)
         if bootstrap < 0:
             raise CommandError("--bootstrap must be 0 or more")
-        report = validation_compute(project=found, judges=judges, bootstrap_draws=bootstrap)
+        try:
+            chosen = report_options(project=found, all_pairs=all_pairs, unit_key=unit_key, cutoffs=cutoffs)
+        except ReportOptionsError as exc:
+            raise CommandError(str(exc)) from None
+        report = validation_compute(project=found, judges=judges, bootstrap_draws=bootstrap, options=chosen)
         if as_json:
             self.stdout.write(self._json(report, judge))
         else:
@@ -43,8 +54,9 @@ class Command(BaseCommand):
         return json.dumps(report_for_judges(report, names), indent=2, ensure_ascii=False)
 
     def _table(self, report: dict) -> None:
-        judges = report["judges"]
-        table = [(line.label, [_cell(row) for row in line.cells]) for line in metric_table(judges)]
+        judges, options = report["judges"], report["options"]
+        table = [(line.label, [_cell(row) for row in line.cells])
+                 for line in metric_table(judges, tuple(options["cutoffs"]))]
         width = max(len(label) for label, _ in table) + 2
         col_width = [max(len(s["name"]), *(len(cells[j]) for _, cells in table)) + 2 for j, s in enumerate(judges)]
         counts = report["counts"]
@@ -52,6 +64,11 @@ class Command(BaseCommand):
             f"Project {report['project']}: {counts['pairs']:,} pairs, {counts['gold']:,} with a gold grade, "
             f"{counts['unresolved']:,} unresolved, {counts['uncertain']:,} uncertain."
         )
+        if options["all_pairs"]:
+            self.stdout.write(f"All pairs: +{counts['added']:,} unjudged pool pairs counted as irrelevant "
+                              f"({counts['gold']:,} pairs evaluated); a judge's P of a pair it did not judge is 0.")
+        if options["unit_key"]:
+            self.stdout.write(f"Ranking units: query x {options['unit_key']} ({options['n_units']:,} units).")
         self.stdout.write("".ljust(width) + "".join(s["name"].ljust(w) for s, w in zip(judges, col_width)))
         for label, cells in table:
             self.stdout.write(label.ljust(width) + "".join(c.ljust(w) for c, w in zip(cells, col_width)))
