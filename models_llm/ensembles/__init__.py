@@ -6,13 +6,15 @@ from models_llm.ensembles.driver import (
     strategy_run,
 )
 from models_llm.ensembles.intents import (
-    DEFAULT_INTENT, INTENTS, STRATEGIES, EnsembleConfigError, Intent, intent_get, strategies_check,
+    DEFAULT_INTENT, INTENTS, STRATEGIES, CriterionMeanings, EnsembleConfigError, Intent, intent_get, strategies_check,
 )
-from models_llm.ensembles.strategies import STEPS, Attributes, Criteria, Messages, Step, allowed_final_scores
+from models_llm.ensembles.strategies import (
+    STEPS, Attributes, Criteria, Messages, Step, allowed_final_scores, criteria_after,
+)
 
 __all__ = [
-    "DEFAULT_INTENT", "INTENTS", "STEPS", "STRATEGIES", "Attributes", "Criteria", "EnsembleConfigError",
-    "EnsembleResult", "Generate", "Intent", "Messages", "Step", "StepOutput", "StrategyOutcome",
-    "allowed_final_scores", "ensemble_combine", "ensemble_score", "intent_get", "json_object", "score_read",
-    "strategies_check", "strategies_for", "strategy_run", "yes_no_read",
+    "DEFAULT_INTENT", "INTENTS", "STEPS", "STRATEGIES", "Attributes", "Criteria", "CriterionMeanings",
+    "EnsembleConfigError", "EnsembleResult", "Generate", "Intent", "Messages", "Step", "StepOutput",
+    "StrategyOutcome", "allowed_final_scores", "criteria_after", "ensemble_combine", "ensemble_score",
+    "intent_get", "json_object", "score_read", "strategies_check", "strategies_for", "strategy_run", "yes_no_read",
 ]

@@ -4,11 +4,13 @@
 the strategy's final score.
 
 - direct: one call, a score on the intent's scale (0-3; STS 0-5).
-- cot: does the passage hold the target (yes/no) -> Exactness and Coverage 0-3 -> a final score that must
-  be 2 or 3 after a yes, 0 or 1 after a no.
+- cot: does the passage hold what the query asks for (yes/no) -> two criteria 0-3, Exactness and Coverage
+  after a yes, Topicality and Contextual fit after a no (DisastIR's rate_cot) -> a final score that must be
+  2 or 3 after a yes, 0 or 1 after a no.
 - multi: Exactness, Coverage, Topicality and Contextual fit 0-3 -> one call weighing them into a final 0-3.
 
-Every prompt puts the passage last, after the parts that all passages of a query share."""
+Every prompt puts the passage last, after the parts that all passages of a query share. The query fills the
+intent's query slot and the passage its passage slot in every step, as DisastIR's App. C prompts do."""
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -25,12 +27,19 @@ ALLOWED_AFTER_YES = (2, 3)
 ALLOWED_AFTER_NO = (0, 1)
 
 
+CRITERIA_AFTER_YES = ("exactness", "coverage")
+CRITERIA_AFTER_NO = ("topicality", "contextual_fit")
+
+
 @dataclass(frozen=True)
 class Criteria:
-    """The cot strategy's phase 2 answer."""
+    """The cot strategy's phase 2 answer: exactness and coverage after a yes, topicality and contextual fit
+    after a no; the two criteria not asked are None."""
 
-    exactness: int
-    coverage: int
+    exactness: int | None = None
+    coverage: int | None = None
+    topicality: int | None = None
+    contextual_fit: int | None = None
 
 
 @dataclass(frozen=True)
@@ -56,16 +65,9 @@ class Step:
 # -- prompt text ---------------------------------------------------------------------------------------
 
 def _criterion_meanings(intent: Intent) -> dict[str, str]:
-    passage = intent.passage_label.lower()
-    return {
-        "exactness": f"how precisely and correctly the {passage} gives {intent.target}",
-        "coverage": f"how fully the {passage} covers {intent.target}, rather than a part of it",
-        "topicality": f"how closely the {passage} stays on the subject of the {intent.query_label.lower()}",
-        "contextual_fit": (
-            f"how well the {passage} fits the situation the {intent.query_label.lower()} is about "
-            "(its place, time, event and the kind of information it asks for)"
-        ),
-    }
+    if intent.criteria is None:
+        raise ValueError(f"intent {intent.name} has no criteria: it uses {list(intent.strategies)} only")
+    return {field.name: getattr(intent.criteria, field.name) for field in fields(intent.criteria)}
 
 
 def _scale(intent: Intent, scores: tuple[int, ...] | range) -> str:
@@ -101,10 +103,10 @@ def _criteria_shape(names: tuple[str, ...]) -> str:
 
 
 def _criteria_values(value: Criteria | Attributes) -> str:
-    return ", ".join(f"{field.name} {getattr(value, field.name)}" for field in fields(value))
+    given = [(field.name, getattr(value, field.name)) for field in fields(value)]
+    return ", ".join(f"{name} {score}" for name, score in given if score is not None)
 
 
-_CRITERIA = tuple(field.name for field in fields(Criteria))
 _ATTRIBUTES = tuple(field.name for field in fields(Attributes))
 
 
@@ -136,18 +138,25 @@ def _holds_parse(intent: Intent, raw: str, earlier: tuple[Any, ...]) -> bool:
     return yes_no_read(json_object(raw), "holds")
 
 
+def criteria_after(holds: bool) -> tuple[str, ...]:
+    """The two criteria cot rates after its phase 1 answer (DisastIR's phase2_criteria and
+    phase2_criteria_alt)."""
+    return CRITERIA_AFTER_YES if holds else CRITERIA_AFTER_NO
+
+
 def _criteria_build(intent: Intent, pair: PairInput, earlier: tuple[Any, ...]) -> Messages:
     (holds,) = earlier
+    names = criteria_after(holds)
     instructions = (
         f"Step 2 of 3. Asked \"{intent.holds_question}\" you answered {'yes' if holds else 'no'}. "
-        f"Now rate two criteria, each from 0 (not at all) to 3 (fully):\n{_criteria_lines(intent, _CRITERIA)}"
+        f"Now rate two criteria, each from 0 (not at all) to 3 (fully):\n{_criteria_lines(intent, names)}"
     )
-    return _messages(intent, pair, instructions, _criteria_shape(_CRITERIA))
+    return _messages(intent, pair, instructions, _criteria_shape(names))
 
 
 def _criteria_parse(intent: Intent, raw: str, earlier: tuple[Any, ...]) -> Criteria:
     answer = json_object(raw)
-    return Criteria(*(score_read(answer, name, CRITERION_SCALE) for name in _CRITERIA))
+    return Criteria(**{name: score_read(answer, name, CRITERION_SCALE) for name in criteria_after(earlier[0])})
 
 
 def allowed_final_scores(holds: bool) -> tuple[int, ...]:

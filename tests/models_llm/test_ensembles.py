@@ -90,9 +90,9 @@ def test_each_intent_words_the_prompt_its_own_way():
     holds = {name: _build(name, "cot", 0, PAIR)[1]["content"] for name in ("QA", "QAdoc", "Twitter", "FC", "NLI")}
     assert "contain the answer to the question" in holds["QA"]
     assert "Document:\n" in holds["QAdoc"] and "Does the document answer the question" in holds["QAdoc"]
-    assert "Named entities:" in holds["Twitter"] and "Post:\n" in holds["Twitter"]
+    assert "Query:" in holds["Twitter"] and "Post:\n" in holds["Twitter"]
     assert "supports or refutes the claim" in holds["FC"] and "Claim:" in holds["FC"]
-    assert "Does the premise entail the hypothesis" in holds["NLI"] and "Premise:\n" in holds["NLI"]
+    assert "Is the hypothesis entailed by the premise" in holds["NLI"] and "Hypothesis:\n" in holds["NLI"]
     assert len(set(holds.values())) == 5
 
 
@@ -102,7 +102,7 @@ def test_direct_lists_the_intents_grades_0_to_3_and_sts_0_to_5():
         assert f"{score}: {meaning}\n" in qa
     assert "\n4: " not in qa
     sts = _build("STS", "direct", 0, PAIR)[1]["content"]
-    assert "\n5: the two texts mean the same thing\n" in sts and '{"score": 0 or 1 or 2 or 3 or 4 or 5}' in sts
+    assert "\n5: the two sentences are semantically equivalent\n" in sts and '{"score": 0 or 1 or 2 or 3 or 4 or 5}' in sts
 
 
 def test_sts_uses_direct_only():
@@ -201,12 +201,13 @@ def test_cot_phase_3_accepts_only_the_scores_phase_1_allows(holds, accepted, ref
 
 
 def test_cot_carries_phase_1_and_2_answers_into_the_later_prompts():
-    generate = Script('{"reason": "names the towns", "holds": "no"}', '{"exactness": 1, "coverage": 0}',
+    generate = Script('{"reason": "names the towns", "holds": "no"}', '{"topicality": 1, "contextual_fit": 0}',
                       '{"score": 1}')
     outcome = ensemble_score(PAIR, generate=generate, strategies=["cot"]).outcome("cot")
-    assert [step.value for step in outcome.steps] == [False, Criteria(exactness=1, coverage=0), 1]
+    assert [step.value for step in outcome.steps] == [False, Criteria(topicality=1, contextual_fit=0), 1]
     assert "you answered no" in generate.prompts[1]
-    assert "exactness 1, coverage 0" in generate.prompts[2] and "the final score is 0 or 1" in generate.prompts[2]
+    assert "topicality 1, contextual_fit 0" in generate.prompts[2]
+    assert "the final score is 0 or 1" in generate.prompts[2]
 
 
 def test_cot_final_score_against_phase_1_is_a_parse_error_keeping_every_raw_text():
@@ -267,7 +268,7 @@ def test_partial_failure_counts_only_the_strategies_that_parsed():
 
 
 def test_every_strategy_saying_zero_is_not_relevant():
-    generate = Script('{"score": 0}', '{"holds": "no"}', '{"exactness": 0, "coverage": 0}', '{"score": 0}',
+    generate = Script('{"score": 0}', '{"holds": "no"}', '{"topicality": 0, "contextual_fit": 0}', '{"score": 0}',
                       '{"exactness": 0, "coverage": 0, "topicality": 0, "contextual_fit": 0}', '{"score": 0}')
     result = ensemble_score(PAIR, generate=generate)
     assert (result.mean, result.p, result.relevant, result.spread) == (0.0, 0.0, False, 0.0)

@@ -82,7 +82,9 @@ def test_each_strategy_is_stored_and_the_judgment_holds_the_mean_p_and_spread(pr
     assert {m: s for m, s in outputs.values_list("member", "score")} == {"direct": 1, "cot": 3, "multi": 2}
     cot = outputs.filter(member="cot").first()
     assert [step["step"] for step in cot.steps] == ["holds", "criteria", "score"]
-    assert cot.steps[1]["value"] == {"exactness": 3, "coverage": 2} and cot.steps[0]["raw"].startswith("Sure:")
+    # After a yes cot rates exactness and coverage; the two criteria of a no are not asked.
+    assert cot.steps[1]["value"] == {"exactness": 3, "coverage": 2, "topicality": None, "contextual_fit": None}
+    assert cot.steps[0]["raw"].startswith("Sure:")
     for judgment in Judgment.objects.filter(judge=judge):
         assert judgment.status == "ok" and judgment.method == "ensemble"
         assert judgment.score == pytest.approx(2.0) and judgment.p_relevant == pytest.approx(2 / 3)
