@@ -3,6 +3,7 @@ from django.urls import path
 from labeling.views import (
     adjudication,
     definitions,
+    export,
     finetune,
     judges,
     members,
@@ -19,6 +20,7 @@ app_name = "labeling"
 urlpatterns = [
     path("", projects.project_list, name="project_list"),
     path("projects/<slug:slug>/", projects.project_detail, name="project_detail"),
+    path("projects/<slug:slug>/qrels/", export.qrels_export, name="qrels_export"),
     path("projects/<slug:slug>/annotate/", workspace.workspace, name="workspace"),
     path("projects/<slug:slug>/annotate/submit/", workspace.workspace_submit, name="workspace_submit"),
     path("projects/<slug:slug>/annotate/skip/", workspace.workspace_skip, name="workspace_skip"),

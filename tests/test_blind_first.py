@@ -43,7 +43,7 @@ def world():
 
 
 def _text(response) -> str:
-    # A training set's JSONL export streams its lines.
+    # A training set's JSONL export and the qrels stream their lines.
     return b"".join(response.streaming_content if response.streaming else [response.content]).decode()
 
 
@@ -54,7 +54,7 @@ def _everything_a_member_can_get(client, world) -> list[tuple[str, str]]:
         url = world.url(route)
         seen.append((url, _text(client.get(url))))
         if not route.is_api:
-            seen.append((f"{url} (htmx)", client.get(url, headers={"HX-Request": "true"}).content.decode()))
+            seen.append((f"{url} (htmx)", _text(client.get(url, headers={"HX-Request": "true"}))))
     by_definition = reverse("labeling:validation", args=[world.project.slug])
     response = client.get(by_definition, headers={"HX-Request": "true", "HX-Target": "by-definition"})
     seen.append((f"{by_definition} (by-definition)", response.content.decode()))

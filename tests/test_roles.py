@@ -46,6 +46,8 @@ MATRIX: dict[str, dict[str, str]] = {
     "labeling:member_remove": {"POST": ADMIN_ONLY},
     "labeling:settings": {"GET": ADMIN_ONLY, "POST": ADMIN_ONLY},
     "labeling:validation": {"GET": READER},
+    # The qrels are the gold grades and judges' P of items experts have not labelled (blind first).
+    "labeling:qrels_export": {"GET": READER},
     "labeling:validation_refresh": {"POST": ADMIN_ONLY},
     "labeling:judge_calibrate": {"POST": ADMIN_ONLY},
     "labeling:judges": {"GET": MEMBER},
@@ -84,6 +86,7 @@ MATRIX: dict[str, dict[str, str]] = {
     "api:label-list": {"GET": MEMBER, "POST": ANNOTATOR},
     "api:label-undo": {"POST": ANNOTATOR},
     "api:validation": {"GET": READER},
+    "api:qrels": {"GET": READER},
     "api:judge-list": {"GET": MEMBER, "POST": ADMIN_ONLY},
     "api:job-list": {"GET": MEMBER, "POST": ADMIN_ONLY},
     "api:job-detail": {"GET": MEMBER},
