@@ -300,6 +300,14 @@ IMPORT_MAX_ALL_PAIRS = env_int("IMPORT_MAX_ALL_PAIRS", 5_000_000)
 # A run file uploaded through the Systems page or the API: a larger request is refused before its body is read
 # (bigger runs are imported on the server with `manage.py import_run`).
 RUN_UPLOAD_MAX_BYTES = env_int("RUN_UPLOAD_MAX_BYTES", 512 * 1024 * 1024)
+# A bundle archive (.zip, .tar.gz) uploaded through the pages or the API: a larger request is refused before its
+# body is read (bigger bundles are imported on the server with `manage.py import_bundle`). Unpacking it stops at
+# BUNDLE_EXPAND_MAX_BYTES in all, BUNDLE_MAX_MEMBERS files and folders, and a member (zip) or stream (tar.gz) that
+# expands more than BUNDLE_MAX_RATIO times its compressed size: archives are untrusted.
+BUNDLE_UPLOAD_MAX_BYTES = env_int("BUNDLE_UPLOAD_MAX_BYTES", 512 * 1024 * 1024)
+BUNDLE_EXPAND_MAX_BYTES = env_int("BUNDLE_EXPAND_MAX_BYTES", 8 * 1024 * 1024 * 1024)
+BUNDLE_MAX_MEMBERS = env_int("BUNDLE_MAX_MEMBERS", 10_000)
+BUNDLE_MAX_RATIO = env_int("BUNDLE_MAX_RATIO", 200)
 # A fine-tuning job whose worker has not reported a step for this long is taken to be dead: `finetune_judge
 # --resume` (or the page) queues it again, and the next worker goes on from its last checkpoint in storage.
 FINETUNE_STALL_SECONDS = env_int("FINETUNE_STALL_SECONDS", 900)

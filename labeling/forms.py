@@ -9,6 +9,7 @@ from django.db.models import QuerySet
 
 from labeling.models import Judge, Project, RunKind
 from labeling.models.project import QUEUE_STRATEGIES
+from labeling.scale import DEFAULT_SCALE, LabelScale
 from labeling.selectors.queue_settings import queue_mix_percentages
 from labeling.services.projects import LABELS_PER_ITEM_MAX, LEASE_MINUTES_MAX
 from labeling.services.retrieval import MAX_DEPTH
@@ -298,3 +299,35 @@ class FinetuneForm(forms.Form):
 
     def hyperparameters(self) -> dict:
         return {name: self.cleaned_data[name] for name in self.SETTINGS}
+
+
+class ProjectCreateForm(forms.Form):
+    """A new, empty project (the project list, for staff); its data comes as a bundle on its Import page."""
+
+    name = forms.CharField(max_length=200)
+    slug = forms.SlugField(max_length=64, help_text="its address: letters, digits, '-' and '_'")
+    description = forms.CharField(widget=forms.Textarea(attrs={"rows": 2}), required=False)
+    scale = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 4, "class": "mono"}), required=False,
+        initial=json.dumps(DEFAULT_SCALE.to_json()),
+        help_text='{"grades": [{"value", "name", "gain"}, ...], "relevant_from": grade}; a bundle\'s project.json '
+                  "may set it too, until the project has pairs",
+    )
+
+    def clean_scale(self) -> LabelScale | None:
+        raw = self.cleaned_data["scale"].strip()
+        if not raw:
+            return None
+        try:
+            return LabelScale.from_json(json.loads(raw))
+        except ValueError as exc:
+            # json's errors and ScaleError (a DomainError, so a ValueError) both say what is wrong.
+            raise forms.ValidationError(str(exc)) from None
+
+
+class BundleUploadForm(forms.Form):
+    """A bundle archive to import into the project (its Import page)."""
+
+    file = forms.FileField(help_text="a .zip or .tar.gz of a bundle folder (docs/bundle-format.md): its files at the "
+                                     "archive's top or in one folder")
+    all_pairs = forms.BooleanField(required=False, label="Make the pool every query x passage (--all-pairs)")

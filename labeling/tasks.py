@@ -59,6 +59,15 @@ def retrieval_task(self, job_id: int) -> None:
     _run_job(self, retrieval_run, retrieval_fail, job_id=job_id)
 
 
+@shared_task(bind=True, acks_late=True, reject_on_worker_lost=True, max_retries=2)
+def bundle_import_task(self, job_id: int) -> None:
+    """Unpack an uploaded bundle archive and import it; transient errors are retried with backoff, and a job that
+    keeps failing stores the error (nothing imported). The upload is removed from the storage when the job ends."""
+    from labeling.services.bundle_upload import bundle_import_fail, bundle_import_run  # a task imports its service
+
+    _run_job(self, bundle_import_run, bundle_import_fail, job_id=job_id)
+
+
 # Not reject_on_worker_lost: a job that kills its worker (memory) would come straight back, forever. A dead worker's
 # job is taken again by finetune_resume (the page, `finetune_judge --resume`) once its heartbeat is stale, and the
 # next worker goes on from the last checkpoint in storage.

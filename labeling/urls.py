@@ -2,6 +2,7 @@ from django.urls import path
 
 from labeling.views import (
     adjudication,
+    bundles,
     definitions,
     export,
     finetune,
@@ -19,6 +20,7 @@ app_name = "labeling"
 
 urlpatterns = [
     path("", projects.project_list, name="project_list"),
+    path("projects/", bundles.project_create_view, name="project_create"),
     path("projects/<slug:slug>/", projects.project_detail, name="project_detail"),
     path("projects/<slug:slug>/qrels/", export.qrels_export, name="qrels_export"),
     path("projects/<slug:slug>/annotate/", workspace.workspace, name="workspace"),
@@ -40,6 +42,8 @@ urlpatterns = [
     path("projects/<slug:slug>/judges/<path:judge>/score/", judges.job_start_view, name="job_start"),
     path("projects/<slug:slug>/judges/<path:judge>/estimate/", judges.judge_estimate_view, name="judge_estimate"),
     path("projects/<slug:slug>/jobs/<id:job_id>/cancel/", judges.job_cancel_view, name="job_cancel"),
+    path("projects/<slug:slug>/bundles/", bundles.bundles_page, name="bundles"),
+    path("projects/<slug:slug>/bundles/upload/", bundles.bundle_upload_view, name="bundle_upload"),
     path("projects/<slug:slug>/systems/", systems.systems_page, name="systems"),
     path("projects/<slug:slug>/systems/runs/upload/", systems.run_upload_view, name="run_upload"),
     path("projects/<slug:slug>/systems/runs/<id:run_id>/delete/", systems.run_delete_view, name="run_delete"),

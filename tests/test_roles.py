@@ -22,6 +22,7 @@ ANNOTATOR = "annotator"  # experts and admins: the annotation workspace and the 
 # labelled (blind first, labeling.selectors.disclosure)
 READER = "reader"
 ADMIN_ONLY = "admin"  # project admins: judges, jobs, definitions, calibration, settings
+STAFF = "staff"  # staff and superusers (no role user of the world is): creating a project
 
 ALLOWED = {
     PUBLIC: set(ROLES),
@@ -30,11 +31,13 @@ ALLOWED = {
     ANNOTATOR: {EXPERT, ADMIN},
     READER: {VIEWER, ADMIN},
     ADMIN_ONLY: {ADMIN},
+    STAFF: set(),
 }
 
 # URL name -> {HTTP method: who may}. GET for reads, POST and DELETE for writes (sent with empty data).
 MATRIX: dict[str, dict[str, str]] = {
     "labeling:project_list": {"GET": LOGGED_IN},
+    "labeling:project_create": {"POST": STAFF},
     "labeling:project_detail": {"GET": MEMBER},
     "labeling:workspace": {"GET": ANNOTATOR},
     "labeling:workspace_submit": {"POST": ANNOTATOR},
@@ -58,6 +61,8 @@ MATRIX: dict[str, dict[str, str]] = {
     "labeling:definition": {"GET": MEMBER, "POST": ADMIN_ONLY},
     "labeling:definition_rescore": {"POST": ADMIN_ONLY},
     "labeling:definition_draft": {"POST": ADMIN_ONLY},
+    "labeling:bundles": {"GET": ADMIN_ONLY},
+    "labeling:bundle_upload": {"POST": ADMIN_ONLY},
     "labeling:systems": {"GET": MEMBER},
     "labeling:run_upload": {"POST": ADMIN_ONLY},
     "labeling:run_delete": {"POST": ADMIN_ONLY},
@@ -93,6 +98,8 @@ MATRIX: dict[str, dict[str, str]] = {
     "api:definition-list": {"GET": MEMBER, "POST": ADMIN_ONLY},
     "api:judge-metrics-by-definition": {"GET": READER},
     "api:systems-evaluation": {"GET": READER},
+    "api:bundle-list": {"GET": ADMIN_ONLY, "POST": ADMIN_ONLY},
+    "api:bundle-detail": {"GET": ADMIN_ONLY},
     "api:run-list": {"GET": MEMBER, "POST": ADMIN_ONLY},
     "api:run-detail": {"GET": MEMBER, "DELETE": ADMIN_ONLY},
     "api:retrieval-list": {"GET": MEMBER, "POST": ADMIN_ONLY},
@@ -158,7 +165,7 @@ def test_each_role_gets_what_the_table_says(client, name, method, role):
         assert response["Location"].startswith(f"{reverse('login')}?next=")
     elif role == ANONYMOUS:
         assert response.status_code in {401, 403}
-    elif role == OUTSIDER:
+    elif role == OUTSIDER and "slug" in route.pattern.pattern.converters:
         # A project the user is not a member of does not exist for them.
         assert response.status_code == 404
     else:

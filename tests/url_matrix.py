@@ -11,6 +11,7 @@ from django.utils import timezone
 from labeling import urls as html_urls
 from labeling.api import urls as api_urls
 from labeling.models import (
+    BundleImportJob,
     FineTuneJob,
     Judge,
     Membership,
@@ -88,6 +89,7 @@ class World:
     retrieval_job: RetrievalJob  # running
     training_set: TrainingSet  # imported from a file, used by no job
     finetune_job: FineTuneJob  # running, its worker reporting
+    bundle_job: BundleImportJob  # failed, with a problem naming its file and line
     member: object  # an expert other than the role users: the one a member removal targets
     users: dict[str, object] = field(default_factory=dict)
 
@@ -104,6 +106,7 @@ class World:
             "retrieval_job_id": self.retrieval_job.id,
             "training_set": self.training_set.name,
             "finetune_job_id": self.finetune_job.id,
+            "bundle_job_id": self.bundle_job.id,
         }
         missing = set(route.pattern.pattern.converters) - set(values)
         assert not missing, f"{route.name}: no fixture value for URL argument(s) {sorted(missing)}; add them to World"
@@ -168,8 +171,13 @@ def build_world(
         status=FineTuneJob.Status.RUNNING, started_at=now, heartbeat_at=now, examples=8, step=2, total_steps=4,
         loss_history=[[1, 2.5], [2, 1.75]], requested_by=users[ADMIN],
     )
+    bundle_job = BundleImportJob.objects.create(
+        project=project, file_name=f"{name}.zip", size=100, status=BundleImportJob.Status.FAILED, finished_at=now,
+        stage=BundleImportJob.Stage.FINISHED, problems=[f"queries.jsonl:2: {note}"], problems_total=1,
+        requested_by=users[ADMIN],
+    )
     if with_report:
         validation_result_ensure(project=project)
     return World(project=project, query=query, pair=pairs[0], conflict=pairs[1], judge=judge, job=job, run=run,
-                 retrieval_job=retrieval_job, training_set=training_set, finetune_job=finetune_job, member=alice,
-                 users=users)
+                 retrieval_job=retrieval_job, training_set=training_set, finetune_job=finetune_job,
+                 bundle_job=bundle_job, member=alice, users=users)

@@ -1,7 +1,7 @@
 from django.urls import path
 from drf_spectacular.views import SpectacularAPIView
 
-from labeling.api import export, finetune, labels, runs, systems, tokens, views
+from labeling.api import bundles, export, finetune, labels, runs, systems, tokens, views
 
 # <id:...> is a database id (labeling.ids.IdConverter, registered in labeling/apps.py).
 app_name = "api"
@@ -30,6 +30,9 @@ urlpatterns = [
     path("projects/<slug:slug>/jobs/<id:job_id>/", views.ScoringJobDetailView.as_view(), name="job-detail"),
     path("projects/<slug:slug>/systems/evaluation/", systems.SystemsEvaluationView.as_view(),
          name="systems-evaluation"),
+    path("projects/<slug:slug>/bundles/", bundles.BundleListView.as_view(), name="bundle-list"),
+    path("projects/<slug:slug>/bundles/<id:bundle_job_id>/", bundles.BundleDetailView.as_view(),
+         name="bundle-detail"),
     path("projects/<slug:slug>/runs/", runs.RunListView.as_view(), name="run-list"),
     path("projects/<slug:slug>/runs/<id:run_id>/", runs.RunDetailView.as_view(), name="run-detail"),
     path("projects/<slug:slug>/retrieval/", runs.RetrievalJobListView.as_view(), name="retrieval-list"),

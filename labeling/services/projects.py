@@ -1,14 +1,18 @@
-"""Project writes: the settings a project's admin chooses for how experts' queues are filled."""
+"""Project writes: creating a project (staff), and the settings a project's admin chooses for how experts' queues are
+filled."""
 from __future__ import annotations
 
 from collections.abc import Mapping
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import transaction
+from django.core.exceptions import ValidationError
+from django.core.validators import validate_slug
+from django.db import IntegrityError, transaction
 
 from labeling.exceptions import DomainError, Forbidden
 from labeling.models import Judge, Membership, Project
 from labeling.models.project import QUEUE_STRATEGIES
+from labeling.scale import DEFAULT_SCALE, LabelScale
 from labeling.selectors.projects import project_role
 from labeling.selectors.queue_settings import STRATEGIES_NEEDING_JUDGE
 from labeling.selectors.scoring import judges_with_judgments
@@ -27,6 +31,60 @@ class ProjectSettingsError(DomainError):
 
 class ProjectSettingsForbidden(Forbidden):
     """Someone other than a project admin tried to change the settings."""
+
+
+class ProjectCreateError(DomainError):
+    """A project that cannot be created as given; `errors` maps each bad field to a message naming it."""
+
+    def __init__(self, errors: dict[str, str]) -> None:
+        super().__init__("; ".join(f"{field}: {message}" for field, message in errors.items()))
+        self.errors = errors
+
+
+class ProjectCreateForbidden(Forbidden):
+    """Someone who is not staff tried to create a project."""
+
+
+PROJECT_CREATE_REFUSED = "Only staff can create projects."
+SLUG_MAX_LENGTH = Project._meta.get_field("slug").max_length
+NAME_MAX_LENGTH = Project._meta.get_field("name").max_length
+
+
+def may_create_projects(user: AbstractBaseUser) -> bool:
+    """Staff and superusers create projects; everyone else works in the projects they are members of."""
+    return bool(user.is_authenticated and user.is_active and (user.is_staff or user.is_superuser))
+
+
+def project_create(
+    *, by: AbstractBaseUser, name: str, slug: str, scale: LabelScale | None = None, description: str = ""
+) -> Project:
+    """A new, empty project with `by` as its admin member. `by` must be staff (ProjectCreateForbidden); a bad or
+    taken slug or a bad name is a ProjectCreateError naming the field. `scale` None: the default scale."""
+    if not may_create_projects(by):
+        raise ProjectCreateForbidden(PROJECT_CREATE_REFUSED)
+    name, slug = name.strip(), slug.strip()
+    errors = {}
+    if not 0 < len(name) <= NAME_MAX_LENGTH:
+        errors["name"] = f"a name of 1 to {NAME_MAX_LENGTH} characters"
+    try:
+        validate_slug(slug)
+    except ValidationError:
+        errors["slug"] = f"{slug!r} is not a slug: letters, digits, '-' and '_'"
+    if len(slug) > SLUG_MAX_LENGTH:
+        errors["slug"] = f"a slug of at most {SLUG_MAX_LENGTH} characters"
+    if "slug" not in errors and Project.objects.filter(slug=slug).exists():
+        errors["slug"] = f"a project named {slug!r} exists already"
+    if errors:
+        raise ProjectCreateError(errors)
+    try:
+        with transaction.atomic():
+            project = Project.objects.create(slug=slug, name=name, description=description,
+                                             scale=(scale or DEFAULT_SCALE).to_json())
+            Membership.objects.create(project=project, user=by, role=Membership.Role.ADMIN)
+    except IntegrityError:
+        # Two requests for one slug at once: the unique constraint decides, and the loser is told as above.
+        raise ProjectCreateError({"slug": f"a project named {slug!r} exists already"}) from None
+    return project
 
 
 def _is_number(value: object) -> bool:

@@ -6,6 +6,7 @@ from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
+from labeling.forms import ProjectCreateForm
 from labeling.models import Membership, Project
 from labeling.selectors.adjudication import adjudication_counts
 from labeling.selectors.definitions import stale_counts_for_queries
@@ -17,6 +18,7 @@ from labeling.selectors.projects import (
     queries_with_current_definition,
 )
 from labeling.selectors.queue_settings import queue_settings_summary
+from labeling.services.projects import may_create_projects
 from labeling.views.access import project_view
 from labeling.views.htmx import htmx_partial
 
@@ -26,7 +28,8 @@ QUERIES_PER_PAGE = 50
 @login_required
 def project_list(request: HttpRequest) -> HttpResponse:
     summaries = project_list_for_user(user=request.user)
-    return render(request, "labeling/project_list.html", {"summaries": summaries})
+    create_form = ProjectCreateForm() if may_create_projects(request.user) else None
+    return render(request, "labeling/project_list.html", {"summaries": summaries, "create_form": create_form})
 
 
 @login_required

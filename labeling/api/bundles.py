@@ -1,0 +1,90 @@
+"""The API's bundle imports: upload a bundle archive into a project (202 with the job and the URL to poll), list
+and read the jobs. The same services as the Import page; a worker runs the same import as `import_bundle`."""
+from __future__ import annotations
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers
+from rest_framework.exceptions import ValidationError
+from rest_framework.parsers import FormParser, MultiPartParser
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.reverse import reverse
+from rest_framework.views import APIView
+
+from labeling.exceptions import TooLarge
+from labeling.models import BundleImportJob
+from labeling.selectors.bundle_imports import bundle_import_of_project, bundle_imports
+from labeling.selectors.projects import admin_to, project_for_user
+from labeling.services.bundle_upload import BundleUploadError, bundle_import_request, bundle_upload_refusal
+
+IMPORT_ADMIN = admin_to("import bundles")
+
+
+class BundleImportJobSerializer(serializers.ModelSerializer):
+    requested_by = serializers.CharField(source="requested_by.username", allow_null=True, default=None)
+    url = serializers.SerializerMethodField(help_text="this job: poll it until finished_at is set")
+    problems = serializers.ListField(child=serializers.CharField(),
+                                     help_text="'file:line: what is wrong', the first of problems_total")
+
+    class Meta:
+        model = BundleImportJob
+        fields = ("id", "url", "file_name", "size", "all_pairs", "status", "stage", "members", "unpacked_bytes",
+                  "written", "problems", "problems_total", "error", "attempts", "requested_by", "created_at",
+                  "started_at", "finished_at")
+
+    def get_url(self, job: BundleImportJob) -> str:
+        return reverse("api:bundle-detail", kwargs={"slug": job.project.slug, "bundle_job_id": job.id},
+                       request=self.context.get("request"))
+
+
+class BundleUploadSerializer(serializers.Serializer):
+    file = serializers.FileField(help_text="a .zip or .tar.gz of a bundle folder (docs/bundle-format.md)")
+    all_pairs = serializers.BooleanField(default=False, help_text="complete the pool to every query x passage")
+
+
+class BundleListView(APIView):
+    """GET the project's bundle imports, newest first. POST uploads a bundle archive (multipart: `file`,
+    `all_pairs`): 202 with the job, whose `url` to poll says how it ends: done with the rows `written`, or failed
+    with each problem as `file:line: what is wrong` and nothing stored. A request over BUNDLE_UPLOAD_MAX_BYTES is
+    refused with 413 before it is read. Project admins only."""
+
+    parser_classes = (MultiPartParser, FormParser)
+
+    def initial(self, request: Request, *args, **kwargs) -> None:
+        # Before authentication: a session's CSRF check reads the form, and with it the whole file.
+        if request.method == "POST" and (
+            refusal := bundle_upload_refusal(content_length=request._request.META.get("CONTENT_LENGTH"))
+        ):
+            raise TooLarge(refusal)
+        super().initial(request, *args, **kwargs)
+
+    @extend_schema(responses={200: BundleImportJobSerializer(many=True)})
+    def get(self, request: Request, slug: str) -> Response:
+        project = project_for_user(user=request.user, slug=slug, need=IMPORT_ADMIN)
+        return Response(BundleImportJobSerializer(bundle_imports(project), many=True,
+                                                  context={"request": request}).data)
+
+    @extend_schema(request={"multipart/form-data": BundleUploadSerializer},
+                   responses={202: BundleImportJobSerializer, 400: OpenApiTypes.OBJECT, 413: OpenApiTypes.OBJECT})
+    def post(self, request: Request, slug: str) -> Response:
+        project = project_for_user(user=request.user, slug=slug, need=IMPORT_ADMIN)
+        body = BundleUploadSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        try:
+            job = bundle_import_request(project=project, upload=body.validated_data["file"],
+                                        all_pairs=body.validated_data["all_pairs"], user=request.user)
+        except BundleUploadError as exc:
+            raise ValidationError({"file": [str(exc)]}) from None
+        job.refresh_from_db()  # an eager worker (tests, CELERY_TASK_ALWAYS_EAGER) may have finished it already
+        return Response(BundleImportJobSerializer(job, context={"request": request}).data, status=202)
+
+
+class BundleDetailView(APIView):
+    """GET one bundle import: its status and stage, then the rows written or the problems. Project admins only."""
+
+    @extend_schema(responses={200: BundleImportJobSerializer})
+    def get(self, request: Request, slug: str, bundle_job_id: int) -> Response:
+        project = project_for_user(user=request.user, slug=slug, need=IMPORT_ADMIN)
+        job = bundle_import_of_project(project=project, job_id=bundle_job_id)
+        return Response(BundleImportJobSerializer(job, context={"request": request}).data)

@@ -1,0 +1,252 @@
+"""Bundle archives through the upload service and the worker's run (labeling.services.bundle_upload), and project
+creation by staff: the sample bundle zipped imports the rows its files hold (counted here from the files), one bad
+line fails the job with `file:line` and stores nothing, a hostile archive is refused naming its member, the stored
+upload is gone when the job ends, and the Import page shows each outcome."""
+from __future__ import annotations
+
+import io
+import json
+import zipfile
+from pathlib import Path
+
+import pytest
+from django.core.files.storage import default_storage
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.urls import reverse
+
+from labeling.exceptions import Forbidden
+from labeling.models import BundleImportJob, Judgment, Membership, Pair, Passage, Project, Query
+from labeling.services import bundle_upload
+from labeling.services.bundle_upload import (
+    BundleUploadError,
+    bundle_import_fail,
+    bundle_import_request,
+    bundle_import_run,
+    bundle_upload_refusal,
+)
+from labeling.services.projects import ProjectCreateError, project_create
+from tests.factories import MembershipFactory, ProjectFactory, UserFactory
+from tests.scoring_fixtures import SAMPLE
+
+pytestmark = pytest.mark.django_db
+
+
+def _lines(path: Path) -> list[str]:
+    return [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def sample_counts(folder: Path = SAMPLE) -> dict[str, int]:
+    """What the sample's files hold, read here from the files: the reference for what an import stores."""
+    qrels = [line.split("\t") for line in _lines(folder / "qrels" / "test.tsv")[1:]]
+    judgments = [json.loads(line) for line in _lines(folder / "judgments.jsonl")]
+    return {
+        "queries": len(_lines(folder / "queries.jsonl")),
+        "passages": len(_lines(folder / "corpus.jsonl")),
+        "pairs": len({(row[0], row[1]) for row in qrels} | {(j["query_id"], j["doc_id"]) for j in judgments}),
+        "reference grades": len(qrels),
+        "judgments": len(judgments),
+    }
+
+
+def zip_folder(folder: Path, *, top: str | None = None, replace: dict[str, str] | None = None) -> bytes:
+    """The folder as a zip (inside the folder `top` when given), with files' texts replaced as `replace` says."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        for path in sorted(folder.rglob("*")):
+            if path.is_file():
+                name = path.relative_to(folder).as_posix()
+                data = (replace or {}).get(name)
+                archive.writestr(f"{top}/{name}" if top else name, data if data is not None else path.read_bytes())
+    return buffer.getvalue()
+
+
+def _upload(data: bytes, name: str = "climretrieve.zip") -> SimpleUploadedFile:
+    return SimpleUploadedFile(name, data, content_type="application/zip")
+
+
+@pytest.fixture(autouse=True)
+def media(settings, tmp_path):
+    settings.MEDIA_ROOT = tmp_path / "media"
+    return settings.MEDIA_ROOT
+
+
+@pytest.fixture
+def queued(monkeypatch):
+    """The job ids sent to the workers (a test runs the worker's service itself)."""
+    sent: list[int] = []
+    monkeypatch.setattr(bundle_upload.bundle_import_task, "delay", sent.append)
+    return sent
+
+
+def _request(project: Project, data: bytes, django_capture_on_commit_callbacks, **options) -> BundleImportJob:
+    with django_capture_on_commit_callbacks(execute=True):
+        return bundle_import_request(project=project, upload=_upload(data, **options), user=None)
+
+
+def test_staff_create_a_project_and_become_its_admin():
+    staff = UserFactory(is_staff=True)
+    project = project_create(by=staff, name=" Climate ", slug="climate")
+    assert (project.name, project.slug) == ("Climate", "climate")
+    assert Membership.objects.get(project=project, user=staff).role == Membership.Role.ADMIN
+    with pytest.raises(ProjectCreateError) as taken:
+        project_create(by=staff, name="Again", slug="climate")
+    assert "slug" in taken.value.errors
+
+
+def test_someone_not_staff_cannot_create_a_project():
+    with pytest.raises(Forbidden):
+        project_create(by=UserFactory(), name="Mine", slug="mine")
+    assert not Project.objects.filter(slug="mine").exists()
+
+
+def test_the_zipped_sample_imports_what_its_files_hold_and_the_upload_is_removed(
+        queued, django_capture_on_commit_callbacks):
+    project = ProjectFactory(slug="cr")
+    job = _request(project, zip_folder(SAMPLE, top="climretrieve"), django_capture_on_commit_callbacks)
+    assert queued == [job.id]
+    assert default_storage.exists(job.upload) and job.upload.startswith(f"bundles/{project.id}/")
+    stored = job.upload
+
+    job = bundle_import_run(job_id=job.id)
+
+    expected = sample_counts()
+    assert (job.status, job.stage, job.problems) == ("done", "finished", [])
+    assert {key: job.written[key] for key in expected} == expected
+    assert Query.objects.filter(project=project).count() == expected["queries"]
+    assert Passage.objects.filter(project=project).count() == expected["passages"]
+    assert Pair.objects.filter(project=project).count() == expected["pairs"]
+    assert Judgment.objects.filter(pair__project=project).count() == expected["judgments"]
+    assert job.upload == "" and not default_storage.exists(stored)
+    # A redelivered message finds the job finished and writes nothing.
+    assert bundle_import_run(job_id=job.id).written == job.written
+    assert Pair.objects.filter(project=project).count() == expected["pairs"]
+
+
+def test_all_pairs_makes_the_pool_every_query_x_passage(queued, django_capture_on_commit_callbacks):
+    project = ProjectFactory(slug="cr")
+    with django_capture_on_commit_callbacks(execute=True):
+        job = bundle_import_request(project=project, upload=_upload(zip_folder(SAMPLE)), all_pairs=True)
+    job = bundle_import_run(job_id=job.id)
+    counts = sample_counts()
+    assert job.status == "done"
+    assert Pair.objects.filter(project=project).count() == counts["queries"] * counts["passages"]
+
+
+def test_one_bad_line_fails_the_job_with_its_file_and_line_and_stores_nothing(
+        queued, django_capture_on_commit_callbacks):
+    project = ProjectFactory(slug="cr")
+    lines = _lines(SAMPLE / "judgments.jsonl")
+    lines[6] = lines[6].replace('"confidence": 0.7', '"confidence": 1.7')  # line 7: not a probability
+    assert '"confidence": 1.7' in lines[6]
+    job = _request(project, zip_folder(SAMPLE, replace={"judgments.jsonl": "\n".join(lines) + "\n"}),
+                   django_capture_on_commit_callbacks)
+    stored = job.upload
+
+    job = bundle_import_run(job_id=job.id)
+
+    assert job.status == "failed" and job.problems_total == 1
+    assert job.problems[0].startswith("judgments.jsonl:7: ")
+    assert job.written == {}
+    assert not Query.objects.filter(project=project).exists() and not Passage.objects.filter(project=project).exists()
+    assert not default_storage.exists(stored) and job.upload == ""
+
+
+def test_a_hostile_archive_fails_the_job_naming_its_member(queued, django_capture_on_commit_callbacks):
+    project = ProjectFactory(slug="cr")
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("queries.jsonl", (SAMPLE / "queries.jsonl").read_bytes())
+        archive.writestr("../../corpus.jsonl", b"{}\n")
+    job = bundle_import_run(job_id=_request(project, buffer.getvalue(), django_capture_on_commit_callbacks).id)
+    assert job.status == "failed" and "'../../corpus.jsonl'" in job.problems[0]
+    assert not Query.objects.filter(project=project).exists()
+
+
+def test_an_archive_without_a_bundle_says_what_is_missing_without_the_workers_folder(
+        queued, django_capture_on_commit_callbacks):
+    project = ProjectFactory(slug="cr")
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("notes.txt", b"hello")
+    job = bundle_import_run(job_id=_request(project, buffer.getvalue(), django_capture_on_commit_callbacks).id)
+    assert job.status == "failed"
+    assert job.problems == ["climretrieve.zip: no queries.jsonl (bundle) or question.jsonl (DIRAS input) at the "
+                            "archive's top or in its one top folder"]
+
+
+def test_giving_up_on_a_job_removes_its_upload(queued, django_capture_on_commit_callbacks):
+    job = _request(ProjectFactory(), zip_folder(SAMPLE), django_capture_on_commit_callbacks)
+    stored = job.upload
+    job = bundle_import_fail(job_id=job.id, error="OperationalError: database is locked")
+    assert job.status == "failed" and job.error.startswith("OperationalError")
+    assert not default_storage.exists(stored)
+
+
+def test_a_worker_that_died_too_often_fails_the_job(queued, django_capture_on_commit_callbacks):
+    job = _request(ProjectFactory(), zip_folder(SAMPLE), django_capture_on_commit_callbacks)
+    BundleImportJob.objects.filter(id=job.id).update(attempts=bundle_upload.MAX_ATTEMPTS, status="running")
+    job = bundle_import_run(job_id=job.id)
+    assert job.status == "failed" and "stopped" in job.error
+    assert not Query.objects.exists()
+
+
+def test_only_archives_under_the_limit_are_taken(settings, queued):
+    project = ProjectFactory()
+    with pytest.raises(BundleUploadError, match="zip or .tar.gz"):
+        bundle_import_request(project=project, upload=_upload(b"{}", name="queries.jsonl"))
+    settings.BUNDLE_UPLOAD_MAX_BYTES = 10
+    with pytest.raises(BundleUploadError, match="BUNDLE_UPLOAD_MAX_BYTES"):
+        bundle_import_request(project=project, upload=_upload(b"x" * 11))
+    assert bundle_upload_refusal(content_length="11") is not None
+    assert bundle_upload_refusal(content_length="10") is None and bundle_upload_refusal(content_length="x") is None
+    assert not BundleImportJob.objects.exists()
+
+
+def test_the_import_page_shows_counts_written_and_problems(client, queued, django_capture_on_commit_callbacks):
+    project = ProjectFactory(slug="cr")
+    admin = UserFactory()
+    MembershipFactory(project=project, user=admin, role=Membership.Role.ADMIN)
+    client.force_login(admin)
+    with django_capture_on_commit_callbacks(execute=True):
+        response = client.post(reverse("labeling:bundle_upload", args=["cr"]),
+                               {"file": _upload(zip_folder(SAMPLE))})
+    assert response.status_code == 302
+    bundle_import_run(job_id=queued[-1])
+    bad = zip_folder(SAMPLE, replace={"queries.jsonl": "{\n"})
+    with django_capture_on_commit_callbacks(execute=True):
+        client.post(reverse("labeling:bundle_upload", args=["cr"]), {"file": _upload(bad, name="bad.zip")})
+    bundle_import_run(job_id=queued[-1])
+
+    page = client.get(reverse("labeling:bundles", args=["cr"])).content.decode()
+    assert f'data-written-kind="queries">{sample_counts()["queries"]}<' in page
+    assert "queries.jsonl:1: " in page and "nothing was stored" in page
+
+
+def test_the_upload_page_refuses_a_non_archive_and_a_request_too_large(client, settings, tmp_path):
+    project = ProjectFactory(slug="cr")
+    admin = UserFactory()
+    MembershipFactory(project=project, user=admin, role=Membership.Role.ADMIN)
+    client.force_login(admin)
+    url = reverse("labeling:bundle_upload", args=["cr"])
+    response = client.post(url, {"file": _upload(b"{}", name="queries.jsonl")})
+    assert response.status_code == 400 and "upload a bundle as a .zip or .tar.gz" in response.content.decode()
+    settings.BUNDLE_UPLOAD_MAX_BYTES = 100
+    response = client.post(url, {"file": _upload(b"x" * 1000)})
+    assert response.status_code == 413 and "BUNDLE_UPLOAD_MAX_BYTES" in response.content.decode()
+    assert not BundleImportJob.objects.exists()
+
+
+def test_staff_create_a_project_from_the_list_and_others_are_refused(client):
+    staff = UserFactory(is_staff=True)
+    client.force_login(staff)
+    assert 'id="project-create"' in client.get(reverse("labeling:project_list")).content.decode()
+    response = client.post(reverse("labeling:project_create"), {"name": "Climate", "slug": "climate", "scale": ""})
+    assert response.status_code == 302 and response["Location"] == reverse("labeling:bundles", args=["climate"])
+    response = client.post(reverse("labeling:project_create"), {"name": "X", "slug": "x", "scale": '{"grades": []}'})
+    assert response.status_code == 400 and "non-empty list" in response.content.decode()
+
+    client.force_login(UserFactory())
+    assert 'id="project-create"' not in client.get(reverse("labeling:project_list")).content.decode()
+    assert client.post(reverse("labeling:project_create"), {"name": "Y", "slug": "y"}).status_code == 403
+    assert set(Project.objects.values_list("slug", flat=True)) == {"climate"}
+
