@@ -2,6 +2,7 @@ from django.urls import path
 
 from labeling.views import (
     adjudication,
+    browse,
     bundles,
     definitions,
     export,
@@ -84,6 +85,9 @@ urlpatterns = [
         "projects/<slug:slug>/finetune/jobs/<id:finetune_job_id>/score-pool/", finetune.finetune_score_pool_view,
         name="finetune_score_pool",
     ),
+    path("projects/<slug:slug>/queries/", browse.browse_queries, name="browse_queries"),
+    path("projects/<slug:slug>/queries/<id:query_id>/pairs/", browse.browse_query, name="browse_query"),
+    path("projects/<slug:slug>/pairs/<id:pair_id>/", browse.browse_pair, name="browse_pair"),
     path("projects/<slug:slug>/queries/<id:query_id>/definition/", definitions.definition_page, name="definition"),
     path(
         "projects/<slug:slug>/queries/<id:query_id>/definition/draft/", definitions.definition_draft_view,

@@ -59,6 +59,10 @@ MATRIX: dict[str, dict[str, str]] = {
     "labeling:judge_estimate": {"GET": ADMIN_ONLY},
     "labeling:job_cancel": {"POST": ADMIN_ONLY},
     "labeling:definition": {"GET": MEMBER, "POST": ADMIN_ONLY},
+    # Blind first is applied item by item inside (labeling.selectors.browse): experts see their own labels only.
+    "labeling:browse_queries": {"GET": MEMBER},
+    "labeling:browse_query": {"GET": MEMBER},
+    "labeling:browse_pair": {"GET": MEMBER},
     "labeling:definition_rescore": {"POST": ADMIN_ONLY},
     "labeling:definition_draft": {"POST": ADMIN_ONLY},
     "labeling:bundles": {"GET": ADMIN_ONLY},
