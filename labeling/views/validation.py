@@ -1,6 +1,15 @@
 """HTML pages: a project's validation report (judges against the human labels, by definition version), its
-recomputation, and fitting a judge's calibrator from it."""
+recomputation, and fitting a judge's calibrator from it.
+
+The report with the default options is the cached one a worker keeps; other options (all pairs, ranking units,
+cut-offs) are computed in the request, as the API and the command compute them: on the sample (7,136 pairs,
+4 judges, 1,000 bootstrap draws) that takes about a second, less than queueing a job and polling it would add.
+A project past PAGE_COMPUTE_MAX_PAIRS pairs is sent to the command or the API instead, so that no page
+request runs for minutes."""
 from __future__ import annotations
+
+import time
+from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -10,20 +19,64 @@ from django.views.decorators.http import require_POST
 
 from labeling.charts import f1_curve_chart, reliability_chart
 from labeling.models import Membership, Project, ValidationResult
-from labeling.selectors.definition_metrics import cached_metrics_by_definition, default_comparison_judge
+from labeling.selectors.definition_metrics import (
+    cached_metrics_by_definition,
+    cut_keys,
+    default_comparison_judge,
+    judge_metrics_by_definition,
+)
 from labeling.selectors.distill import student_comparisons
 from labeling.selectors.lookups import judge_by_name
 from labeling.selectors.projects import READ_REPORTS, admin_to, project_role
 from labeling.selectors.scoring import judges_with_judgments
-from labeling.selectors.validation import holds_report, validation_result_for
-from labeling.services.validation import ValidationReportError, judge_calibrate, validation_request_refresh
+from labeling.selectors.validation import (
+    DEFAULT_OPTIONS,
+    ReportOptions,
+    ReportOptionsError,
+    holds_report,
+    passage_metadata_keys,
+    report_options_from,
+    validation_result_for,
+)
+from labeling.services.validation import (
+    ValidationReportError,
+    judge_calibrate,
+    validation_compute,
+    validation_request_refresh,
+)
 from labeling.views.access import project_view
 from labeling.views.htmx import htmx_partial
 from models_llm.metrics import human_rows, metric_table
 
+# Above this many pool pairs the page does not compute a report with other options in the request (the sample's
+# 7,136 take about a second; time grows about linearly with pairs and judges).
+PAGE_COMPUTE_MAX_PAIRS = 100_000
 
-def _validation_context(project: Project, result: ValidationResult | None, role: str | None) -> dict:
-    data = result.data if result is not None else None
+
+def _options_query(options: ReportOptions) -> str:
+    """The options as the page's query string ("" for the defaults), for links that keep them."""
+    if options.is_default:
+        return ""
+    params = {"all_pairs": "1"} if options.all_pairs else {}
+    params |= {"unit_key": options.unit_key} if options.unit_key else {}
+    params |= {"cutoffs": ",".join(map(str, options.cutoffs))} if options.cutoffs != DEFAULT_OPTIONS.cutoffs else {}
+    return urlencode(params)
+
+
+def _options_context(project: Project, options: ReportOptions, error: str | None) -> dict:
+    return {
+        "options": options,
+        "options_query": _options_query(options),
+        "options_error": error,
+        "unit_keys": passage_metadata_keys(project),
+        "cutoffs_text": ",".join(map(str, options.cutoffs)),
+    }
+
+
+def _validation_context(project: Project, result: ValidationResult | None, role: str | None,
+                        data: dict | None = None) -> dict:
+    """`data`: a report computed for this request with other options (else the cached one of `result`)."""
+    data = data if data is not None else result.data if result is not None else None
     judges = []
     if data is not None:
         for section in data["judges"]:
@@ -41,29 +94,49 @@ def _validation_context(project: Project, result: ValidationResult | None, role:
         "judges": judges,
         "human_rows": human_rows(data["human"]) if data else [],
         "is_admin": role == Membership.Role.ADMIN,
-        "metric_table": metric_table(data["judges"] if data else []),
+        "metric_table": metric_table(data["judges"] if data else [], tuple(data["options"]["cutoffs"]) if data
+                                     else DEFAULT_OPTIONS.cutoffs),
         "students": student_comparisons(project),
     }
 
 
-def _by_definition_context(project: Project, result: ValidationResult | None, judge_name: str | None) -> dict:
+def _by_definition_context(project: Project, result: ValidationResult | None, judge_name: str | None,
+                           options: ReportOptions, options_query: str) -> dict:
     """The "By definition version" section for one judge (`judge_name`; default: the queues' judge, else the
-    first judge with judgments), read from the cached report: the worker computes it with the report, so a
-    re-score shows once the report is recomputed, and no request computes it."""
+    first judge with judgments). With the default options read from the cached report: the worker computes it
+    with the report, so a re-score shows once the report is recomputed. With others computed now."""
     judges = list(judges_with_judgments(project=project))
     if judge_name:
         judge = judge_by_name(project=project, name=judge_name)
     else:
         judge = default_comparison_judge(project=project, judges=judges)
     comparison = None
-    if judge is not None and holds_report(result):
+    if judge is not None and not options.is_default:
+        comparison = judge_metrics_by_definition(judge=judge, options=options)
+    elif judge is not None and holds_report(result):
         comparison = cached_metrics_by_definition(report=result.data, judge=judge)
     return {
         "project": project,
         "definition_judges": judges,
         "definition_judge": judge,
         "comparison": comparison,
+        "cut_keys": cut_keys(comparison.cutoffs) if comparison else [],
+        "options_query": options_query,
     }
+
+
+def _options(request: HttpRequest, project: Project) -> tuple[ReportOptions, str | None]:
+    """The options the page was asked for, or the defaults and why they could not be used."""
+    try:
+        options = report_options_from(project=project, params=request.GET)
+    except ReportOptionsError as exc:
+        return DEFAULT_OPTIONS, str(exc)
+    if not options.is_default and project.pairs.count() > PAGE_COMPUTE_MAX_PAIRS:
+        return DEFAULT_OPTIONS, (
+            f"The project has more than {PAGE_COMPUTE_MAX_PAIRS:,} pairs: compute a report with these options with "
+            f"`manage.py validation_report --project {project.slug} --judge NAME` or the API "
+            f"(/api/projects/{project.slug}/validation/?{_options_query(options)}).")
+    return options, None
 
 
 @login_required
@@ -71,17 +144,29 @@ def _by_definition_context(project: Project, result: ValidationResult | None, ju
 def validation_dashboard(request: HttpRequest, project: Project) -> HttpResponse:
     partial = htmx_partial(request)
     result = validation_result_for(project)
+    options, error = _options(request, project)
+    options_context = _options_context(project, options, error)
     if partial and request.htmx.target == "by-definition":
-        context = _by_definition_context(project, result, request.GET.get("judge"))
+        context = _by_definition_context(project, result, request.GET.get("judge"), options,
+                                         options_context["options_query"])
         return render(request, "labeling/validation.html#by-definition", context)
     if result is None or (not holds_report(result) and not result.is_stale):
         validation_request_refresh(project=project)
         result = validation_result_for(project)
-    context = _validation_context(project, result, project_role(user=request.user, project=project))
+    role = project_role(user=request.user, project=project)
+    if options.is_default:
+        context = _validation_context(project, result, role) | {"on_request": False}
+    else:
+        started = time.perf_counter()
+        data = validation_compute(project=project, options=options)
+        context = _validation_context(project, result, role, data) | {
+            "on_request": True, "seconds": time.perf_counter() - started}
+    context |= options_context
     if partial:
         # The report polls while it is recomputed: only its body, not the live section below it.
         return render(request, "labeling/validation.html#validation-body", context)
-    context |= _by_definition_context(project, result, request.GET.get("judge"))
+    context |= _by_definition_context(project, result, request.GET.get("judge"), options,
+                                      options_context["options_query"])
     return render(request, "labeling/validation.html", context)
 
 
