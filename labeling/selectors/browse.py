@@ -130,26 +130,30 @@ def judge_p_sql(judge: Judge) -> Subquery:
 
 def filtered_pairs(*, project: Project, query: Query, filters: BrowseFilters) -> QuerySet[Pair]:
     """The query's pairs that pass `filters`, in pool order (index pair_project_query_order), each with
-    `snippet` (the passage text from just before the first search match) and, when it filters by them,
-    `gold` and `judge_p`."""
+    `snippet` (the passage text from just before the first search match)."""
     pairs = Pair.objects.filter(project=project, query=query)
     start = Value(1)
     if filters.search:
         pairs = pairs.filter(Q(passage__text__icontains=filters.search) | Q(passage__title__icontains=filters.search))
         start = Greatest(StrIndex(Lower("passage__text"), Lower(Value(filters.search))) - SNIPPET_LEAD, 1)
     pairs = pairs.annotate(snippet=Substr("passage__text", start, SNIPPET_CHARS), snippet_start=start)
+    # alias(), not annotate(): the page shows gold and P from its own reads, and a subquery in SELECT would run
+    # once more per row on top of the filter's.
     if filters.gold is not None or filters.disagreement == "judge":
-        pairs = pairs.annotate(gold=gold_grade_sql())
+        pairs = pairs.alias(gold=gold_grade_sql())
     if filters.gold == NO_GOLD:
         pairs = pairs.filter(gold__isnull=True)
     elif filters.gold is not None:
         pairs = pairs.filter(gold=filters.gold)
     if filters.judge is not None and (filters.p_min is not None or filters.p_max is not None
                                       or filters.disagreement == "judge"):
-        pairs = pairs.annotate(judge_p=judge_p_sql(filters.judge))
-        if filters.p_min is not None:
+        pairs = pairs.alias(judge_p=judge_p_sql(filters.judge))
+        # One BETWEEN for both bounds: each comparison would evaluate the subquery again.
+        if filters.p_min is not None and filters.p_max is not None:
+            pairs = pairs.filter(judge_p__range=(filters.p_min, filters.p_max))
+        elif filters.p_min is not None:
             pairs = pairs.filter(judge_p__gte=filters.p_min)
-        if filters.p_max is not None:
+        elif filters.p_max is not None:
             pairs = pairs.filter(judge_p__lte=filters.p_max)
     if filters.disagreement == "experts":
         pairs = pairs.filter(Exists(_annotator_spread().filter(low__lt=F("high"))))
