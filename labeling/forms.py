@@ -15,6 +15,7 @@ from labeling.services.projects import LABELS_PER_ITEM_MAX, LEASE_MINUTES_MAX
 from labeling.services.retrieval import MAX_DEPTH
 from labeling.services.training_sets import MAX_HELD_OUT
 from models_llm.ensembles import STRATEGIES
+from models_llm.prompts import PRESETS
 
 
 class JudgeForm(forms.Form):
@@ -41,6 +42,10 @@ class JudgeForm(forms.Form):
     adapter = forms.CharField(max_length=300, required=False, help_text="peft LoRA adapter folder (hf)")
     endpoint = forms.ChoiceField(choices=[], required=False,
                                  help_text="openai: one of the endpoints the operator declared (LLM_ENDPOINTS)")
+    preset = forms.ChoiceField(
+        choices=[("", "(none)")] + [(preset.name, preset.label) for preset in PRESETS.values()], required=False,
+        label="Prompt preset", help_text="start from a published prompt; no template copied or written below",
+    )
     copy_template_from = forms.ModelChoiceField(queryset=Judge.objects.none(), required=False,
                                                 help_text="start from another judge's prompt template")
     template = forms.CharField(widget=forms.Textarea(attrs={"rows": 6}), required=False,
@@ -63,12 +68,22 @@ class JudgeForm(forms.Form):
             raise forms.ValidationError("a JSON object of template blocks")
         return value
 
+    def clean(self) -> dict:
+        data = super().clean()
+        given = [bool(data.get("preset")), data.get("template") is not None, data.get("copy_template_from") is not None]
+        if sum(given) > 1:
+            raise forms.ValidationError("choose one of a preset, a judge to copy the template from, or a template")
+        return data
+
     def service_arguments(self) -> dict:
         data = self.cleaned_data
         template = data["template"]
         source = data["copy_template_from"]
         if template is None and source is not None and source.prompt.strip():
             template = json.loads(source.prompt)
+        preset = PRESETS.get(data["preset"])
+        if preset is not None:
+            template = preset.template
         backend = data["backend"]
         prices = {"price_in": data["price_in"], "price_out": data["price_out"]}
         if backend == Judge.Backend.ENSEMBLE:
@@ -85,7 +100,7 @@ class JudgeForm(forms.Form):
             # judge_create gives an embedding judge the embedding method whatever was chosen.
             "method": data["method"] or Judge.Method.default_for(backend),
             "cot": data["cot"] or None,
-            "use_definition": False if data["no_definition"] else None,
+            "use_definition": False if data["no_definition"] or (preset and not preset.use_definition) else None,
             "adapter": data["adapter"] or None,
             "endpoint": data["endpoint"] or None,
         }

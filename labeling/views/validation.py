@@ -120,7 +120,9 @@ def _by_definition_context(project: Project, result: ValidationResult | None, ju
         "definition_judges": judges,
         "definition_judge": judge,
         "comparison": comparison,
-        "cut_keys": cut_keys(comparison.cutoffs) if comparison else [],
+        "cut_labels": [key.replace("ndcg", "nDCG").replace("map", "MAP") for key in cut_keys(comparison.cutoffs)]
+        if comparison else [],
+        "all_pairs": options.all_pairs,
         "options_query": options_query,
     }
 
