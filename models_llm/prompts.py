@@ -1,7 +1,8 @@
 """DIRAS-style judging prompts, kept as data: a template is a dict of named text blocks that an admin can
-read and copy into a new judge. Everything a query's pairs share (role, definition, question) comes first
-and the paragraph last, so a backend can compute the shared prefix once per query: the ask and the answer
-format come before the paragraph, so that only the paragraph's own tokens run per pair."""
+read and copy into a new judge, plus two settings (`layout`, `answer`). Everything a query's pairs share
+(role, definition, question) comes first, so a backend can compute the shared prefix once per query. The
+default layout puts the ask and the answer format before the paragraph too, so that only the paragraph's own
+tokens run per pair; DIRAS's published prompts (the presets) put the paragraph before the ask."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -28,8 +29,16 @@ DEFAULT_TEMPLATE: dict[str, str] = {
         "[Confidence]: a number from 0.0 to 1.0, how likely your guess is right\n\n"
     ),
     "paragraph": "Paragraph:\n{paragraph}",
+    "intro": "",  # the user message's opening, before the definition
+    # ask_first: intro, definition, question, ask + format, paragraph (only the paragraph runs per pair);
+    # paragraph_first: intro, definition, question, paragraph, ask + format (DIRAS's published order).
+    "layout": "ask_first",
+    # guess_confidence: "[Guess]: Yes|No" and "[Confidence]: 0..1"; probability: "[Probability Helpful]: 0..1"
+    # (Ask only: Tok reads P(Yes) at "[Guess]:").
+    "answer": "guess_confidence",
 }
 TEMPLATE_KEYS = tuple(DEFAULT_TEMPLATE)
+SETTINGS = {"layout": ("ask_first", "paragraph_first"), "answer": ("guess_confidence", "probability")}
 TOK_ANSWER_PREFIX = "[Guess]:"
 
 
@@ -40,12 +49,16 @@ class TemplateError(ValueError):
 @dataclass(frozen=True)
 class PromptText:
     """One pair's prompt as chat text. `user_shared` is identical for every pair of a query and is a prefix
-    of the user message; `answer_prefix` starts the assistant's turn ("[Guess]:" for Tok)."""
+    of the user message; `answer_prefix` is where Tok reads P(Yes) ("[Guess]:"): it starts the assistant's
+    turn, or with `reason_first` (Tok with CoT) it follows the reason the model writes first. `answer` is
+    the answer format the Ask parser reads (SETTINGS["answer"])."""
 
     system: str
     user_shared: str
     user_own: str
     answer_prefix: str
+    reason_first: bool = False
+    answer: str = "guess_confidence"
 
     @property
     def user(self) -> str:
@@ -67,6 +80,9 @@ def template_validate(template: dict[str, str]) -> dict[str, str]:
     for key, text in merged.items():
         if not isinstance(text, str):
             raise TemplateError(f"template block {key!r} must be text")
+    for key, allowed in SETTINGS.items():
+        if merged[key] not in allowed:
+            raise TemplateError(f"template setting {key!r} must be one of {list(allowed)}, got {merged[key]!r}")
     return merged
 
 
@@ -80,15 +96,125 @@ def _fill(block: str, **values: str) -> str:
 def build_prompt(pair: PairInput, config: JudgeConfig) -> PromptText:
     """The prompt for `pair` under `config` (its template, Tok or Ask, CoT, with or without definition)."""
     template = template_validate(config.template)
-    shared = ""
+    shared = template["intro"]
     if config.use_definition and pair.definition:
         shared += _fill(template["definition"], definition=pair.definition.strip())
     shared += _fill(template["question"], question=pair.query.strip())
     paragraph = f"{pair.title.strip()}\n{pair.passage.strip()}" if pair.title.strip() else pair.passage.strip()
-    shared += template["ask"] + (template["format_cot"] if config.cot else template["format"])
+    ask = template["ask"] + (template["format_cot"] if config.cot else template["format"])
     own = _fill(template["paragraph"], paragraph=paragraph)
-    if config.method == "tok":
-        answer_prefix = TOK_ANSWER_PREFIX
+    if template["layout"] == "ask_first":
+        shared += ask
     else:
-        answer_prefix = ""
-    return PromptText(system=template["role"], user_shared=shared, user_own=own, answer_prefix=answer_prefix)
+        own += ask
+    tok = config.method == "tok"
+    return PromptText(system=template["role"], user_shared=shared, user_own=own,
+                      answer_prefix=TOK_ANSWER_PREFIX if tok else "", reason_first=tok and config.cot,
+                      answer=template["answer"])
+
+
+# -- DIRAS's published prompts (Ni et al., 2024) as presets ------------------------------------------------
+
+_DIRAS_SYSTEM = ("You are a helpful assistant who assists human analysts in identifying useful information within "
+                 "sustainability reports for their analysis.")
+_DIRAS_ASK = ("Is <paragraph> helpful for answering <question>? Note that the <paragraph> can be helpful even it "
+              "only addresses part of the <question> without fully answering it. ")
+_DIRAS_REASON = ("[Reason]: <Reason why and how the paragraph is helpful or not helpful for answering the question. "
+                 "Clearly indicate your stance.>\n")
+_DIRAS_CONFIDENCE = ("[Confidence]: <Give your honest confidence score between 0.0 and 1.0 about the correctness "
+                     "of your guess. 0 means your previous guess is very likely to be wrong, and 1 means you are "
+                     "very confident about the guess.>")
+_DIRAS_PROBABILITY = ("[Probability Helpful]: <The probability between 0.0 and 1.0 that the <paragraph> is helpful "
+                      "for answering the <question>.>")
+_DIRAS_SLOTS = {
+    "definition": '<background_information>: "{definition}"\n',
+    "question": '<question>: "{question}"\n',
+    "paragraph": '<paragraph>: "{paragraph}"\n\n\n',
+    "layout": "paragraph_first",
+}
+_DIRAS_WITH_DEFINITION = (
+    "You will be provided with a <question> the analyst seeks to answer, a <paragraph> extracted from a lengthy "
+    "report, and <background_information> that explains the <question>. <background_information> first explains "
+    "the <question> and then raises examples to help you to better understand the <question>. Your job is to "
+    "assess whether the <paragraph> is useful in answering the <question>.\n\n"
+)
+
+
+@dataclass(frozen=True)
+class Preset:
+    """A published prompt a new judge can start from: its template and whether the definition is shown."""
+
+    name: str
+    label: str
+    template: dict[str, str]
+    use_definition: bool = True
+
+
+PRESETS: dict[str, Preset] = {preset.name: preset for preset in (
+    Preset(
+        name="diras-definition",
+        label="DIRAS pointwise, with the relevance definition (Fig. 9; tick CoT for its [Reason])",
+        template={
+            **_DIRAS_SLOTS, "role": _DIRAS_SYSTEM, "intro": _DIRAS_WITH_DEFINITION,
+            "ask": _DIRAS_ASK + "Provide your best guess for this question and your confidence that the guess is "
+                   "correct. Reply in the following format:\n",
+            "format": '[Guess]: <Your most likely guess whether the paragraph is helpful or not helpful for '
+                      'answering the question, should be one of "Yes" or "No".>\n' + _DIRAS_CONFIDENCE,
+            "format_cot": _DIRAS_REASON + '[Guess]: <Your most likely guess, should be one of "Yes" or "No".>\n'
+                          + _DIRAS_CONFIDENCE,
+        },
+    ),
+    Preset(
+        name="diras-probability",
+        label="DIRAS pointwise, asking for [Probability Helpful] (Fig. 10; Ask only)",
+        template={
+            **_DIRAS_SLOTS, "role": _DIRAS_SYSTEM, "intro": _DIRAS_WITH_DEFINITION, "answer": "probability",
+            "ask": _DIRAS_ASK + "Provide the probability that the <paragraph> is helpful for answering the "
+                   "<question>. Reply in the following format:\n",
+            "format": _DIRAS_PROBABILITY,
+            "format_cot": _DIRAS_REASON + _DIRAS_PROBABILITY,
+        },
+    ),
+    Preset(
+        name="diras-no-definition",
+        label="DIRAS pointwise, without the relevance definition (Fig. 11)",
+        use_definition=False,
+        template={
+            **_DIRAS_SLOTS, "role": _DIRAS_SYSTEM,
+            "intro": "You will be provided with a <question> the analyst seeks to answer and a <paragraph> extracted "
+                     "from a lengthy report. Your job is to assess whether the <paragraph> is useful in answering "
+                     "the <question>.\n\n",
+            "ask": _DIRAS_ASK + "Provide your best guess for this question and your confidence that the guess is "
+                   "correct. Reply in the following format:\n",
+            "format": '[Guess]: <Your most likely guess whether the paragraph is helpful or not helpful for '
+                      'answering the question, should be one of "Yes" or "No".>\n' + _DIRAS_CONFIDENCE,
+            "format_cot": _DIRAS_REASON + '[Guess]: <Your most likely guess, should be one of "Yes" or "No".>\n'
+                          + _DIRAS_CONFIDENCE,
+        },
+    ),
+    Preset(
+        name="diras-general-qa",
+        label="DIRAS general-QA distillation prompt (ASQA, QAMPARI, RAG-Bench training data)",
+        template={
+            **_DIRAS_SLOTS,
+            "role": "You are a helpful assistant in identifying useful information for question answering.",
+            "intro": "You will be provided with a <question> and a <paragraph>.  Your job is to assess whether the "
+                     "<paragraph> is useful in answering the <question>, given the <background_information> "
+                     "defining what is useful.\n\n",
+            "ask": "Is <paragraph> useful for answering <question>? Provide your best guess and your confidence "
+                   "that the guess is correct. Reply in the following format:\n",
+            "format": '[Guess]: <Your most likely guess, should be one of "Yes" or "No".>\n' + _DIRAS_CONFIDENCE,
+            "format_cot": "[Reason]: <Reason why and how the paragraph is useful or not useful for answering the "
+                          'question. Clearly indicate your stance.>\n[Guess]: <Your most likely guess, should be '
+                          'one of "Yes" or "No".>\n' + _DIRAS_CONFIDENCE,
+        },
+    ),
+)}
+
+
+def preset_get(name: str) -> Preset:
+    """The preset called `name`; TemplateError naming the presets for any other."""
+    try:
+        return PRESETS[name]
+    except KeyError:
+        raise TemplateError(f"unknown prompt preset {name!r}; the presets are {list(PRESETS)}") from None

@@ -55,6 +55,14 @@ class JudgeConfig:
         object.__setattr__(self, "strategies", tuple(self.strategies))
         if self.prefill and self.backend != "openai":
             raise ValueError("prefill is a capability of an openai endpoint")
+        if self.method == "tok" and self.template.get("answer") == "probability":
+            raise ValueError("the probability answer format ([Probability Helpful]) is read by the ask method; "
+                             "tok reads P(Yes) at [Guess]:")
+        if self.method == "tok" and self.cot and self.backend == "openai" and not self.prefill:
+            # Tok with CoT reads P(Yes) after the model's own reason: the reason must be sent back as the open
+            # start of the assistant's turn, which only an endpoint with assistant prefill continues.
+            raise ValueError("tok with cot needs an endpoint declared with prefill: true (the reason is sent back "
+                             "as the start of the answer and P(Yes) read after it); use ask, or drop cot")
         if (self.backend == "embedding") != (self.method == "embedding"):
             raise ValueError("the embedding backend and the embedding method go together")
         if not self.model:

@@ -1,7 +1,8 @@
 """The `hf` backend: a local transformers causal LM, optionally with a peft LoRA adapter.
 
 Tok reads P(Yes) / (P(Yes) + P(No)) from the next-token distribution after "[Guess]:"; Ask generates greedily
-and parses the answer. The part of the prompt that all pairs of a query share is run once per query and its
+and parses the answer. Tok with CoT runs as DIRAS ran it: the judge first writes its `[Reason]` greedily up to
+"[Guess]:", then one forward pass over prompt + reason + "[Guess]:" reads P there. The part of the prompt that all pairs of a query share is run once per query and its
 KV cache reused for every paragraph, and Tok runs the paragraphs in right-padded batches against it. Both
 change only speed: the plain paths (`score_tok_plain`, `score_generate_naive`) feed the same token ids
 through one forward pass or one `generate()` per pair, and the tests hold the two to the same numbers.
@@ -22,8 +23,8 @@ from peft import PeftModel
 from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache, GenerationConfig, PreTrainedTokenizerBase
 
 from models_llm.backends import ScorerConfigError
-from models_llm.parsing import AnswerParseError, parse_ask_answer
-from models_llm.prompts import build_prompt
+from models_llm.parsing import AnswerParseError, parse_answer
+from models_llm.prompts import TOK_ANSWER_PREFIX, PromptText, build_prompt, template_validate
 from models_llm.types import Generation, JudgeConfig, Method, PairInput, Verdict
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -105,6 +106,11 @@ class HFScorer:
         self._generation = GenerationConfig(
             max_new_tokens=config.max_new_tokens, do_sample=False, eos_token_id=eos, pad_token_id=self._pad_id
         )
+        # Tok with CoT: the reason ends where the model writes the answer prefix.
+        self._reason_generation = copy.deepcopy(self._generation)
+        self._reason_generation.stop_strings = [TOK_ANSWER_PREFIX]
+        self._answer_format = template_validate(config.template)["answer"]
+        self._marker_tokens = len(tokenizer("\n" + TOK_ANSWER_PREFIX, add_special_tokens=False)["input_ids"])
 
     @staticmethod
     def _load(config: JudgeConfig) -> tuple[torch.nn.Module, PreTrainedTokenizerBase]:
@@ -121,11 +127,16 @@ class HFScorer:
 
     # -- prompt -------------------------------------------------------------------------------------------
 
-    def encode(self, pair: PairInput, method: Method | None = None) -> Encoded:
-        """The token ids of `pair`'s prompt (under `method`, default the judge's), cut after the shared part."""
+    def chat_text(self, pair: PairInput, method: Method | None = None) -> tuple[PromptText, str]:
+        """`pair`'s prompt (under `method`, default the judge's) and its chat text as the model reads it: up to
+        the answer prefix for Tok, up to the start of the answer for Ask and for Tok with CoT."""
         prompt = build_prompt(pair, replace(self.config, method=method or self.config.method))
         text = self.tokenizer.apply_chat_template(prompt.messages(), add_generation_prompt=True, tokenize=False)
-        text += prompt.answer_prefix
+        return prompt, text if prompt.reason_first else text + prompt.answer_prefix
+
+    def encode(self, pair: PairInput, method: Method | None = None) -> Encoded:
+        """The token ids of `pair`'s prompt (under `method`, default the judge's), cut after the shared part."""
+        prompt, text = self.chat_text(pair, method)
         user_at = text.find(prompt.user)
         # A template that rewrites the user message leaves nothing known to be shared: no prefix then.
         shared_end = user_at + len(prompt.user_shared) if user_at >= 0 else 0
@@ -138,11 +149,16 @@ class HFScorer:
         cut = min(cut, len(ids) - 1)  # the last token must run to give the next-token distribution
         return Encoded(prefix=tuple(ids[:cut]), own=tuple(ids[cut:]))
 
+    def _generates(self, method: Method) -> bool:
+        return method == "ask" or (method == "tok" and self.config.cot)
+
     def _too_long(self, pair: PairInput, encoded: Encoded, method: Method) -> Verdict | None:
-        need = len(encoded.ids) + (self.config.max_new_tokens if method == "ask" else 0)
+        # Tok with CoT may append "\n[Guess]:" after a reason that used the whole budget.
+        budget = self.config.max_new_tokens + (self._marker_tokens if method == "tok" else 0)
+        need = len(encoded.ids) + (budget if self._generates(method) else 0)
         if self._context is None or need <= self._context:
             return None
-        answer = f" + {self.config.max_new_tokens} answer tokens" if method == "ask" else ""
+        answer = f" + {budget} answer tokens" if self._generates(method) else ""
         return Verdict(
             pair_id=pair.pair_id, status="failed", method=method, prompt_tokens=len(encoded.ids),
             error=f"the prompt is {len(encoded.ids)} tokens{answer}, over the model's context of {self._context}",
@@ -176,7 +192,7 @@ class HFScorer:
         text = self.tokenizer.decode(new, skip_special_tokens=True)
         counts = {"prompt_tokens": prompt_tokens, "completion_tokens": len(new)}
         try:
-            answer = parse_ask_answer(text)
+            answer = parse_answer(text, self._answer_format)
         except AnswerParseError as exc:
             return Verdict(
                 pair_id=pair.pair_id, status="parse_error", method="ask", raw_output=text, error=str(exc), **counts
@@ -231,17 +247,47 @@ class HFScorer:
         return out.logits[:, 0, :]
 
     def _generate(
-        self, ids: list[int], prefix: DynamicCache | None, max_new_tokens: int | None = None
+        self, ids: list[int], prefix: DynamicCache | None, max_new_tokens: int | None = None,
+        stop_at_answer: bool = False,
     ) -> torch.Tensor:
         inputs = torch.tensor([ids], device=self.device)
         # generate() runs only the ids the cache does not hold yet, and grows the cache: hand it a copy.
         cache = {"past_key_values": copy.deepcopy(prefix)} if prefix is not None else {}
         if max_new_tokens is not None:
             cache["max_new_tokens"] = max_new_tokens
+        if stop_at_answer:
+            cache["tokenizer"] = self.tokenizer  # generate() matches stop strings through the tokenizer
+        generation = self._reason_generation if stop_at_answer else self._generation
         output = self._net.generate(
-            input_ids=inputs, attention_mask=torch.ones_like(inputs), generation_config=self._generation, **cache
+            input_ids=inputs, attention_mask=torch.ones_like(inputs), generation_config=generation, **cache
         )
         return output[0].cpu()
+
+    def _tok_after_reason(self, pair: PairInput, encoded: Encoded, cache: DynamicCache | None) -> Verdict:
+        """Tok with CoT: generate the reason greedily until "[Guess]:" (or the budget, or the end of the turn),
+        then read P(Yes) after "[Guess]:" in one forward pass over prompt + reason + "[Guess]:"."""
+        new = self._generate(encoded.ids, cache, stop_at_answer=True)[len(encoded.ids) :]
+        generated = self.tokenizer.decode(new, skip_special_tokens=True)
+        at = generated.find(TOK_ANSWER_PREFIX)
+        if at >= 0:
+            reason, note = generated[: at + len(TOK_ANSWER_PREFIX)], ""
+        else:
+            reason = generated.rstrip() + "\n" + TOK_ANSWER_PREFIX
+            note = (f"[the judge wrote no {TOK_ANSWER_PREFIX} in its {len(new)} answer tokens: "
+                    f"{TOK_ANSWER_PREFIX} was appended after its reason]\n")
+        _, text = self.chat_text(pair, "tok")
+        ids = self.tokenizer(text + reason, add_special_tokens=False)["input_ids"]
+        if self._context is not None and len(ids) > self._context:
+            error = f"prompt and reason are {len(ids)} tokens, over the model's context of {self._context}"
+            return Verdict(pair_id=pair.pair_id, status="failed", method="tok", raw_output=reason, error=error,
+                           prompt_tokens=len(encoded.ids), completion_tokens=len(new))
+        prefix = encoded.prefix
+        if prefix and tuple(ids[: len(prefix)]) == prefix and len(ids) > len(prefix):
+            logits = self._suffix_logits(cache, len(prefix), [tuple(ids[len(prefix) :])])[0]
+        else:
+            logits = self._net(input_ids=torch.tensor([ids], device=self.device), logits_to_keep=1).logits[0, -1]
+        verdict = self._tok_verdict(pair, logits, len(encoded.ids))
+        return replace(verdict, raw_output=f"{reason}\n{note}{verdict.raw_output}", completion_tokens=len(new))
 
     # -- public -------------------------------------------------------------------------------------------
 
@@ -259,6 +305,10 @@ class HFScorer:
                     output = self._generate(encoded.ids, cache)
                     verdicts[index] = self._ask_verdict(pairs[index], output, len(encoded.ids))
                 continue
+            if self.config.cot:
+                for index, encoded in members:
+                    verdicts[index] = self._tok_after_reason(pairs[index], encoded, cache)
+                continue
             # Longest first, so that a batch holds suffixes of similar length and little padding.
             members.sort(key=lambda member: len(member[1].own), reverse=True)
             for start in range(0, len(members), self.config.batch_size):
@@ -270,7 +320,10 @@ class HFScorer:
 
     @torch.inference_mode()
     def score_tok_plain(self, pairs: Sequence[PairInput]) -> list[Verdict]:
-        """Tok the plain way, the reference for `score`: one full forward pass per pair, no cache, no batch."""
+        """Tok the plain way, the reference for `score`: one full forward pass per pair, no cache, no batch
+        (without CoT: with it, the reason must be generated first)."""
+        if self.config.cot:
+            raise ScorerConfigError("score_tok_plain reads P right after the prompt: Tok with CoT runs through score")
         verdicts = []
         for pair in pairs:
             encoded = self.encode(pair, "tok")

@@ -7,7 +7,9 @@ with an instruction to answer with the word that follows the prompt's `[Guess]:`
 operator declares `prefill` (config.prefill: vLLM's `continue_final_message`) is sent the prompt unchanged
 and an open assistant turn holding `[Guess]:`, as the hf backend runs it: a model fine-tuned to answer
 "[Guess]: Yes..." then puts its first token on the word, not on "[". A server that rejects that request is a
-ScorerConfigError naming the flag, never a silent change of method. A server that returns no logprobs gets
+ScorerConfigError naming the flag, never a silent change of method. Tok with CoT (prefill endpoints only;
+JudgeConfig refuses it elsewhere) runs as DIRAS ran it: one call generates the reason, stopping at
+`[Guess]:`, and a prefilled call holding that reason and `[Guess]:` reads P(Yes) after it. A server that returns no logprobs gets
 the pair asked again in the Ask format (the verdict's method is then "ask" and its error says why), and every
 later Tok pair of this scorer goes straight to Ask.
 
@@ -37,8 +39,8 @@ import httpx2
 
 from models_llm.backends import ScorerConfigError, TransientScoringError
 from models_llm.backends.outbound import AddressGuard
-from models_llm.parsing import AnswerParseError, parse_ask_answer
-from models_llm.prompts import build_prompt
+from models_llm.parsing import AnswerParseError, parse_answer
+from models_llm.prompts import TOK_ANSWER_PREFIX, build_prompt
 from models_llm.types import Generation, JudgeConfig, PairInput, Verdict
 
 TOP_LOGPROBS = 20  # the most OpenAI allows
@@ -254,8 +256,11 @@ class OpenAIScorer:
             return self._ask(pair, note=NO_LOGPROBS_NOTE, spent=(None, None))
         prompt = build_prompt(pair, self.config)
         messages = prompt.messages()
+        answer_start, before, spent = prompt.answer_prefix, "", (None, None)
+        if prompt.reason_first:
+            answer_start, before, spent = self._reason(messages)
         if self.config.prefill:
-            messages.append({"role": "assistant", "content": prompt.answer_prefix})
+            messages.append({"role": "assistant", "content": answer_start})
         else:
             messages[-1]["content"] += TOK_INSTRUCTION.format(prefix=prompt.answer_prefix)
         body = {
@@ -272,8 +277,31 @@ class OpenAIScorer:
         top = first_token_logprobs(response)
         if top is None:
             self._logprobs_missing = True
-            return self._ask(pair, note=NO_LOGPROBS_NOTE, spent=_usage(response))
-        return self._tok_verdict(pair, response, top)
+            used = _usage(response)
+            return self._ask(pair, note=NO_LOGPROBS_NOTE, spent=(_add(spent[0], used[0]), _add(spent[1], used[1])))
+        verdict = self._tok_verdict(pair, response, top)
+        if not prompt.reason_first:
+            return verdict
+        return replace(verdict, raw_output=before + verdict.raw_output,
+                       prompt_tokens=_add(spent[0], verdict.prompt_tokens),
+                       completion_tokens=_add(spent[1], verdict.completion_tokens))
+
+    def _reason(self, messages: list[dict[str, str]]) -> tuple[str, str, tuple[int | None, int | None]]:
+        """Tok with CoT, first call: the judge's reason, generated greedily up to "[Guess]:". Returns the
+        assistant's answer up to and including "[Guess]:", the raw-output text that goes before the P (the
+        reason, and a note when "[Guess]:" had to be appended), and the call's token counts."""
+        marker = TOK_ANSWER_PREFIX
+        body = {"model": self.config.model, "messages": messages, "max_tokens": self.config.max_new_tokens,
+                "temperature": 0, "stop": [marker]}
+        response = self._post(body)
+        text = self._redact(_content(response))
+        # vLLM names the stop string that ended the answer; without it, the marker is appended after the reason.
+        if _choice(response).get("stop_reason") == marker:
+            answer, note = text + marker, ""
+        else:
+            answer = text.rstrip() + "\n" + marker
+            note = f"[the endpoint reported no stop at {marker}: {marker} was appended after the reason]\n"
+        return answer, f"{answer}\n{note}", _usage(response)
 
     def _tok_verdict(self, pair: PairInput, response: dict[str, Any], top: list[dict[str, Any]]) -> Verdict:
         yes, no = yes_no_mass(top)
@@ -303,7 +331,7 @@ class OpenAIScorer:
         common = dict(pair_id=pair.pair_id, method="ask", raw_output=text,
                       prompt_tokens=_add(spent[0], prompt_tokens), completion_tokens=_add(spent[1], completion_tokens))
         try:
-            answer = parse_ask_answer(text)
+            answer = parse_answer(text, build_prompt(pair, config).answer)
         except AnswerParseError as exc:
             return Verdict(status="parse_error", error="; ".join(filter(None, [note, str(exc)])), **common)
         return Verdict(status="ok", p=answer.p_relevant, guess=answer.guess, confidence=answer.confidence,
