@@ -97,7 +97,7 @@ def world(tmp_path):
 
 @pytest.mark.parametrize(("format", "source", "threshold"), CASES)
 def test_the_download_is_the_commands_file_byte_for_byte(client, tmp_path, world, format, source, threshold):
-    project, _, users = world
+    _, _, users = world
     client.force_login(users[Membership.Role.ADMIN])
     response = client.get(reverse("labeling:qrels_export", args=[SLUG]), query(format, source, threshold))
     assert response.status_code == 200

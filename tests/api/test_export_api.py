@@ -45,8 +45,8 @@ def test_the_api_answers_the_commands_file_and_the_pages_download_byte_for_byte(
 
 
 def test_a_judge_source_grades_each_pair_by_its_p_against_the_threshold(world):
-    _, reference, users = world
-    scale = world[0].label_scale
+    project, reference, users = world
+    scale = project.label_scale
     response = curl(users[Membership.Role.ADMIN]).get(URL, {"format": "beir", "source": f"judge:{RAW}",
                                                             "threshold": "0.6"})
     p = reference["p"][RAW]
