@@ -273,3 +273,15 @@ def test_page_offers_the_options_with_the_pairs_they_add_and_shows_the_report_fo
     assert 'name="all_pairs" value="1" checked' in html
     html = client.get(url, {"cutoffs": "5,x"}).content.decode()
     assert "data-options-error" in html and "data-on-request" not in html
+
+
+def test_page_shows_a_report_cached_before_the_options_while_it_is_recomputed(client, sample):
+    result = sample.validation_result
+    data = dict(result.data)
+    del data["options"]
+    type(result).objects.filter(id=result.id).update(data=data)
+    client.force_login(reader(sample))
+    response = client.get(reverse("labeling:validation", args=["cr"]))
+    assert response.status_code == 200 and "nDCG@10" in response.content.decode()
+    sample.validation_result.refresh_from_db()
+    assert sample.validation_result.is_stale  # the old report asks for a new one

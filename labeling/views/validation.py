@@ -94,8 +94,9 @@ def _validation_context(project: Project, result: ValidationResult | None, role:
         "judges": judges,
         "human_rows": human_rows(data["human"]) if data else [],
         "is_admin": role == Membership.Role.ADMIN,
-        "metric_table": metric_table(data["judges"] if data else [], tuple(data["options"]["cutoffs"]) if data
-                                     else DEFAULT_OPTIONS.cutoffs),
+        # A report cached before the options existed has none: it used the default cut-offs.
+        "metric_table": metric_table(data["judges"] if data else [],
+                                     tuple((data or {}).get("options", {}).get("cutoffs", DEFAULT_OPTIONS.cutoffs))),
         "students": student_comparisons(project),
     }
 
