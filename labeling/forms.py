@@ -316,6 +316,13 @@ class FinetuneForm(forms.Form):
         return {name: self.cleaned_data[name] for name in self.SETTINGS}
 
 
+def _scale_text(scale: LabelScale) -> str:
+    """The scale's JSON with one grade per line: readable in a textarea, and still JSON."""
+    data = scale.to_json()
+    grades = ",\n".join(f"  {json.dumps(grade)}" for grade in data["grades"])
+    return f'{{"grades": [\n{grades}\n], "relevant_from": {json.dumps(data["relevant_from"])}}}'
+
+
 class ProjectCreateForm(forms.Form):
     """A new, empty project (the project list, for staff); its data comes as a bundle on its Import page."""
 
@@ -323,8 +330,8 @@ class ProjectCreateForm(forms.Form):
     slug = forms.SlugField(max_length=64, help_text="its address: letters, digits, '-' and '_'")
     description = forms.CharField(widget=forms.Textarea(attrs={"rows": 2}), required=False)
     scale = forms.CharField(
-        widget=forms.Textarea(attrs={"rows": 4, "class": "mono"}), required=False,
-        initial=json.dumps(DEFAULT_SCALE.to_json()),
+        widget=forms.Textarea(attrs={"rows": 6, "class": "mono"}), required=False,
+        initial=_scale_text(DEFAULT_SCALE),
         help_text='{"grades": [{"value", "name", "gain"}, ...], "relevant_from": grade}; a bundle\'s project.json '
                   "may set it too, until the project has pairs",
     )

@@ -170,8 +170,8 @@ def test_an_archive_without_a_bundle_says_what_is_missing_without_the_workers_fo
         archive.writestr("notes.txt", b"hello")
     job = bundle_import_run(job_id=_request(project, buffer.getvalue(), django_capture_on_commit_callbacks).id)
     assert job.status == "failed"
-    assert job.problems == ["climretrieve.zip: no queries.jsonl (bundle) or question.jsonl (DIRAS input) at the "
-                            "archive's top or in its one top folder"]
+    assert job.problems == [("climretrieve.zip: no queries.jsonl (bundle) or question.jsonl (DIRAS input) at the "
+                             "archive's top or in its one top folder")]
 
 
 def test_giving_up_on_a_job_removes_its_upload(queued, django_capture_on_commit_callbacks):
