@@ -136,7 +136,8 @@ def filtered_pairs(*, project: Project, query: Query, filters: BrowseFilters) ->
     if filters.search:
         pairs = pairs.filter(Q(passage__text__icontains=filters.search) | Q(passage__title__icontains=filters.search))
         start = Greatest(StrIndex(Lower("passage__text"), Lower(Value(filters.search))) - SNIPPET_LEAD, 1)
-    pairs = pairs.annotate(snippet=Substr("passage__text", start, SNIPPET_CHARS), snippet_start=start)
+    # One character more than shown says whether the text goes on past the snippet.
+    pairs = pairs.annotate(snippet=Substr("passage__text", start, SNIPPET_CHARS + 1), snippet_start=start)
     # alias(), not annotate(): the page shows gold and P from its own reads, and a subquery in SELECT would run
     # once more per row on top of the filter's.
     if filters.gold is not None or filters.disagreement == "judge":
@@ -197,7 +198,9 @@ class JudgeCell:
 @dataclass(frozen=True)
 class BrowseRow:
     pair: Pair
-    snippet: tuple[Segment, ...]
+    title: tuple[Segment, ...]
+    snippet: tuple[Segment, ...]  # SNIPPET_CHARS of the text from `pair.snippet_start`
+    snippet_cut: bool  # the text goes on after the snippet
     disclosure: Disclosure
     labelled: bool  # the viewing member has a current label on it
     gold: int | None  # None: no gold grade, or not disclosed
@@ -348,7 +351,9 @@ def browse_page(*, project: Project, query: Query, user: AbstractBaseUser, role:
         views = [LabelView(grade=label.grade, role=label.role, label_id=label.id) for label, _ in labels.get(pair.id, [])]
         shown = [cell for _label, cell in labels.get(pair.id, []) if cell.mine or disclosure.others_labels]
         rows.append(BrowseRow(
-            pair=pair, snippet=snippet_segments(pair.snippet, filters.search), disclosure=disclosure,
+            pair=pair, title=snippet_segments(pair.passage.title, filters.search),
+            snippet=snippet_segments(pair.snippet[:SNIPPET_CHARS], filters.search),
+            snippet_cut=len(pair.snippet) > SNIPPET_CHARS, disclosure=disclosure,
             labelled=bool(mine), gold=gold_grade(pair.reference_grade, views) if disclosure.reference_grade else None,
             labels=tuple(shown), judges=judged.get(pair.id, ()) if disclosure.judge_p else (),
             sources=tuple(sources[pair.id]),
