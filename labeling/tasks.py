@@ -59,6 +59,8 @@ def retrieval_task(self, job_id: int) -> None:
     _run_job(self, retrieval_run, retrieval_fail, job_id=job_id)
 
 
+# reject_on_worker_lost: a bundle whose worker died is taken again, and given up once it has killed
+# bundle_upload.MAX_ATTEMPTS workers (its row counts the attempts), so it cannot come back forever.
 @shared_task(bind=True, acks_late=True, reject_on_worker_lost=True, max_retries=2)
 def bundle_import_task(self, job_id: int) -> None:
     """Unpack an uploaded bundle archive and import it; transient errors are retried with backoff, and a job that
