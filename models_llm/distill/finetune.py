@@ -24,6 +24,7 @@ from transformers import (
     TrainerControl,
     TrainerState,
     TrainingArguments,
+    set_seed,
 )
 
 from models_llm.distill.chat import IGNORE, ChatExample, DistillFormatError, EncodedExample, encode
@@ -293,6 +294,9 @@ def finetune(
 
 def _finetune(base_folder, examples, work_dir, adapter_dir, settings, device, resume_from, on_progress,
               on_checkpoint, stop_after_s) -> FinetuneResult:
+    # peft draws the LoRA A matrices from torch's global generator when the adapter is added, before the Trainer
+    # seeds anything: seed first, or the student depends on whatever ran earlier in the process.
+    set_seed(settings.seed)
     model, tokenizer, _ = load_student_base(base_folder, settings, device)
     encoded = encode_all(tokenizer, examples, settings.max_length)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
