@@ -11,15 +11,16 @@ import pytest
 import pytrec_eval
 from django.core.management import CommandError, call_command
 from django.urls import reverse
+from django.utils import timezone
 from rest_framework.test import APIClient
 from sklearn.metrics import brier_score_loss, roc_auc_score
 
-from labeling.models import Judge, Membership, Project
+from labeling.models import Judge, Judgment, Membership, Pair, Project
 from labeling.selectors.definition_metrics import judge_metrics_by_definition
 from labeling.selectors.validation import ReportOptionsError, report_options
 from labeling.services.bundle_import import bundle_import
 from labeling.services.validation import validation_compute, validation_refresh, validation_request_refresh
-from tests.factories import MembershipFactory, UserFactory
+from tests.factories import JudgeFactory, MembershipFactory, UserFactory
 from tests.services.test_bundle_import import SAMPLE, jsonl, write_bundle
 
 pytestmark = pytest.mark.django_db
@@ -27,10 +28,10 @@ pytestmark = pytest.mark.django_db
 LLAMA3 = ("llama3-tok-generic", "llama3-ask-generic")
 
 
-def sample_all_pairs_arrays(judge_name: str) -> tuple[np.ndarray, np.ndarray]:
-    """Every query x passage of the sample (16 x 446), read from the files: relevant when the qrels grade it 1
-    or more (the qrels list relevant pairs only), and the judge's P: its confidence for a yes, 1 - confidence
-    for a no, 0 where it has no judgment."""
+def sample_all_pairs_arrays(judge_name: str) -> tuple[list[tuple[str, str]], np.ndarray, dict]:
+    """Every query x passage of the sample (16 x 446), read from the files, whether the qrels grade it 1 or more
+    (the qrels list relevant pairs only), and the judge's P by pair where it has a judgment: its confidence for
+    a yes, 1 - confidence for a no."""
     queries = [json.loads(line)["_id"] for line in (SAMPLE / "queries.jsonl").read_text().splitlines()]
     docs = [json.loads(line)["_id"] for line in (SAMPLE / "corpus.jsonl").read_text().splitlines()]
     grades = {}
@@ -44,7 +45,14 @@ def sample_all_pairs_arrays(judge_name: str) -> tuple[np.ndarray, np.ndarray]:
             c = record["confidence"]
             p[(record["query_id"], record["doc_id"])] = c if record["guess"] == "yes" else 1 - c
     keys = [(q, d) for q in queries for d in docs]
-    return (np.array([grades.get(key, 0) >= 1 for key in keys]), np.array([p.get(key, 0.0) for key in keys]))
+    return keys, np.array([grades.get(key, 0) >= 1 for key in keys]), p
+
+
+def full_pool_p(key: tuple[str, str], relevant: bool) -> float:
+    """A judge that scored every pair of the pool: a P drawn per pair from a generator seeded by the pair's ids,
+    higher on the relevant pairs, so the test can rebuild it without the database."""
+    rng = random.Random(f"{key[0]}/{key[1]}")
+    return min(1.0, max(0.0, rng.gauss(0.7 if relevant else 0.3, 0.2)))
 
 
 def hand_ece(relevant: np.ndarray, p: np.ndarray, bins: int = 10) -> float:
@@ -59,25 +67,51 @@ def hand_ece(relevant: np.ndarray, p: np.ndarray, bins: int = 10) -> float:
 
 def test_all_pairs_on_the_sample_gives_7136_pairs_and_calibration_numbers_that_match_sklearn():
     bundle_import(path=SAMPLE, project_slug="cr", all_pairs=True)
+    project = Project.objects.get(slug="cr")
+    keys, relevant, _ = sample_all_pairs_arrays(LLAMA3[0])
+    # The published Llama-3 judgments cover only the 595 graded pairs (all relevant): a judge that scored the
+    # whole pool, as DIRAS's all-pairs runs did, is what all-pairs AUROC, ECE and Brier are about.
+    full = JudgeFactory(project=project, name="full-pool")
+    pair_of = {(q, d): pair_id for q, d, pair_id in
+               Pair.objects.filter(project=project).values_list("query__external_id", "passage__external_id", "id")}
+    now = timezone.now()
+    Judgment.objects.bulk_create(
+        Judgment(pair_id=pair_of[key], judge=full, p_relevant=full_pool_p(key, rel), created_at=now)
+        for key, rel in zip(keys, relevant))
     out = io.StringIO()
-    call_command("validation_report", "--project", "cr", *(arg for name in LLAMA3 for arg in ("--judge", name)),
+    call_command("validation_report", "--project", "cr", "--judge", "full-pool",
+                 *(arg for name in LLAMA3 for arg in ("--judge", name)),
                  "--all-pairs", "--json", "--bootstrap", "0", stdout=out)
     report = json.loads(out.getvalue())
     assert report["options"]["all_pairs"] is True
     assert report["counts"]["pairs"] == report["counts"]["gold"] == 7136 == 16 * 446
     assert report["counts"]["added"] == report["counts"]["ungraded"] == 7136 - 595
-    for section in report["judges"]:
-        relevant, p = sample_all_pairs_arrays(section["name"])
-        assert section["n"] == relevant.size == 7136 and section["n_relevant"] == relevant.sum() == 595
-        assert section["n_unjudged"] == 7136 - 595
-        for metric in ("auroc", "ece", "brier"):
-            assert section[metric] is not None, section["null_reasons"].get(metric)
-        assert section["auroc"] == pytest.approx(roc_auc_score(relevant, p), abs=1e-12)
-        assert section["brier"] == pytest.approx(brier_score_loss(relevant, p), abs=1e-12)
-        assert section["ece"] == pytest.approx(hand_ece(relevant, p), abs=1e-12)
+    sections = {section["name"]: section for section in report["judges"]}
 
-    # Without the option the same judgments are all on relevant pairs: AUROC has no negatives to rank.
-    default = validation_compute(project=Project.objects.get(slug="cr"), bootstrap_draws=0)
+    section = sections["full-pool"]
+    p = np.array([full_pool_p(key, rel) for key, rel in zip(keys, relevant)])
+    assert section["n"] == relevant.size == 7136 and section["n_relevant"] == relevant.sum() == 595
+    assert section["n_unjudged"] == 0
+    for metric in ("auroc", "ece", "brier"):
+        assert section[metric] is not None, section["null_reasons"].get(metric)
+    assert section["auroc"] == pytest.approx(roc_auc_score(relevant, p), abs=1e-12)
+    assert section["brier"] == pytest.approx(brier_score_loss(relevant, p), abs=1e-12)
+    assert section["ece"] == pytest.approx(hand_ece(relevant, p), abs=1e-12)
+
+    # A judge's pairs without a P are not given one: the per-pair metrics are on the pairs it judged (all
+    # relevant here, so AUROC is undefined and says why), and the pool pairs count only as unjudged.
+    for name in LLAMA3:
+        _, _, judged_p = sample_all_pairs_arrays(name)
+        judged = np.array([key in judged_p for key in keys])
+        section = sections[name]
+        assert section["n"] == judged.sum() and section["n_unjudged"] == 7136 - judged.sum()
+        assert section["auroc"] is None and "non-relevant" in section["null_reasons"]["auroc"]
+        p = np.array([judged_p[key] for key in keys if key in judged_p])
+        assert section["brier"] == pytest.approx(brier_score_loss(relevant[judged], p), abs=1e-12)
+        assert section["ece"] == pytest.approx(hand_ece(relevant[judged], p), abs=1e-12)
+
+    # Without the option the full-pool judge is also evaluated on the graded pairs only: one class, no AUROC.
+    default = validation_compute(project=project, bootstrap_draws=0)
     assert default["counts"]["gold"] == 595 and default["counts"]["ungraded"] == 6541
     assert default["counts"]["added"] == 0
     assert {section["auroc"] for section in default["judges"]} == {None}
@@ -189,7 +223,7 @@ def test_all_pairs_ranking_is_trec_eval_on_the_raw_qrels_and_run(units_bundle):
     expected = trec_reference(grades, ps, by_report(report_of))
     for metric, value in expected.items():
         assert section[metric] == pytest.approx(value, abs=1e-12), metric
-    assert section["n"] == 2 * 38 and section["n_unjudged"] == 2 * 38 - len(ps)
+    assert section["n"] == len(ps) and section["n_unjudged"] == 2 * 38 - len(ps)  # pairs without a P: ranked last only
 
     # The metrics by definition version (all judgments under v1 here) rank the same way.
     judge = Judge.objects.get(project=project, name="j")
@@ -238,8 +272,9 @@ def test_api_computes_other_options_on_request_and_refuses_bad_ones(sample):
     assert cached["counts"]["ungraded"] == 6541
     body = api.get(url, {"judge": LLAMA3[0], "all_pairs": "1", "unit_key": "report", "cutoffs": "5,10,15"}).json()
     assert body["stale"] is False and body["options"]["unit_key"] == "report"
-    assert body["counts"]["added"] == 6541 and body["judge"]["n"] == 7136
-    assert body["judge"]["auroc"] is not None and "ndcg@15" in body["judge"]
+    assert body["counts"]["added"] == 6541 and body["judge"]["n_unjudged"] == 6541 and body["judge"]["n"] == 595
+    # It judged the graded pairs only, all relevant: no AUROC, whatever the option adds; rankings are there.
+    assert body["judge"]["auroc"] is None and body["judge"]["ndcg@15"] is not None
     assert api.get(url, {"cutoffs": "ten"}).status_code == 400
     assert api.get(url, {"unit_key": "nope"}).status_code == 400
     assert api.get(url, {"all_pairs": "1", "judge": "nobody"}).status_code == 404
@@ -248,7 +283,7 @@ def test_api_computes_other_options_on_request_and_refuses_bad_ones(sample):
     body = api.get(by_definition, {"all_pairs": "1", "cutoffs": "5,10,15"}).json()
     gold = body["by_version"]["groups"][0]["gold"]
     assert body["n_gold"] == 7136 and body["options"]["all_pairs"] is True
-    assert gold["auroc"] is not None and gold["ndcg"] is not None
+    assert gold["auroc"] is None and gold["ndcg"] is not None and gold["n"] == 595
     assert set(gold["at_cutoffs"]) == {f"{m}@{k}" for m in ("ndcg", "map") for k in (5, 10, 15)}
     cached = api.get(by_definition).json()
     assert set(cached["by_version"]["groups"][0]["gold"]["at_cutoffs"]) == {"ndcg@10", "map@10"}

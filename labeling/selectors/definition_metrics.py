@@ -158,14 +158,14 @@ def _group(key: str, label: str, rows: np.ndarray, judged: _Judged, gold: GoldSe
 
 def _metrics(gold: GoldSet, scale: ScaleSpec, cutoffs: tuple[int, ...], group: _Group,
              keep: np.ndarray | None = None) -> GroupMetrics:
-    """The group's metrics on the gold pairs it judged (with all_pairs, on every gold pair, those it did not
-    judge at P = 0), or on the `keep` ones only (all of them judged by the group)."""
+    """The group's metrics on the gold pairs it judged (with all_pairs, the rankings also hold the gold pairs it
+    did not judge, last), or on the `keep` ones only (all of them judged by the group)."""
     size = gold.pair_ids.size
     p, guess = np.full(size, np.nan), np.full(size, np.nan)
     p[group.at], guess[group.at] = group.p, group.guess
     data, _ = judge_data(gold, p, guess, np.full(size, np.nan), keep=keep)
     keys = cut_keys(cutoffs)
-    if data.n == 0:
+    if not data.judged.any():
         reasons = dict.fromkeys([*GROUP_METRICS, *keys], "no gold pairs judged")
         return GroupMetrics(n=0, n_relevant=0, kappa=None, auroc=None, brier=None, ece=None, f1=None, ndcg=None,
                             map=None, at_cutoffs=dict.fromkeys(keys), null_reasons=reasons)
@@ -173,7 +173,7 @@ def _metrics(gold: GoldSet, scale: ScaleSpec, cutoffs: tuple[int, ...], group: _
     results = metric_values(pairs, [*GROUP_METRICS.values(), *keys])
     values = {name: results[key] for name, key in GROUP_METRICS.items()} | {key: results[key] for key in keys}
     reasons = {name: result.reason for name, result in values.items() if result.value is None}
-    return GroupMetrics(n=data.n, n_relevant=pairs.n_relevant, null_reasons=reasons,
+    return GroupMetrics(n=pairs.n, n_relevant=pairs.n_relevant, null_reasons=reasons,
                         at_cutoffs={key: values[key].value for key in keys},
                         **{name: values[name].value for name in GROUP_METRICS})
 

@@ -247,8 +247,9 @@ class JudgeArrays:
 def judge_data(gold: GoldSet, p: np.ndarray, guess: np.ndarray, confidence: np.ndarray, *,
                keep: np.ndarray | None = None) -> tuple[JudgeData, np.ndarray]:
     """A judge's P, guess and confidence, one per gold pair (P nan: not judged), as the metrics take them, and
-    the mask of the gold pairs they hold. Not judged: left out; with all_pairs in the data at P = 0 and no
-    guess (the TREC convention: the run lacks them). `keep`: only these gold pairs (default: all)."""
+    the mask of the gold pairs they hold. Not judged: left out; with all_pairs held as placeholders (P = 0, no
+    guess, `judged` False) that only the rankings use, last (the TREC convention: the run lacks them).
+    `keep`: only these gold pairs (default: all)."""
     judged = ~np.isnan(p)
     held = np.ones(p.size, bool) if gold.all_pairs else judged.copy()
     if keep is not None:
@@ -268,7 +269,7 @@ def judge_data(gold: GoldSet, p: np.ndarray, guess: np.ndarray, confidence: np.n
 
 def judge_arrays(gold: GoldSet, judge: Judge) -> JudgeArrays:
     """The judge's P, guess and confidence on the gold pairs, under the newest definition version it judged;
-    gold pairs it has no ok judgment for are counted, and left out (with all_pairs: in at P = 0)."""
+    gold pairs it has no ok judgment for are counted, and left out (with all_pairs: ranked last)."""
     size = gold.pair_ids.size
     p = np.full(size, np.nan)
     guess = np.full(size, np.nan)

@@ -54,8 +54,9 @@ def _column(values, dtype, name: str, size: int | None) -> np.ndarray:
 class JudgeData:
     """One judge on the pairs that have a gold grade, one row per pair, in pool order. `query` is the ranking
     unit of the pair (a query, or a query and a passage metadata value). `judged` (default: all) marks the
-    pairs the judge judged; the others are in the evaluation with P = 0 and no guess, and rank after every
-    judged pair of their unit, as trec_eval ranks a document the run lacks."""
+    pairs the judge judged; the others hold P = 0 and no guess as placeholders: the rankings put them after every
+    judged pair of their unit, as trec_eval ranks a document the run lacks, and the per-pair metrics (agreement,
+    AUROC, calibration) leave them out, since a P the judge never gave is not 0."""
 
     query: np.ndarray
     gold: np.ndarray
@@ -96,6 +97,12 @@ class JudgeData:
     @property
     def n(self) -> int:
         return int(self.query.size)
+
+    def take(self, rows: np.ndarray) -> JudgeData:
+        """The pairs at `rows` (indices or a mask), every column and group cut alike."""
+        return JudgeData(query=self.query[rows], gold=self.gold[rows], p=self.p[rows], guess=self.guess[rows],
+                         confidence=self.confidence[rows], uncertain=self.uncertain[rows],
+                         groups={key: values[rows] for key, values in self.groups.items()}, judged=self.judged[rows])
 
     def relevant(self, scale: ScaleSpec) -> np.ndarray:
         """Binary gold: grade >= the scale's relevant_from."""

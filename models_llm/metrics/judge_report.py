@@ -117,6 +117,7 @@ def judge_report(data: JudgeData, scale: ScaleSpec, *, bootstrap_draws: int = 10
     passage-metadata units) with replacement, `bootstrap_draws` times, from `seed`."""
     pairs = JudgedPairs(data, scale, cutoffs=cutoffs)
     layout = pairs.layout
+    data = pairs.data  # the pairs the judge judged; the rankings below also rank the others, last
     report = _Report(n=data.n, n_relevant=pairs.n_relevant, n_uncertain=int(data.uncertain.sum()),
                      n_queries=layout.n_queries)
     if data.n == 0:
@@ -130,7 +131,7 @@ def judge_report(data: JudgeData, scale: ScaleSpec, *, bootstrap_draws: int = 10
     report.out["reliability"] = [asdict(b) for b in reliability_bins(data.p, pairs.relevant)]
     report.out["f1_curve"] = f1_curve(data.p, pairs.relevant)
     _groups(report, data, pairs.relevant, pairs.predicted)
-    stats = QueryStats.collect(layout.code, layout.n_queries, data.p, pairs.relevant, pairs.predicted,
-                               ranking.ndcg, ranking.ap)
+    stats = QueryStats.collect(layout.code[pairs.scored], layout.n_queries, data.p, pairs.relevant,
+                               pairs.predicted, ranking.ndcg, ranking.ap)
     _intervals(report, stats, layout.n_queries, bootstrap_draws, seed)
     return {**report.out, "null_reasons": report.reasons}

@@ -20,14 +20,18 @@ from models_llm.metrics.ranking import DEFAULT_CUTOFFS, QueryRanking, cutoffs_ch
 class JudgedPairs:
     """A judge's gold-judged pairs as the metric functions take them: binary gold and call, confusion counts and
     per-query rankings (nDCG and MAP also cut at each of `cutoffs`), each computed once, when a metric first
-    asks for it."""
+    asks for it. The rankings take every pair of `ranked` (a pair the judge did not judge ranks last in its unit,
+    as trec_eval ranks a document the run lacks); everything else takes only the pairs it judged (`data`)."""
 
     def __init__(self, data: JudgeData, scale: ScaleSpec, *, cutoffs: tuple[int, ...] = DEFAULT_CUTOFFS) -> None:
-        self.data = data
+        self.ranked = data
         self.cutoffs = cutoffs_check(cutoffs)
         self.gains = scale.gain_of(data.gold)  # before anything else: a grade off the scale is an error
-        self.relevant = data.relevant(scale)
-        self.n = data.n
+        self.ranked_relevant = data.relevant(scale)
+        self.scored = data.judged
+        self.data = data if self.scored.all() else data.take(self.scored)
+        self.relevant = self.ranked_relevant[self.scored]
+        self.n = self.data.n
         self.n_relevant = int(self.relevant.sum())
 
     @cached_property
@@ -40,12 +44,12 @@ class JudgedPairs:
 
     @cached_property
     def layout(self) -> QueryLayout:
-        return QueryLayout.of(self.data.query)
+        return QueryLayout.of(self.ranked.query)
 
     @cached_property
     def ranking(self) -> QueryRanking:
-        return query_ranking(self.layout, self.data.p, self.data.gold, self.gains, self.relevant,
-                             cutoffs=self.cutoffs, retrieved=self.data.judged)
+        return query_ranking(self.layout, self.ranked.p, self.ranked.gold, self.gains, self.ranked_relevant,
+                             cutoffs=self.cutoffs, retrieved=self.scored)
 
     @property
     def has_both_classes(self) -> bool:
