@@ -74,14 +74,21 @@ def diras_token_estimate(
     sample: Sequence[PairInput], *, config: JudgeConfig, total_pairs: int, count_tokens: CountTokens | None = None
 ) -> TokenEstimate:
     """Estimate a DIRAS Tok or Ask judge over `total_pairs` pairs from `sample`: one call per pair; Tok reads
-    one next token, Ask generates a typical answer (longer with cot), at most config.max_new_tokens."""
+    one next token, Ask generates a typical answer (longer with cot), at most config.max_new_tokens. Tok with
+    cot makes two calls per pair: the reason is generated first, then P is read after prompt + reason."""
     count = count_tokens or approximate_token_count
     prompt_tokens = 0
     for pair in sample:
         prompt = build_prompt(pair, config)
         # Tok's answer prefix ("[Guess]:") follows the chat template: about one token per four characters.
         prompt_tokens += count(prompt.messages()) + round(len(prompt.answer_prefix) / CHARS_PER_TOKEN)
-    answer = 1 if config.method == "tok" else min(config.max_new_tokens,
-                                                   TYPICAL_COT_ANSWER if config.cot else TYPICAL_ASK_ANSWER)
-    return scaled(total_pairs=total_pairs, sampled=len(sample), calls=len(sample), prompt_tokens=prompt_tokens,
+    calls = len(sample)
+    if config.method == "tok" and config.cot:
+        reason = min(config.max_new_tokens, TYPICAL_COT_ANSWER)
+        calls, prompt_tokens, answer = 2 * calls, 2 * prompt_tokens + reason * calls, reason + 1
+    elif config.method == "tok":
+        answer = 1
+    else:
+        answer = min(config.max_new_tokens, TYPICAL_COT_ANSWER if config.cot else TYPICAL_ASK_ANSWER)
+    return scaled(total_pairs=total_pairs, sampled=len(sample), calls=calls, prompt_tokens=prompt_tokens,
                   completion_tokens=answer * len(sample), exact=count_tokens is not None)
