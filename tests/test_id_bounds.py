@@ -186,6 +186,8 @@ ID_PARAMS = [
             says="Select a valid choice"),
     IdParam("labeling:definition_draft", "POST", "judge", lambda w, v: {"judge": v},
             says="Choose one of the project&#x27;s judges"),
+    IdParam("labeling:browse_query", "GET", "after", lambda w, v: {"after": v}, says="must be a whole number"),
+    IdParam("labeling:browse_query", "GET", "before", lambda w, v: {"before": v}, says="must be a whole number"),
 ]
 ROUTES = {route.name: route for route in all_routes()}
 
