@@ -27,9 +27,11 @@ from tests.distill_fixtures import base_folder, rule_inputs, rule_project, teach
 
 pytestmark = pytest.mark.django_db
 ROOT = Path(__file__).resolve().parents[1]
-# Enough for SmolLM2-135M to learn the rule on 8 examples in 16 full-batch steps (about a minute on 2 CPU cores).
+# Enough for SmolLM2-135M to learn the rule on 8 examples in 32 full-batch steps (about two minutes on 2 CPU
+# cores). 16 steps without warm-up learned it from some LoRA initialisations only (seeds 1 and 2 left the student
+# near 0.5); with these settings seeds 1, 2 and 3 all end at a mean error of about 0.04.
 QUICK = {"r": 8, "alpha": 16, "dropout": 0.0, "learning_rate": 5e-4, "batch_size": 8, "micro_batch": 8,
-         "max_steps": 16, "warmup_ratio": 0.0, "save_steps": 100}
+         "max_steps": 32, "warmup_ratio": 0.1, "save_steps": 100}
 
 
 def mean_error(p: list[float], teacher: list[float]) -> float:
@@ -41,10 +43,10 @@ def test_the_student_learns_the_teachers_rule_and_reloads_from_storage_in_a_fres
     project, teacher, training_set = rule_project(tmp_path / "bundle")
     job = finetune_create(project=project, training_set=training_set, teacher=teacher, base_model=base_folder(),
                           student_name="student", hyperparameters=QUICK)
-    assert job.examples == 8 and job.total_steps == 16
+    assert job.examples == 8 and job.total_steps == 32
     job = finetune_run(job_id=job.id)
     assert job.status == FineTuneJob.Status.DONE, job.error
-    assert job.step == 16 and [step for step, _ in job.loss_history] == list(range(1, 17))
+    assert job.step == 32 and [step for step, _ in job.loss_history] == list(range(1, 33))
     assert job.loss_history[-1][1] < job.loss_history[0][1] / 4, job.loss_history
     student, base = job.student, Judge.objects.get(project=project, name=base_judge_name("student"))
     assert judge_config(student).adapter and not judge_config(base).adapter and judge_config(student).method == "tok"
