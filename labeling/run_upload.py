@@ -14,23 +14,16 @@ from django.http import HttpRequest
 
 from labeling.models import Project, Run
 from labeling.services.runs import run_import
-
-MIB = 1024 * 1024
+from labeling.upload_limits import oversize_refusal
 
 
 def upload_refusal(request: HttpRequest) -> str | None:
-    """Why the request is too large to be read, or None. Decided from its Content-Length before anything reads
-    the body: Django would otherwise stream a file of any size to a temporary file first."""
-    try:
-        size = int(request.META.get("CONTENT_LENGTH") or 0)
-    except ValueError:
-        return None  # Django reads a malformed length as no body at all
-    limit = settings.RUN_UPLOAD_MAX_BYTES
-    if size <= limit:
-        return None
-    return (f"The upload is {size / MIB:,.1f} MiB; this server takes run files of up to {limit / MIB:,.0f} MiB "
-            "(RUN_UPLOAD_MAX_BYTES). Import a larger file on the server: manage.py import_run FILE --project SLUG "
-            "--name NAME (gzip it first: a .gz file is read as it is).")
+    """Why the request is too large to be read, or None (labeling.upload_limits)."""
+    return oversize_refusal(
+        request.META.get("CONTENT_LENGTH"), limit=settings.RUN_UPLOAD_MAX_BYTES, what="run files",
+        setting="RUN_UPLOAD_MAX_BYTES",
+        instead="Import a larger file on the server: manage.py import_run FILE --project SLUG --name NAME (gzip it "
+                "first: a .gz file is read as it is).")
 
 
 def _file_name(upload: UploadedFile) -> str:

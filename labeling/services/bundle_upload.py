@@ -23,8 +23,8 @@ from labeling.services.bundle_import import BundleImportError, bundle_import
 from labeling.services.bundle_stage import BundleLayout, BundleLayoutError
 from labeling.services.jobs import job_fail, job_take
 from labeling.tasks import bundle_import_task
+from labeling.upload_limits import MIB, oversize_refusal
 
-MIB = 1024 * 1024
 STORAGE_PREFIX = "bundles"
 # How often unpacking writes how far it got.
 PROGRESS_SECONDS = 1.0
@@ -37,18 +37,12 @@ class BundleUploadError(DomainError):
 
 
 def bundle_upload_refusal(*, content_length: str | None) -> str | None:
-    """Why a request whose Content-Length header is `content_length` is too large to be read, or None. Decided
-    before anything reads the body: Django would otherwise stream a file of any size to a temporary file first."""
-    try:
-        size = int(content_length or 0)
-    except ValueError:
-        return None  # Django reads a malformed length as no body at all
-    limit = settings.BUNDLE_UPLOAD_MAX_BYTES
-    if size <= limit:
-        return None
-    return (f"The upload is {size / MIB:,.1f} MiB; this server takes bundle archives of up to {limit / MIB:,.0f} MiB "
-            "(BUNDLE_UPLOAD_MAX_BYTES). Import a larger bundle on the server: manage.py import_bundle FOLDER "
-            "--project SLUG.")
+    """Why a request whose Content-Length header is `content_length` is too large to be read, or None
+    (labeling.upload_limits)."""
+    return oversize_refusal(
+        content_length, limit=settings.BUNDLE_UPLOAD_MAX_BYTES, what="bundle archives",
+        setting="BUNDLE_UPLOAD_MAX_BYTES",
+        instead="Import a larger bundle on the server: manage.py import_bundle FOLDER --project SLUG.")
 
 
 def archive_limits() -> ArchiveLimits:

@@ -18,7 +18,7 @@ from labeling.charts import Tick
 from labeling.exceptions import DomainError
 from labeling.forms import FinetuneForm, TrainingSetImportForm, TrainingSetSampleForm
 from labeling.models import FineTuneJob, Membership, Project, Run
-from labeling.run_upload import MIB, upload_refusal
+from labeling.run_upload import upload_refusal
 from labeling.selectors.disclosure import BLIND_REPORTS, sees_reports
 from labeling.selectors.distill import COMPARED_JOBS, Comparison, distill_comparison
 from labeling.selectors.finetune_jobs import FineTuneJobRow, finetune_job_of_project, finetune_jobs
@@ -33,6 +33,7 @@ from labeling.services.training_sets import (
     training_set_import,
     training_set_score,
 )
+from labeling.upload_limits import MIB
 from labeling.views.access import project_view
 from labeling.views.htmx import htmx_partial
 from models_llm.bundled import BundledModelError, smollm2_folder
