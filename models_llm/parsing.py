@@ -28,6 +28,16 @@ class AskAnswer:
         return self.confidence if self.guess else 1.0 - self.confidence
 
 
+def _unit_value(match: re.Match, what: str) -> float:
+    """The number of a `(<number>)(%?)` match as a value in [0, 1] ("85%" is 0.85); outside it, a parse error."""
+    value = float(match.group(1))
+    if match.group(2) == "%":
+        value /= 100.0
+    if not 0.0 <= value <= 1.0:
+        raise AnswerParseError(f"{what} {match.group(1)}{match.group(2)} is outside [0, 1]")
+    return value
+
+
 def parse_ask_answer(text: str) -> AskAnswer:
     """Parse an Ask answer; the first `[Guess]` and the first `[Confidence]` after it count. A confidence
     written as a percentage ("85%") is read as 0.85; anything outside [0, 1] is a parse error."""
@@ -37,12 +47,7 @@ def parse_ask_answer(text: str) -> AskAnswer:
     confidence = _CONFIDENCE.search(text, guess.end())
     if confidence is None:
         raise AnswerParseError("no '[Confidence]: <number>' after the guess")
-    value = float(confidence.group(1))
-    if confidence.group(2) == "%":
-        value /= 100.0
-    if not 0.0 <= value <= 1.0:
-        raise AnswerParseError(f"confidence {confidence.group(1)}{confidence.group(2)} is outside [0, 1]")
-    return AskAnswer(guess=guess.group(1).lower() == "yes", confidence=value)
+    return AskAnswer(guess=guess.group(1).lower() == "yes", confidence=_unit_value(confidence, "confidence"))
 
 
 def parse_probability_answer(text: str) -> AskAnswer:
@@ -51,11 +56,7 @@ def parse_probability_answer(text: str) -> AskAnswer:
     match = _PROBABILITY.search(text)
     if match is None:
         raise AnswerParseError("no '[Probability Helpful]: <number>' in the answer")
-    value = float(match.group(1))
-    if match.group(2) == "%":
-        value /= 100.0
-    if not 0.0 <= value <= 1.0:
-        raise AnswerParseError(f"[Probability Helpful] {match.group(1)}{match.group(2)} is outside [0, 1]")
+    value = _unit_value(match, "[Probability Helpful]")
     guess = value >= 0.5
     return AskAnswer(guess=guess, confidence=value if guess else 1.0 - value)
 

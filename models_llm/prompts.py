@@ -150,18 +150,23 @@ class Preset:
     use_definition: bool = True
 
 
+# The ask and answer format of DIRAS's guess-and-confidence prompts (with and without the definition).
+_DIRAS_GUESS_CONFIDENCE = {
+    "ask": _DIRAS_ASK + "Provide your best guess for this question and your confidence that the guess is correct. "
+           "Reply in the following format:\n",
+    "format": '[Guess]: <Your most likely guess whether the paragraph is helpful or not helpful for answering the '
+              'question, should be one of "Yes" or "No".>\n' + _DIRAS_CONFIDENCE,
+    "format_cot": _DIRAS_REASON + '[Guess]: <Your most likely guess, should be one of "Yes" or "No".>\n'
+                  + _DIRAS_CONFIDENCE,
+}
+
 PRESETS: dict[str, Preset] = {preset.name: preset for preset in (
     Preset(
         name="diras-definition",
         label="DIRAS pointwise, with the relevance definition (Fig. 9; tick CoT for its [Reason])",
         template={
             **_DIRAS_SLOTS, "role": _DIRAS_SYSTEM, "intro": _DIRAS_WITH_DEFINITION,
-            "ask": _DIRAS_ASK + "Provide your best guess for this question and your confidence that the guess is "
-                   "correct. Reply in the following format:\n",
-            "format": '[Guess]: <Your most likely guess whether the paragraph is helpful or not helpful for '
-                      'answering the question, should be one of "Yes" or "No".>\n' + _DIRAS_CONFIDENCE,
-            "format_cot": _DIRAS_REASON + '[Guess]: <Your most likely guess, should be one of "Yes" or "No".>\n'
-                          + _DIRAS_CONFIDENCE,
+            **_DIRAS_GUESS_CONFIDENCE,
         },
     ),
     Preset(
@@ -184,12 +189,7 @@ PRESETS: dict[str, Preset] = {preset.name: preset for preset in (
             "intro": "You will be provided with a <question> the analyst seeks to answer and a <paragraph> extracted "
                      "from a lengthy report. Your job is to assess whether the <paragraph> is useful in answering "
                      "the <question>.\n\n",
-            "ask": _DIRAS_ASK + "Provide your best guess for this question and your confidence that the guess is "
-                   "correct. Reply in the following format:\n",
-            "format": '[Guess]: <Your most likely guess whether the paragraph is helpful or not helpful for '
-                      'answering the question, should be one of "Yes" or "No".>\n' + _DIRAS_CONFIDENCE,
-            "format_cot": _DIRAS_REASON + '[Guess]: <Your most likely guess, should be one of "Yes" or "No".>\n'
-                          + _DIRAS_CONFIDENCE,
+            **_DIRAS_GUESS_CONFIDENCE,
         },
     ),
     Preset(
