@@ -84,17 +84,21 @@ def build(n_pairs: int, per_query: int) -> Project:
                                   'The company plans to cut emissions from ' || {topic} || ' by ' || (i %% 90)
                                   || ' percent. ' || 'Some more passage text about targets and plans. ', '{{}}'
                            FROM ({series}) n""", [project.id, n_passages])
+        # The passages were inserted in one statement, so their ids run consecutively from the smallest: a pair's
+        # passage is that id plus an offset (a join on a computed row number would scan the passages per pair).
+        cursor.execute("SELECT MIN(id), MAX(id) FROM labeling_passage WHERE project_id = %s", [project.id])
+        first, last = cursor.fetchone()
+        assert last - first + 1 == n_passages, "passage ids are not consecutive"
         cursor.execute(f"""INSERT INTO labeling_pair (project_id, query_id, passage_id, reference_grade,
                                                       reference_source, sample_key)
-                           SELECT %s, q.id, p.id, CASE WHEN j.i <= 20 THEN (q.qi + j.i) %% 3 END,
+                           SELECT %s, q.id, %s + (q.qi * 7919 + j.i) %% %s,
+                                  CASE WHEN j.i <= 20 THEN (q.qi + j.i) %% 3 END,
                                   CASE WHEN j.i <= 20 THEN 'qrels/test.tsv' ELSE '' END, {_random_unit()}
                            FROM (SELECT id, row_number() OVER (ORDER BY id) - 1 AS qi FROM labeling_query
                                  WHERE project_id = %s) q
                            CROSS JOIN ({series}) j
-                           JOIN (SELECT id, row_number() OVER (ORDER BY id) - 1 AS di FROM labeling_passage
-                                 WHERE project_id = %s) p ON p.di = (q.qi * 7919 + j.i) %% %s
                            ORDER BY q.id, j.i""",
-                       [project.id, project.id, per_query, project.id, n_passages])
+                       [project.id, first, n_passages, project.id, per_query])
         cursor.execute("""INSERT INTO labeling_pairsource (pair_id, system, rank)
                           SELECT id, 'bm25', 1 + (id %% 1000) FROM labeling_pair WHERE project_id = %s""",
                        [project.id])
