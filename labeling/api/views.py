@@ -161,7 +161,7 @@ class PairListView(ProjectScopedListView):
 # The report options as query parameters: the validation report and the metrics by definition version take them.
 REPORT_OPTION_PARAMETERS = [
     OpenApiParameter("all_pairs", bool, description="1: pool pairs nobody graded count as irrelevant (TREC), and a "
-                     "judge's P of a pair it did not judge is 0"),
+                     "judge's pairs without a judgment rank last in its nDCG/MAP (its other metrics are on the pairs it judged)"),
     OpenApiParameter("unit_key", str, description="rank within (query, this passage metadata value) units"),
     OpenApiParameter("cutoffs", str, description="k of nDCG@k and MAP@k, comma-separated (default 10)"),
 ]

@@ -24,8 +24,8 @@ class ReportOptionsError(DomainError):
 @dataclass(frozen=True)
 class ReportOptions:
     """How the report is computed. `all_pairs`: pool pairs nobody graded (no reference grade, no label) count
-    as irrelevant, the TREC convention (DIRAS's ClimRetrieve all-pairs setting, Table 4), and a judge's P of a
-    pair it did not judge is 0 (not in its run). `unit_key`: rank within (query, value of this passage
+    as irrelevant, the TREC convention (DIRAS's ClimRetrieve all-pairs setting, Table 4); a pair a judge did not
+    judge is not in its run (ranked last in nDCG/MAP) and out of its other metrics. `unit_key`: rank within (query, value of this passage
     metadata key) units instead of within queries (DIRAS's question x report). `cutoffs`: the k of nDCG@k and
     MAP@k. The cached report is computed with the defaults; other options are computed when asked for."""
 

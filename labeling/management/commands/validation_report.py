@@ -66,7 +66,8 @@ class Command(BaseCommand):
         )
         if options["all_pairs"]:
             self.stdout.write(f"All pairs: +{counts['added']:,} unjudged pool pairs counted as irrelevant "
-                              f"({counts['gold']:,} pairs evaluated); a judge's P of a pair it did not judge is 0.")
+                              f"({counts['gold']:,} pairs in all); a judge is scored on the pairs it judged, and in nDCG/MAP "
+                              "the pairs it did not judge rank below them.")
         if options["unit_key"]:
             self.stdout.write(f"Ranking units: query x {options['unit_key']} ({options['n_units']:,} units).")
         self.stdout.write("".ljust(width) + "".join(s["name"].ljust(w) for s, w in zip(judges, col_width)))
