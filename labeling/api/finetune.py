@@ -22,7 +22,6 @@ from labeling.api.serializers import ScoringJobSerializer
 from labeling.exceptions import DomainError, TooLarge
 from labeling.llm_adapter import model_folder
 from labeling.models import Membership, Project, TrainingSet
-from labeling.run_upload import upload_refusal
 from labeling.selectors.disclosure import sees_reports
 from labeling.selectors.distill import distill_comparison
 from labeling.selectors.finetune_jobs import FineTuneJobRow, finetune_job_of_project, finetune_job_row, finetune_jobs
@@ -37,6 +36,7 @@ from labeling.services.training_sets import (
     training_set_delete,
     training_set_import,
     training_set_score,
+    training_set_upload_refusal,
 )
 from models_llm.bundled import BundledModelError, smollm2_folder
 
@@ -216,9 +216,9 @@ class TrainingSetImportView(APIView):
 
     def initial(self, request: Request, *args, **kwargs) -> None:
         # Before authentication: a session's CSRF check reads the form, and with it the whole file.
-        if request.method == "POST" and upload_refusal(request._request):
-            raise TooLarge(f"the file is larger than {settings.RUN_UPLOAD_MAX_BYTES:,} bytes (RUN_UPLOAD_MAX_BYTES): "
-                           "import it on the server with manage.py training_set --from-file")
+        if request.method == "POST" and (refusal := training_set_upload_refusal(
+                content_length=request._request.META.get("CONTENT_LENGTH"))):
+            raise TooLarge(refusal)
         super().initial(request, *args, **kwargs)
 
     @extend_schema(request={"multipart/form-data": TrainingSetImportSerializer},

@@ -30,6 +30,7 @@ from labeling.selectors.distill import teacher_answers
 from labeling.selectors.runs import run_top
 from labeling.services.pooling import pool_sample_store, random_system, sample_rows
 from labeling.services.scoring import scoring_job_start
+from labeling.upload_limits import oversize_refusal
 from models_llm.distill.chat import DistillFormatError
 from models_llm.distill.files import read_file_examples
 from models_llm.distill.split import split_groups
@@ -43,6 +44,14 @@ MAX_NAME = TrainingSet._meta.get_field("name").max_length
 MAX_GROUP = TrainingExample._meta.get_field("group").max_length
 SHOWN_SKIPPED = 20
 _BATCH = 5_000
+
+
+def training_set_upload_refusal(*, content_length: str | None) -> str | None:
+    """Why a training file whose request has this Content-Length is too large to be read, or None
+    (labeling.upload_limits): the page and the API refuse it before the body is read."""
+    return oversize_refusal(
+        content_length, limit=settings.RUN_UPLOAD_MAX_BYTES, what="training files", setting="RUN_UPLOAD_MAX_BYTES",
+        instead="Import it on the server: manage.py training_set --project SLUG --name NAME --from-file FILE.")
 
 
 class TrainingSetError(DomainError):

@@ -18,7 +18,6 @@ from labeling.charts import Tick
 from labeling.exceptions import DomainError
 from labeling.forms import FinetuneForm, TrainingSetImportForm, TrainingSetSampleForm
 from labeling.models import FineTuneJob, Membership, Project, Run
-from labeling.run_upload import upload_refusal
 from labeling.selectors.disclosure import BLIND_REPORTS, sees_reports
 from labeling.selectors.distill import COMPARED_JOBS, Comparison, distill_comparison
 from labeling.selectors.finetune_jobs import FineTuneJobRow, finetune_job_of_project, finetune_jobs
@@ -32,8 +31,8 @@ from labeling.services.training_sets import (
     training_set_delete,
     training_set_import,
     training_set_score,
+    training_set_upload_refusal,
 )
-from labeling.upload_limits import MIB
 from labeling.views.access import project_view
 from labeling.views.htmx import htmx_partial
 from models_llm.bundled import BundledModelError, smollm2_folder
@@ -195,13 +194,6 @@ def training_set_sample_view(request: HttpRequest, project: Project) -> HttpResp
     return _page(request, project, status=400, sample_form=form)
 
 
-def _import_refusal(request: HttpRequest) -> str | None:
-    if upload_refusal(request) is None:
-        return None
-    return (f"The file is larger than {settings.RUN_UPLOAD_MAX_BYTES / MIB:,.0f} MiB (RUN_UPLOAD_MAX_BYTES). Import "
-            "it on the server: manage.py training_set --project SLUG --name NAME --from-file FILE")
-
-
 @csrf_protect
 def _import(request: HttpRequest, project: Project) -> HttpResponse:
     form = TrainingSetImportForm(request.POST, request.FILES)
@@ -227,7 +219,7 @@ def _import(request: HttpRequest, project: Project) -> HttpResponse:
 @require_POST
 @project_view(SETS_ADMIN)
 def training_set_import_view(request: HttpRequest, project: Project) -> HttpResponse:
-    refusal = _import_refusal(request)
+    refusal = training_set_upload_refusal(content_length=request.META.get("CONTENT_LENGTH"))
     if refusal is not None:
         return _page(request, project, status=413, import_refusal=refusal)
     return _import(request, project)
