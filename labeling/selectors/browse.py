@@ -16,9 +16,10 @@ from labeling.exceptions import DomainError
 from labeling.gold import LabelView, gold_grade
 from labeling.highlight import Segment
 from labeling.ids import IdError, parse_id
-from labeling.models import Judge, JudgeCalibration, Judgment, Label, Pair, PairSource, Project, Query
+from labeling.models import Judge, Judgment, Label, Pair, PairSource, Project, Query
 from labeling.selectors.definitions import current_definition
 from labeling.selectors.disclosure import Disclosure, item_disclosure
+from labeling.selectors.export import calibrators
 from models_llm.calibration import Calibrator
 
 PAGE_SIZE = 50
@@ -217,17 +218,6 @@ class BrowsePage:
     size: int
     next_after: int | None  # the cursor of the next page (None: this is the last)
     previous_before: int | None  # the cursor of the page before (None: this is the first)
-
-
-def calibrators(judges: list[Judge]) -> dict[int, Calibrator]:
-    """Judge id -> its calibrator in use, for many judges in one read; the same rule as
-    labeling.selectors.export.judge_calibrator (the newest calibration), without loading what each was fitted on."""
-    found: dict[int, Calibrator] = {}
-    rows = (JudgeCalibration.objects.filter(judge__in=judges).order_by("judge_id", "-created_at", "-id")
-            .values_list("judge_id", "method", "params"))
-    for judge_id, method, params in rows:
-        found.setdefault(judge_id, Calibrator.from_json({"method": method, "params": params}))
-    return found
 
 
 def snippet_segments(text: str, search: str) -> tuple[Segment, ...]:

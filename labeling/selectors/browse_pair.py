@@ -12,9 +12,10 @@ from django.db.models import F
 
 from labeling.gold import LabelView, gold_grade
 from labeling.models import Judge, Judgment, Label, MemberOutput, Pair, PairSource, Project, RelevanceDefinition
-from labeling.selectors.browse import OFF_SCALE, calibrators, grade_names
+from labeling.selectors.browse import OFF_SCALE, grade_names
 from labeling.selectors.definitions import current_definition
 from labeling.selectors.disclosure import Disclosure, item_disclosure, labels_visible_to
+from labeling.selectors.export import calibrators
 from labeling.selectors.lookups import pair_of_project
 
 

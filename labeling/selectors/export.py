@@ -69,12 +69,20 @@ class PairRow:
     grade_source: str | None
 
 
+def calibrators(judges: Iterable[Judge]) -> dict[int, Calibrator]:
+    """Judge id -> its calibrator in use (its newest calibration), for judges that have one, in one read and
+    without loading what each was fitted on."""
+    found: dict[int, Calibrator] = {}
+    rows = (JudgeCalibration.objects.filter(judge__in=list(judges)).order_by("judge_id", "-created_at", "-id")
+            .values_list("judge_id", "method", "params"))
+    for judge_id, method, params in rows:
+        found.setdefault(judge_id, Calibrator.from_json({"method": method, "params": params}))
+    return found
+
+
 def judge_calibrator(judge: Judge) -> Calibrator | None:
     """The judge's calibrator in use: its newest calibration, if any."""
-    newest = JudgeCalibration.objects.filter(judge=judge).order_by("-created_at", "-id").first()
-    if newest is None:
-        return None
-    return Calibrator.from_json({"method": newest.method, "params": newest.params})
+    return calibrators([judge]).get(judge.id)
 
 
 def export_source_parse(*, project: Project, source: str, threshold: float | None) -> ExportSource:
@@ -195,17 +203,14 @@ def pair_records(*, project: Project, source: ExportSource) -> Iterator[dict[str
     Each judgment carries its raw `p_relevant` and, for a judge with a calibrator, `p_calibrated`; `grade`
     and `grade_source` are what a qrels export from `source` would write for the pair."""
     queries, passages = external_ids(project)
-    calibrators = {
-        judge.id: calibrator for judge in Judge.objects.filter(project=project)
-        if (calibrator := judge_calibrator(judge)) is not None
-    }
+    in_use = calibrators(Judge.objects.filter(project=project))
     scale = project.label_scale
     low, relevant = scale.values[0], scale.relevant_from
     judgments = Grouped(_judgments(project))
     sources = Grouped(_sources(project))
     pairs = gold_pairs(project, graded_only=False)
     while batch := list(islice(pairs, BATCH)):
-        records, calibrate = [], {judge_id: ([], []) for judge_id in calibrators}
+        records, calibrate = [], {judge_id: ([], []) for judge_id in in_use}
         for pair in batch:
             judgment_rows = judgments.take(pair.pair_id)
             record = _record(pair, judgment_rows, sources.take(pair.pair_id), queries, passages)
@@ -217,7 +222,7 @@ def pair_records(*, project: Project, source: ExportSource) -> Iterator[dict[str
         # Calibrators run on arrays, once per judge and batch: per judgment they would cost more than the rest.
         for judge_id, (targets, raw) in calibrate.items():
             if targets:
-                for judgment, p in zip(targets, calibrators[judge_id].apply(np.asarray(raw, dtype=float)).tolist()):
+                for judgment, p in zip(targets, in_use[judge_id].apply(np.asarray(raw, dtype=float)).tolist()):
                     judgment["p_calibrated"] = p
         for pair, record in zip(batch, records):
             _grade_record(record, pair, source, low, relevant)
