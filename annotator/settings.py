@@ -42,6 +42,19 @@ def env_int(name: str, default: int) -> int:
         raise ImproperlyConfigured(f"{name}={value!r} is not an integer") from None
 
 
+def env_float(name: str, default: float) -> float:
+    value = os.environ.get(name)
+    if value is None or value == "":
+        return default
+    try:
+        number = float(value)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={value!r} is not a number") from None
+    if number != number or number in (float("inf"), float("-inf")):
+        raise ImproperlyConfigured(f"{name}={value!r} is not a finite number")
+    return number
+
+
 def env_list(name: str, default: list[str]) -> list[str]:
     value = os.environ.get(name)
     if value is None or value.strip() == "":
@@ -329,6 +342,11 @@ SCORING_STALL_SECONDS = env_int("SCORING_STALL_SECONDS", 600)
 SCORING_CHUNK_MAX_ATTEMPTS = env_int("SCORING_CHUNK_MAX_ATTEMPTS", 3)
 # How often Celery beat runs the sweep of stalled chunks.
 SCORING_SWEEP_SECONDS = env_int("SCORING_SWEEP_SECONDS", 60)
+# Robustness audits (docs/robustness.md): probes per call of the judge's scorer (how often progress is written),
+# the most gold pairs one perturbation audit samples, and the sampling temperature of its self-consistency test.
+AUDIT_BATCH = env_int("AUDIT_BATCH", 16)
+AUDIT_MAX_SAMPLE = env_int("AUDIT_MAX_SAMPLE", 5000)
+AUDIT_TEMPERATURE = env_float("AUDIT_TEMPERATURE", 0.7)
 CELERY_BEAT_SCHEDULE = {
     "scoring-sweep": {"task": "labeling.tasks.scoring_sweep_task", "schedule": float(SCORING_SWEEP_SECONDS)},
 }

@@ -82,6 +82,17 @@ def finetune_task(self, job_id: int) -> None:
     _run_job(self, finetune_run, finetune_fail, job_id=job_id)
 
 
+# Not reject_on_worker_lost: an audit that kills its worker (a long padded prompt on a small machine) would come
+# straight back, forever. Its job row stays running; starting the audit again makes a new one.
+@shared_task(bind=True, acks_late=True, max_retries=2)
+def audit_task(self, job_id: int) -> None:
+    """Run a robustness audit of a judge; transient errors are retried with backoff (the audit starts over), and an
+    audit that keeps failing stores the error (no report)."""
+    from labeling.services.audit import audit_fail, audit_run  # a task imports its service
+
+    _run_job(self, audit_run, audit_fail, job_id=job_id)
+
+
 def _run_job(task, run: Callable[..., object], fail: Callable[..., object], **ids: object) -> None:
     """The one way a task runs background work: `run(**ids)`; a transient error is retried with backoff (10 s
     doubling, at most 5 min) until the task's retries are spent, and then, like any other error, recorded with

@@ -28,6 +28,9 @@ class JudgeConfig:
     dtype: str = "float32"  # hf: float32, bfloat16, float16
     batch_size: int = 8  # hf: paragraphs per forward pass after the shared prefix
     max_new_tokens: int = 64  # ask: generation budget (cot needs more)
+    # 0: greedy (judging). Above 0 the generated text is sampled at that temperature: a robustness audit's
+    # self-consistency test asks the same pair twice this way. Tok without CoT generates nothing: no effect.
+    temperature: float = 0.0
     base_url: str = ""  # openai: e.g. http://127.0.0.1:8000/v1
     api_key_env: str = ""  # openai: NAME of the environment variable holding the key (never the key)
     allow_local: bool = False  # openai: the operator allows the endpoint to resolve to local addresses
@@ -67,6 +70,8 @@ class JudgeConfig:
             raise ValueError("the embedding backend and the embedding method go together")
         if not self.model:
             raise ValueError("a judge needs a model")
+        if not (isinstance(self.temperature, int | float) and 0.0 <= self.temperature <= 2.0):
+            raise ValueError(f"temperature must be a number from 0 to 2, got {self.temperature!r}")
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,6 @@
 """The domain's tables, one module per concept: projects and the pool, labels and leases, judging, retrieval runs, and the
 shape every background job shares."""
+from labeling.models.audit import AuditJob, AuditKind
 from labeling.models.bundles import BundleImportJob
 from labeling.models.distill import FineTuneJob, TrainingExample, TrainingSet
 from labeling.models.jobs import MAX_ERROR_CHARS, Job, MeteredJob
@@ -18,7 +19,7 @@ from labeling.models.project import Membership, Pair, PairSource, Passage, Proje
 from labeling.models.retrieval import PassageEmbeddings, RetrievalJob, Run, RunEntry, RunKind
 
 __all__ = [
-    "MAX_ERROR_CHARS", "BundleImportJob", "DefinitionDraft", "FineTuneJob", "Job", "Judge", "JudgeCalibration",
+    "MAX_ERROR_CHARS", "AuditJob", "AuditKind", "BundleImportJob", "DefinitionDraft", "FineTuneJob", "Job", "Judge", "JudgeCalibration",
     "Judgment", "Label", "Lease",
     "Membership", "MemberOutput", "MeteredJob", "Pair", "PairSource", "Passage", "Project", "Query",
     "PassageEmbeddings", "RelevanceDefinition", "RetrievalJob", "Run", "RunEntry", "RunKind", "ScoringChunk",

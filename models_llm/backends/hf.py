@@ -103,8 +103,10 @@ class HFScorer:
         eos = model.generation_config.eos_token_id if model.generation_config is not None else None
         eos = tokenizer.eos_token_id if eos is None else eos
         self._pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+        sampling = {"do_sample": True, "temperature": config.temperature, "top_k": 0, "top_p": 1.0} \
+            if config.temperature > 0 else {"do_sample": False}
         self._generation = GenerationConfig(
-            max_new_tokens=config.max_new_tokens, do_sample=False, eos_token_id=eos, pad_token_id=self._pad_id
+            max_new_tokens=config.max_new_tokens, eos_token_id=eos, pad_token_id=self._pad_id, **sampling
         )
         # Tok with CoT: the reason ends where the model writes the answer prefix.
         self._reason_generation = copy.deepcopy(self._generation)

@@ -224,7 +224,7 @@ class OpenAIScorer:
         the server's token counts. Transient failures are retried as for `score`; an answer that is not a chat
         completion is a ScorerConfigError (the URL points at something else)."""
         body = {"model": self.config.model, "messages": list(messages),
-                "max_tokens": max_new_tokens or self.config.max_new_tokens, "temperature": 0}
+                "max_tokens": max_new_tokens or self.config.max_new_tokens, "temperature": self.config.temperature}
         response = self._post(body)
         try:
             text = _content(response)
@@ -267,7 +267,7 @@ class OpenAIScorer:
             "model": self.config.model,
             "messages": messages,
             "max_tokens": 1,
-            "temperature": 0,
+            "temperature": self.config.temperature,
             "logprobs": True,
             "top_logprobs": TOP_LOGPROBS,
         }
@@ -292,7 +292,7 @@ class OpenAIScorer:
         reason, and a note when "[Guess]:" had to be appended), and the call's token counts."""
         marker = TOK_ANSWER_PREFIX
         body = {"model": self.config.model, "messages": messages, "max_tokens": self.config.max_new_tokens,
-                "temperature": 0, "stop": [marker]}
+                "temperature": self.config.temperature, "stop": [marker]}
         response = self._post(body)
         text = self._redact(_content(response))
         # vLLM names the stop string that ended the answer; without it, the marker is appended after the reason.
@@ -323,7 +323,7 @@ class OpenAIScorer:
             "model": config.model,
             "messages": build_prompt(pair, config).messages(),
             "max_tokens": config.max_new_tokens,
-            "temperature": 0,
+            "temperature": self.config.temperature,
         }
         response = self._post(body)
         text = self._redact(_content(response))

@@ -1,0 +1,211 @@
+"""Robustness audits as background work: an AuditJob's probes (prompts built from the project's data, never stored
+as pairs) are scored by one worker with the judge's own scorer, batch by batch, and the kind's report is kept on
+the row. The two kinds build their probes and reports in labeling/services/audit_perturbation.py and
+labeling/services/audit_multicondition.py; this module starts, runs, fails and prices them the one way."""
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
+from django.db.models import F
+from django.db.models.functions import Coalesce
+from django.utils import timezone
+
+from labeling.llm_adapter import JudgeConfigError, judge_config, scorer_for
+from labeling.models import AuditJob, Judge, Project
+from labeling.services import audit_multicondition, audit_perturbation
+from labeling.services.audit_errors import AuditError
+from labeling.services.jobs import job_fail, job_take
+from labeling.tasks import audit_task
+from models_llm.audit.types import Probe
+from models_llm.backends import Scorer, ScorerConfigError, load_scorer
+from models_llm.cost import TokenEstimate, diras_token_estimate
+from models_llm.types import JudgeConfig, Verdict
+
+__all__ = ["AuditError", "AuditEstimate", "audit_cancel", "audit_estimate", "audit_fail", "audit_probes", "audit_run",
+           "audit_start"]
+
+
+@dataclass(frozen=True)
+class _Kind:
+    parameters: Callable[[Mapping], dict]
+    probes: Callable[..., list[Probe]]
+    report: Callable[..., dict]
+
+
+KINDS: dict[str, _Kind] = {
+    AuditJob.Kind.PERTURBATION: _Kind(audit_perturbation.perturbation_parameters,
+                                      audit_perturbation.perturbation_probes, audit_perturbation.perturbation_report),
+    AuditJob.Kind.MULTICONDITION: _Kind(audit_multicondition.multicondition_parameters,
+                                        audit_multicondition.multicondition_probes,
+                                        audit_multicondition.multicondition_report),
+}
+
+
+def _kind(kind: str) -> _Kind:
+    if kind not in KINDS:
+        raise AuditError(f"kind must be one of {sorted(KINDS)}, got {kind!r}")
+    return KINDS[kind]
+
+
+def audit_judge_config(judge: Judge) -> JudgeConfig:
+    """The configuration the audit runs, or AuditError saying why this judge cannot be audited: a judges ensemble
+    or a strategy ensemble (audit each member: their prompts are their members'), an imported judge (no model
+    to ask)."""
+    if judge.is_ensemble:
+        raise AuditError(f"judge {judge.name!r} is a judges ensemble: audit each of its members")
+    if judge.is_imported:
+        raise AuditError(f"judge {judge.name!r} was imported with its judgments: it has no model to ask")
+    try:
+        config = judge_config(judge)
+    except JudgeConfigError as exc:
+        raise AuditError(str(exc)) from None
+    if config.method == Judge.Method.ENSEMBLE:
+        raise AuditError(f"judge {judge.name!r} is a prompt-strategy ensemble: audit a judge of one prompt")
+    return config
+
+
+def _prepare(*, project: Project, judge: Judge, kind: str, parameters: Mapping) -> tuple[_Kind, dict, list[Probe]]:
+    if judge.project_id != project.id:
+        raise AuditError(f"judge {judge.name!r} belongs to another project")
+    spec = _kind(kind)
+    audit_judge_config(judge)
+    clean = spec.parameters(parameters)
+    probes = spec.probes(project=project, judge=judge, parameters=clean)
+    if not probes:
+        raise AuditError("the audit has nothing to ask the judge")
+    return spec, clean, probes
+
+
+@transaction.atomic
+def audit_start(
+    *, project: Project, judge: Judge, kind: str, parameters: Mapping, user: AbstractBaseUser | None = None
+) -> AuditJob:
+    """Queue an audit of `judge`: its probes are built now (so a project without what the audit needs is refused
+    at once, AuditError saying what is missing) and again, identically, by the worker."""
+    _, clean, probes = _prepare(project=project, judge=judge, kind=kind, parameters=parameters)
+    job = AuditJob.objects.create(project=project, judge=judge, kind=kind, parameters=clean, total=len(probes),
+                                  requested_by=user)
+    transaction.on_commit(lambda: audit_task.delay(job.id))
+    return job
+
+
+def _sampled_scorer(config: JudgeConfig) -> Scorer:
+    """A second scorer of the same model that samples its generated text (the self-consistency test)."""
+    return load_scorer(replace(config, temperature=settings.AUDIT_TEMPERATURE))
+
+
+def audit_run(*, job_id: int) -> None:
+    """Score every probe of the audit (batches of AUDIT_BATCH, progress written after each) and keep the report.
+    A retried or redelivered audit starts over; a finished or cancelled one is left as it is."""
+    taken = job_take(AuditJob.objects.filter(id=job_id, finished_at__isnull=True), heartbeat_at=timezone.now(),
+                     done=0, calls=0, prompt_tokens=None, completion_tokens=None)
+    if not taken:
+        return
+    job = AuditJob.objects.select_related("project", "judge").get(id=job_id)
+    spec = _kind(job.kind)
+    config = audit_judge_config(job.judge)
+    probes = spec.probes(project=job.project, judge=job.judge, parameters=job.parameters)
+    scorers: dict[bool, Scorer] = {False: scorer_for(job.judge)}
+    verdicts: list[Verdict] = []
+    step = max(1, settings.AUDIT_BATCH)
+    try:
+        for start in range(0, len(probes), step):
+            batch = probes[start:start + step]
+            answers: dict[int, Verdict] = {}
+            for sampled in (False, True):
+                asked = [probe.pair for probe in batch if probe.sampled == sampled]
+                if not asked:
+                    continue
+                if sampled not in scorers:
+                    try:
+                        scorers[True] = _sampled_scorer(config)
+                    except ScorerConfigError as exc:
+                        raise AuditError(str(exc)) from None
+                answers.update({verdict.pair_id: verdict for verdict in scorers[sampled].score(asked)})
+            verdicts += [answers[probe.pair.pair_id] for probe in batch]
+            prompt = sum(v.prompt_tokens or 0 for v in answers.values())
+            completion = sum(v.completion_tokens or 0 for v in answers.values())
+            calls = sum(v.calls or 1 for v in answers.values() if v.status != "failed" or v.prompt_tokens)
+            moved = AuditJob.objects.filter(id=job_id, status=AuditJob.Status.RUNNING).update(
+                done=start + len(batch), calls=F("calls") + calls, heartbeat_at=timezone.now(),
+                prompt_tokens=_plus("prompt_tokens", prompt), completion_tokens=_plus("completion_tokens", completion))
+            if not moved:
+                return  # cancelled, or taken over: what it scored is not reported
+    finally:
+        if True in scorers:
+            scorers[True].close()
+    report = spec.report(project=job.project, judge=job.judge, parameters=job.parameters, probes=probes,
+                         verdicts=verdicts)
+    AuditJob.objects.filter(id=job_id, status=AuditJob.Status.RUNNING).update(
+        report=report, status=AuditJob.Status.DONE, finished_at=timezone.now(), heartbeat_at=timezone.now())
+
+
+def _plus(field: str, value: int):
+    return Coalesce(F(field), 0) + value
+
+
+def audit_fail(*, job_id: int, error: str) -> None:
+    """Give up on the audit: failed, with the error; no report."""
+    job_fail(AuditJob.objects.filter(id=job_id), error=error)
+
+
+@transaction.atomic
+def audit_cancel(*, job: AuditJob) -> AuditJob:
+    """Stop an unfinished audit: its worker stops after the batch it is scoring, and no report is made."""
+    AuditJob.objects.filter(id=job.id, finished_at__isnull=True).update(
+        status=AuditJob.Status.CANCELLED, finished_at=timezone.now())
+    job.refresh_from_db()
+    return job
+
+
+ESTIMATE_SAMPLE = 200
+
+
+@dataclass(frozen=True)
+class AuditEstimate:
+    """A dry run of an audit: the probes it would ask, what they would cost the judge's model (None for an
+    embedding judge: no prompt, no token), and how long building the probes took (the variant generation)."""
+
+    probes: int
+    sampled_probes: int
+    tokens: TokenEstimate | None
+    cost_usd: float | None
+    build_seconds: float
+    parameters: dict
+
+
+def audit_estimate(*, project: Project, judge: Judge, kind: str, parameters: Mapping) -> AuditEstimate:
+    """What an audit would ask and cost, before it runs: its probes are built (nothing is stored, no model is
+    asked) and the prompts of a fixed-seed sample of them counted with the judge's tokenizer (hf) or from their
+    characters (openai)."""
+    started = time.perf_counter()
+    _, clean, probes = _prepare(project=project, judge=judge, kind=kind, parameters=parameters)
+    built = time.perf_counter() - started
+    config = audit_judge_config(judge)
+    tokens = cost = None
+    if config.backend != Judge.Backend.EMBEDDING:
+        count = None
+        if config.backend == Judge.Backend.HF:
+            from models_llm.backends.hf import chat_token_counter  # torch and transformers load lazily
+
+            try:
+                count = chat_token_counter(config.model)
+            except ScorerConfigError as exc:
+                raise AuditError(str(exc)) from None
+        sample = random.Random(0).sample(probes, min(ESTIMATE_SAMPLE, len(probes)))
+        tokens = diras_token_estimate([probe.pair for probe in sample], config=config, total_pairs=len(probes),
+                                      count_tokens=count)
+        cost = tokens.cost(judge.price_in, judge.price_out)
+    return AuditEstimate(probes=len(probes), sampled_probes=sum(p.sampled for p in probes), tokens=tokens,
+                         cost_usd=cost, build_seconds=built, parameters=clean)
+
+
+def audit_probes(*, project: Project, judge: Judge, kind: str, parameters: Mapping) -> Sequence[Probe]:
+    """The probes an audit asks (for a bench or a look at the variants): built exactly as the worker builds them."""
+    return _prepare(project=project, judge=judge, kind=kind, parameters=parameters)[2]
