@@ -2,7 +2,6 @@
 MultiConIR's four tests on the project's multi-condition items, of a judge (an audit on the workers) or of a run
 (computed here from its ranks)."""
 import json
-import sys
 import time
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
@@ -111,10 +110,10 @@ class Command(BaseCommand):
     def _wait(self, job: AuditJob) -> dict:
         while True:
             job.refresh_from_db()
-            sys.stderr.write(f"\r{job.done:,}/{job.total:,} prompts scored ({job.status})   ")
-            sys.stderr.flush()
+            self.stderr.write(f"\r{job.done:,}/{job.total:,} prompts scored ({job.status})   ", ending="")
+            self.stderr.flush()
             if job.finished_at is not None:
-                sys.stderr.write("\n")
+                self.stderr.write("")
                 break
             time.sleep(1)
         if job.status != AuditJob.Status.DONE:
