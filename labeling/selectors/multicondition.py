@@ -1,5 +1,5 @@
 """Reads of a project's multi-condition items (the `multicondition` objects of its queries' and passages' metadata,
-docs/bundle-format.md#multi-condition-items) and a run's MultiConIR report, scored from its ranks."""
+docs/bundle-format.md#multi-condition-items-multiconir) and a run's MultiConIR report, scored from its ranks."""
 from __future__ import annotations
 
 import math
@@ -12,7 +12,7 @@ from models_llm.audit.multicondition import multicondition_report as build_repor
 
 NO_ITEMS = ("project {slug!r} has no multi-condition items: give its queries metadata.multicondition = {{item, "
             "domain, k, style}} and its passages metadata.multicondition = {{item, satisfies}} "
-            "(docs/bundle-format.md#multi-condition-items)")
+            "(docs/bundle-format.md#multi-condition-items-multiconir)")
 RUN_UNPADDED = "a run's scores are fixed: its documents cannot be re-scored padded"
 
 

@@ -16,9 +16,10 @@ def tiny_project():
     """x (books): K = 2, both styles; y (law): K = 2, instruction only; plus a plain query and passage."""
     project = ProjectFactory(slug="mc")
     queries = {}
-    for key, item, domain, k, style in [("xi1", "x", "books", 1, "instruction"), ("xi2", "x", "books", 2, "instruction"),
-                                        ("xd1", "x", "books", 1, "descriptive"), ("xd2", "x", "books", 2, "descriptive"),
-                                        ("yi1", "y", "law", 1, "instruction"), ("yi2", "y", "law", 2, "instruction")]:
+    variants = [("xi1", "x", "books", 1, "instruction"), ("xi2", "x", "books", 2, "instruction"),
+                ("xd1", "x", "books", 1, "descriptive"), ("xd2", "x", "books", 2, "descriptive"),
+                ("yi1", "y", "law", 1, "instruction"), ("yi2", "y", "law", 2, "instruction")]
+    for key, item, domain, k, style in variants:
         queries[key] = QueryFactory(project=project, external_id=key, metadata={"multicondition": {
             "item": item, "domain": domain, "k": k, "style": style}})
     QueryFactory(project=project, external_id="plain")
@@ -74,7 +75,7 @@ def test_items_are_read_from_the_metadata_and_plain_rows_are_left_out():
 def test_a_project_without_items_is_told_which_metadata_to_add():
     project = ProjectFactory(slug="plain")
     QueryFactory(project=project)
-    with pytest.raises(AuditError, match=r"metadata.multicondition.*bundle-format.md#multi-condition-items"):
+    with pytest.raises(AuditError, match=r"metadata.multicondition.*bundle-format.md#multi-condition-items-multiconir"):
         project_multicondition_items(project)
 
 

@@ -50,11 +50,12 @@ def report_text(report: dict) -> str:
 
 
 class Command(BaseCommand):
-    help = ("MultiConIR's tests on the project's multi-condition items (docs/bundle-format.md#multi-condition-items): "
-            "Win Rate per k (complexity robustness), Win Rate of d_k over d_(k-1) (monotonicity), Flip Rate between "
-            "query styles (format invariance) and Win Rate with documents padded to 512 and 1024 words. --judge "
-            "queues an audit for the workers and waits for its report; --run computes the run's report here from "
-            "its ranks (no padding: a run cannot re-rank).")
+    help = ("MultiConIR's tests on the project's multi-condition items "
+            "(docs/bundle-format.md#multi-condition-items-multiconir): Win Rate per k (complexity robustness), "
+            "Win Rate of d_k over d_(k-1) (monotonicity), Flip Rate between query styles (format invariance) and "
+            "Win Rate with documents padded to 512 and 1024 words. --judge queues an audit for the workers and waits "
+            "for its report; --run computes the run's report here from its ranks (no padding: a run cannot "
+            "re-rank).")
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--project", required=True)
