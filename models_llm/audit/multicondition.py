@@ -256,6 +256,7 @@ class Padder:
 def _verdict(value: float | None, kind: str) -> str:
     if value is None:
         return "no data"
+    value = round(value, 9)  # a mean of a few 0/1 outcomes lands on a threshold; float error must not decide
     limits = MULTICONDITION_THRESHOLDS[kind]
     if kind == "win_rate":
         return "robust" if value >= limits["robust"] else "sensitive" if value < limits["sensitive"] else "watch"
@@ -353,19 +354,31 @@ def multicondition_report(items: Sequence[McItem], scores: Mapping[ScoreKey, flo
                   "why": _win_why(task2["mean"], "the full query")},
         "task3": {"title": TITLES["task3"], **task3, "verdict": _verdict(task3["mean"], "flip_rate"), "why": task3_why},
         "task4": _task4(items, tally, domains, max_k, pads, unavailable),
+        "examples": _examples(items),
     }
     report["skipped"] = tally.skipped
     return report
 
 
+def _examples(items: Sequence[McItem]) -> list[dict]:
+    """The first item of each domain that lists its condition texts: what condition index k stands for."""
+    examples: dict[str, dict] = {}
+    for item in items:
+        if item.conditions and item.domain not in examples:
+            examples[item.domain] = {"item": item.item, "domain": item.domain, "conditions": list(item.conditions)}
+    return [examples[domain] for domain in sorted(examples)]
+
+
 def _task4(items: Sequence[McItem], tally: _Tally, domains: Sequence[str], max_k: int, pads: Sequence[int],
            unavailable: str) -> dict:
-    title = f"Longer documents: Task 1 with documents padded to {' and '.join(map(str, sorted(pads)))} words"
+    title = (f"Longer documents: Task 1 with documents padded to {' and '.join(map(str, sorted(pads)))} words"
+             if pads and not unavailable else "Longer documents: Task 1 with padded documents")
     if not unavailable and not usable_pads(items, pads):
         unavailable = ("no padding asked" if not pads else
                        "a single item: there is no other item's text to pad its documents with")
     if unavailable:
-        return {"title": title, "unavailable": unavailable, "verdict": "no data", "why": unavailable}
+        return {"title": title, "unavailable": unavailable, "verdict": "no data",
+                "why": f"Not measured: {unavailable}."}
     curves = {str(pad): _curve(tally.wins(c for item in items for c in _task1(item, item.main_style, pad)),
                                domains, max_k)
               for pad in (0, *sorted(pads))}

@@ -42,7 +42,8 @@ def test_a_run_s_report_as_a_table_and_as_json():
     start = lines.index("  instruction queries")
     assert [line.split() for line in lines[start + 1:start + 5]] == [
         ["k=1", "k=2", "mean"], ["books", "1.00", "0.00"], ["law", "0.00", "1.00"], ["average", "0.50", "0.50", "0.50"]]
-    assert "  Verdict: no data. a run's scores are fixed: its documents cannot be re-scored padded" in lines
+    assert ("  Verdict: no data. Not measured: a run's scores are fixed: its documents cannot be re-scored "
+            "padded.") in lines
     data = json.loads(_run("--project", "mc", "--run", "hand", "--json")[0])
     assert data == run_multicondition_report(run)
 

@@ -89,6 +89,7 @@ def test_each_task_against_a_hand_computation():
     assert task4["pads"]["512"]["mean"] == 0.0 and task4["verdict"] == "sensitive" and "0.50" in task4["why"]
     # One Task 2 comparison and one Task 4 comparison had a missing score.
     assert report["skipped"] == 2
+    assert report["examples"] == []  # no query lists its conditions
     json.dumps(report)
 
 
@@ -121,6 +122,10 @@ def test_an_oracle_scorer_wins_every_comparison_and_never_flips():
     assert report["task2"]["average"] == ones and report["task3"]["average"] == [0.0] * 5
     assert all(report["task4"]["pads"][pad]["average"] == ones for pad in ("0", "512", "1024"))
     assert [report[t]["verdict"] for t in ("task1", "task2", "task3", "task4")] == ["robust"] * 4
+    spec = json.loads((EXAMPLE / "items.json").read_text())["items"]
+    assert report["examples"] == [{"item": item["item"], "domain": item["domain"],
+                                   "conditions": [c[0] for c in item["conditions"]]}
+                                  for item in (spec[0], spec[3])]
 
 
 def test_needs_lists_each_comparison_s_scores_once():
@@ -152,8 +157,8 @@ def test_padding_fills_to_the_word_count_with_the_same_filler_from_other_items_o
 
 def test_a_run_like_report_says_why_task4_is_unavailable():
     report = multicondition_report(tiny_items(), TINY_SCORES, subject="run:bm25", pads=(), unavailable="fixed")
-    assert report["task4"] == {"title": report["task4"]["title"], "unavailable": "fixed", "verdict": "no data",
-                               "why": "fixed"}
+    assert report["task4"] == {"title": "Longer documents: Task 1 with padded documents", "unavailable": "fixed",
+                               "verdict": "no data", "why": "Not measured: fixed."}
     assert report["skipped"] == 1
 
 

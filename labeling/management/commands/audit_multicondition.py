@@ -35,6 +35,9 @@ def report_text(report: dict) -> str:
     lines = [(f"Multi-condition tests of {report['subject']}: {report['items']} items in {len(report['domains'])} "
              f"domain(s) ({', '.join(report['domains'])}), k = 1..{report['max_k']}, {report['skipped']} "
              f"comparison(s) skipped (a score missing).")]
+    for example in report.get("examples", []):
+        lines.append(f"Conditions of item {example['item']} ({example['domain']}): "
+                     + "; ".join(f"{k}) {text}" for k, text in enumerate(example["conditions"], 1)))
     for number, name in enumerate(("task1", "task2", "task3", "task4"), 1):
         task = report[name]
         lines += ["", f"Task {number}. {task['title']}", f"  Verdict: {task['verdict']}. {task['why']}"]
