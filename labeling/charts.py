@@ -1,6 +1,6 @@
-"""Geometry of the server-side SVG charts: the dashboard's reliability diagram and F1-vs-threshold curve, and the
-systems page's scatter of two qrels' scores. Numbers in, coordinates out; the template draws them (so every
-label is escaped)."""
+"""Geometry of the server-side SVG charts: the dashboard's reliability diagram and F1-vs-threshold curve, the
+systems page's scatter of two qrels' scores, and the robustness reports' rates against k. Numbers in, coordinates
+out; the template draws them (so every label is escaped)."""
 from __future__ import annotations
 
 import math
@@ -170,4 +170,76 @@ def scatter_chart(points: list[tuple[str, float, float]], *, label_chars: int = 
         points=drawn, diagonal=f"{px(low)},{py(low)} {px(high)},{py(high)}",
         x_ticks=[Tick(px(v), bottom + 14, f"{v:g}") for v in steps],
         y_ticks=[Tick(left - 6, py(v) + 4, f"{v:g}") for v in steps],
+    )
+
+
+# Line charts of a rate (0..1) against a whole number (k, a condition index): the robustness reports' curves.
+LINE_WIDTH, LINE_HEIGHT, LINE_LEFT, LINE_RIGHT_PAD, LINE_TOP, LINE_BOTTOM_PAD = 300, 200, 34, 10, 18, 30
+# Above this many x values, every other one is labelled.
+LINE_MAX_X_LABELS = 12
+
+
+@dataclass(frozen=True)
+class LinePoint:
+    x: float
+    y: float
+    title: str
+
+
+@dataclass(frozen=True)
+class LineSeries:
+    name: str
+    index: int  # the series' colour: the template's class s<index>
+    segments: list[str]  # polyline points; a missing value ends one segment, the next value starts another
+    points: list[LinePoint]  # every value, as a dot: a value between two missing ones is still seen
+
+
+@dataclass(frozen=True)
+class LineChart:
+    width: int
+    height: int
+    plot_left: float
+    plot_right: float
+    plot_top: float
+    plot_bottom: float
+    series: list[LineSeries]
+    x_ticks: list[Tick]
+    y_ticks: list[Tick]
+
+
+def line_chart(series: dict[str, list[tuple[float, float | None]]], *, x_name: str = "k",
+               y_name: str = "rate") -> LineChart:
+    """One line per named series of (x, y) points, y in [0, 1]; a None y leaves a gap in its line. The x axis spans
+    the smallest to the largest x of all series (one x alone sits in the middle)."""
+    xs = sorted({x for points in series.values() for x, _ in points})
+    left, right = LINE_LEFT, LINE_WIDTH - LINE_RIGHT_PAD
+    top, bottom = LINE_TOP, LINE_HEIGHT - LINE_BOTTOM_PAD
+    low, high = (xs[0], xs[-1]) if xs else (0.0, 1.0)
+
+    def px(value: float) -> float:
+        if high == low:
+            return round((left + right) / 2, 1)
+        return round(left + (value - low) / (high - low) * (right - left), 1)
+
+    def py(value: float) -> float:
+        return round(bottom - value * (bottom - top), 1)
+
+    drawn = []
+    for index, (name, points) in enumerate(series.items()):
+        segments, current, dots = [], [], []
+        for x, y in points:
+            if y is None:
+                segments += [" ".join(current)] if len(current) > 1 else []
+                current = []
+                continue
+            current.append(f"{px(x)},{py(y)}")
+            dots.append(LinePoint(x=px(x), y=py(y), title=f"{name}: {x_name} = {x:g}, {y_name} {y:.2f}"))
+        segments += [" ".join(current)] if len(current) > 1 else []
+        drawn.append(LineSeries(name=name, index=index, segments=segments, points=dots))
+    every = 1 if len(xs) <= LINE_MAX_X_LABELS else 2
+    return LineChart(
+        width=LINE_WIDTH, height=LINE_HEIGHT, plot_left=left, plot_right=right, plot_top=top, plot_bottom=bottom,
+        series=drawn,
+        x_ticks=[Tick(px(x), bottom + 14, f"{x:g}") for x in xs[::every]],
+        y_ticks=[Tick(left - 6, py(v) + 4, f"{v:g}") for v in (0.0, 0.25, 0.5, 0.75, 1.0)],
     )

@@ -14,6 +14,7 @@ from labeling.selectors.queue_settings import queue_mix_percentages
 from labeling.services.projects import LABELS_PER_ITEM_MAX, LEASE_MINUTES_MAX
 from labeling.services.retrieval import MAX_DEPTH
 from labeling.services.training_sets import MAX_HELD_OUT
+from models_llm.audit.types import PAD_WORDS, PERTURBATION_TESTS
 from models_llm.ensembles import STRATEGIES
 from models_llm.prompts import PRESETS
 
@@ -353,3 +354,37 @@ class BundleUploadForm(forms.Form):
     file = forms.FileField(help_text="a .zip or .tar.gz of a bundle folder (docs/bundle-format.md): its files at the "
                                      "archive's top or in one folder")
     all_pairs = forms.BooleanField(required=False, label="Make the pool every query x passage (--all-pairs)")
+
+
+PERTURBATION_TEST_LABELS = {
+    "length": "Length: padded to 512 and 1024 words", "stuffing": "Keyword stuffing",
+    "injection": "Prompt injection", "definition": "Without the relevance definition",
+    "consistency": "Self-consistency: asked twice with sampling",
+}
+
+
+class PerturbationAuditForm(forms.Form):
+    """A perturbation audit of a judge (its Robustness page): a seeded sample of the gold pairs, changed by the
+    chosen tests. The service checks the rest (docs/robustness.md)."""
+
+    sample = forms.IntegerField(min_value=1, max_value=settings.AUDIT_MAX_SAMPLE, initial=200,
+                                help_text="gold pairs drawn")
+    seed = forms.IntegerField(min_value=0, initial=0, help_text="the draw's seed")
+    tests = forms.MultipleChoiceField(choices=[(test, PERTURBATION_TEST_LABELS[test]) for test in PERTURBATION_TESTS],
+                                      initial=list(PERTURBATION_TESTS), widget=forms.CheckboxSelectMultiple)
+
+    def parameters(self) -> dict:
+        return {name: self.cleaned_data[name] for name in ("sample", "seed", "tests")}
+
+
+class MulticonditionAuditForm(forms.Form):
+    """The MultiConIR tests of a judge on the project's multi-condition items (its Robustness page)."""
+
+    pads = forms.MultipleChoiceField(choices=[(str(words), f"{words} words") for words in PAD_WORDS],
+                                     initial=[str(words) for words in PAD_WORDS], required=False,
+                                     widget=forms.CheckboxSelectMultiple, label="Task 4: documents padded to",
+                                     help_text="none: Task 4 is left out")
+    seed = forms.IntegerField(min_value=0, initial=0, help_text="the padding text's seed")
+
+    def parameters(self) -> dict:
+        return {"pads": [int(words) for words in self.cleaned_data["pads"]], "seed": self.cleaned_data["seed"]}

@@ -2,6 +2,7 @@ from django.urls import path
 
 from labeling.views import (
     adjudication,
+    audit,
     browse,
     bundles,
     definitions,
@@ -43,11 +44,16 @@ urlpatterns = [
     path("projects/<slug:slug>/judges/<path:judge>/score/", judges.job_start_view, name="job_start"),
     path("projects/<slug:slug>/judges/<path:judge>/estimate/", judges.judge_estimate_view, name="judge_estimate"),
     path("projects/<slug:slug>/jobs/<id:job_id>/cancel/", judges.job_cancel_view, name="job_cancel"),
+    path("projects/<slug:slug>/judges/<path:judge>/robustness/", audit.judge_robustness, name="judge_robustness"),
+    path("projects/<slug:slug>/judges/<path:judge>/robustness/audit/", audit.audit_start_view, name="audit_start"),
+    path("projects/<slug:slug>/audits/<id:audit_id>/", audit.audit_detail, name="audit_detail"),
+    path("projects/<slug:slug>/audits/<id:audit_id>/cancel/", audit.audit_cancel_view, name="audit_cancel"),
     path("projects/<slug:slug>/bundles/", bundles.bundles_page, name="bundles"),
     path("projects/<slug:slug>/bundles/upload/", bundles.bundle_upload_view, name="bundle_upload"),
     path("projects/<slug:slug>/systems/", systems.systems_page, name="systems"),
     path("projects/<slug:slug>/systems/runs/upload/", systems.run_upload_view, name="run_upload"),
     path("projects/<slug:slug>/systems/runs/<id:run_id>/delete/", systems.run_delete_view, name="run_delete"),
+    path("projects/<slug:slug>/systems/runs/<id:run_id>/robustness/", audit.run_robustness, name="run_robustness"),
     path("projects/<slug:slug>/systems/retrieval/", systems.retrieval_start_view, name="retrieval_start"),
     path(
         "projects/<slug:slug>/systems/retrieval/<id:retrieval_job_id>/cancel/", systems.retrieval_cancel_view,

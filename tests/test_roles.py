@@ -83,6 +83,12 @@ MATRIX: dict[str, dict[str, str]] = {
     "labeling:finetune_cancel": {"POST": ADMIN_ONLY},
     "labeling:finetune_resume": {"POST": ADMIN_ONLY},
     "labeling:finetune_score_pool": {"POST": ADMIN_ONLY},
+    # Audit reports are a judge's P on gold pairs (blind first); their pages list the audits too.
+    "labeling:judge_robustness": {"GET": READER},
+    "labeling:audit_start": {"POST": ADMIN_ONLY},
+    "labeling:audit_detail": {"GET": READER},
+    "labeling:audit_cancel": {"POST": ADMIN_ONLY},
+    "labeling:run_robustness": {"GET": READER},
     "api:token": {"POST": PUBLIC},
     "api:schema": {"GET": LOGGED_IN},
     "api:project-list": {"GET": LOGGED_IN},
@@ -119,6 +125,9 @@ MATRIX: dict[str, dict[str, str]] = {
     "api:finetune-cancel": {"POST": ADMIN_ONLY},
     "api:finetune-resume": {"POST": ADMIN_ONLY},
     "api:finetune-score-pool": {"POST": ADMIN_ONLY},
+    "api:audit-list": {"GET": READER, "POST": ADMIN_ONLY},
+    "api:audit-detail": {"GET": READER},
+    "api:run-multicondition": {"GET": READER},
 }
 
 ROUTES = {route.name: route for route in all_routes()}

@@ -11,6 +11,7 @@ from django.utils import timezone
 from labeling import urls as html_urls
 from labeling.api import urls as api_urls
 from labeling.models import (
+    AuditJob,
     BundleImportJob,
     FineTuneJob,
     Judge,
@@ -90,6 +91,7 @@ class World:
     training_set: TrainingSet  # imported from a file, used by no job
     finetune_job: FineTuneJob  # running, its worker reporting
     bundle_job: BundleImportJob  # failed, with a problem naming its file and line
+    audit: AuditJob  # a running perturbation audit of the judge
     member: object  # an expert other than the role users: the one a member removal targets
     users: dict[str, object] = field(default_factory=dict)
 
@@ -107,6 +109,7 @@ class World:
             "training_set": self.training_set.name,
             "finetune_job_id": self.finetune_job.id,
             "bundle_job_id": self.bundle_job.id,
+            "audit_id": self.audit.id,
         }
         missing = set(route.pattern.pattern.converters) - set(values)
         assert not missing, f"{route.name}: no fixture value for URL argument(s) {sorted(missing)}; add them to World"
@@ -131,7 +134,7 @@ def build_world(
     """One project with a member of every role, a query with a definition, three pairs (one labelled by the
     expert, one labelled 0 and 2 by two other experts), a judge with judgments and a running scoring job, a run
     ranking the three passages, a running retrieval job, a training set imported from a file and a running
-    fine-tuning job on another set."""
+    fine-tuning job on another set, a running audit of the judge."""
     project = ProjectFactory(name=name, description=name)
     query = QueryFactory(project=project, text=query_text, metadata={"topic": name})
     RelevanceDefinitionFactory(query=query, text=definition_text)
@@ -176,8 +179,11 @@ def build_world(
         stage=BundleImportJob.Stage.FINISHED, problems=[f"queries.jsonl:2: {note}"], problems_total=1,
         requested_by=users[ADMIN],
     )
+    audit = AuditJob.objects.create(project=project, judge=judge, kind=AuditJob.Kind.PERTURBATION, total=9, done=3,
+                                    status=AuditJob.Status.RUNNING, started_at=now, heartbeat_at=now,
+                                    parameters={"sample": 1, "seed": 0}, requested_by=users[ADMIN])
     if with_report:
         validation_result_ensure(project=project)
     return World(project=project, query=query, pair=pairs[0], conflict=pairs[1], judge=judge, job=job, run=run,
                  retrieval_job=retrieval_job, training_set=training_set, finetune_job=finetune_job,
-                 bundle_job=bundle_job, member=alice, users=users)
+                 bundle_job=bundle_job, audit=audit, member=alice, users=users)

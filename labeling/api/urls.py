@@ -1,7 +1,7 @@
 from django.urls import path
 from drf_spectacular.views import SpectacularAPIView
 
-from labeling.api import bundles, export, finetune, labels, runs, systems, tokens, views
+from labeling.api import audit, bundles, export, finetune, labels, runs, systems, tokens, views
 
 # <id:...> is a database id (labeling.ids.IdConverter, registered in labeling/apps.py).
 app_name = "api"
@@ -25,6 +25,8 @@ urlpatterns = [
         views.JudgeMetricsByDefinitionView.as_view(),
         name="judge-metrics-by-definition",
     ),
+    path("projects/<slug:slug>/judges/<path:judge>/audits/", audit.AuditListView.as_view(), name="audit-list"),
+    path("projects/<slug:slug>/audits/<id:audit_id>/", audit.AuditDetailView.as_view(), name="audit-detail"),
     path("projects/<slug:slug>/judges/", views.JudgeListView.as_view(), name="judge-list"),
     path("projects/<slug:slug>/jobs/", views.ScoringJobListView.as_view(), name="job-list"),
     path("projects/<slug:slug>/jobs/<id:job_id>/", views.ScoringJobDetailView.as_view(), name="job-detail"),
@@ -35,6 +37,8 @@ urlpatterns = [
          name="bundle-detail"),
     path("projects/<slug:slug>/runs/", runs.RunListView.as_view(), name="run-list"),
     path("projects/<slug:slug>/runs/<id:run_id>/", runs.RunDetailView.as_view(), name="run-detail"),
+    path("projects/<slug:slug>/runs/<id:run_id>/multicondition/", audit.RunMulticonditionView.as_view(),
+         name="run-multicondition"),
     path("projects/<slug:slug>/retrieval/", runs.RetrievalJobListView.as_view(), name="retrieval-list"),
     path("projects/<slug:slug>/pool/", runs.PoolView.as_view(), name="pool"),
     path("projects/<slug:slug>/training-sets/", finetune.TrainingSetListView.as_view(), name="training-set-list"),

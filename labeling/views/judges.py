@@ -12,6 +12,7 @@ from django.views.decorators.http import require_POST
 
 from labeling.forms import JudgeForm
 from labeling.models import Membership, Project, ScoringJob
+from labeling.selectors.disclosure import sees_reports
 from labeling.selectors.lookups import judge_by_name, scoring_job_of_project
 from labeling.selectors.projects import admin_to, project_role
 from labeling.selectors.scoring import job_progress, jobs_for_project, judges_for_project
@@ -34,6 +35,7 @@ def _judges_context(request: HttpRequest, project: Project, form: JudgeForm | No
         "jobs": jobs,
         "any_running": any(p.job.status == ScoringJob.Status.RUNNING for p in jobs),
         "is_admin": role == Membership.Role.ADMIN,
+        "sees_reports": sees_reports(project=project, role=role),
         "form": form or JudgeForm(project=project),
         "default_template": json.dumps(DEFAULT_TEMPLATE, indent=2),
     }

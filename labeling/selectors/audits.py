@@ -1,0 +1,65 @@
+"""Reads of robustness audits as the Robustness pages and the API list them: a judge's audits newest first, with
+the error as the reader may see it and what the tokens cost at the judge's prices; the latest report of each kind;
+one audit of a project."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.db.models import QuerySet
+
+from labeling.exceptions import NotFound
+from labeling.models import AuditJob, Judge, Project
+from models_llm.cost import usd_cost
+
+# What members other than admins read instead of a failure's text: it can name the server's folders and models.
+HIDDEN_ERROR = "the audit failed (a project admin sees the reason)"
+# The page and the API list this many of a judge's newest audits.
+LISTED_AUDITS = 50
+
+
+@dataclass(frozen=True)
+class AuditRow:
+    job: AuditJob
+    error: str  # the job's error as the reader may see it
+    cost_usd: float | None  # the tokens used so far at the judge's prices; None without prices or tokens
+
+    @property
+    def unfinished(self) -> bool:
+        return self.job.finished_at is None
+
+
+def audit_row(job: AuditJob, *, show_errors: bool) -> AuditRow:
+    judge = job.judge
+    cost = None
+    if job.prompt_tokens is not None or job.completion_tokens is not None:
+        cost = usd_cost(job.prompt_tokens or 0, job.completion_tokens or 0, judge.price_in, judge.price_out)
+    return AuditRow(job=job, error=job.error if show_errors or not job.error else HIDDEN_ERROR, cost_usd=cost)
+
+
+def _audits() -> QuerySet[AuditJob]:
+    return AuditJob.objects.select_related("project", "judge", "requested_by")
+
+
+def audits_of_judge(judge: Judge, *, show_errors: bool) -> list[AuditRow]:
+    """The judge's LISTED_AUDITS newest audits of both kinds."""
+    jobs = _audits().filter(judge=judge).order_by("-created_at", "-id")[:LISTED_AUDITS]
+    return [audit_row(job, show_errors=show_errors) for job in jobs]
+
+
+def latest_reports(judge: Judge) -> dict[str, AuditJob]:
+    """The judge's newest done audit of each kind (kind -> job), in AuditJob.Kind's order."""
+    done = _audits().filter(judge=judge, status=AuditJob.Status.DONE).order_by("-finished_at", "-id")
+    found = {}
+    for kind in AuditJob.Kind.values:
+        job = done.filter(kind=kind).first()
+        if job is not None:
+            found[kind] = job
+    return found
+
+
+def audit_of_project(*, project: Project, audit_id: int) -> AuditJob:
+    """The project's audit `audit_id`, its judge loaded, or NotFound."""
+    found = _audits().filter(project=project, id=audit_id).first()
+    if found is None:
+        raise NotFound("No AuditJob matches the given query.")
+    return found
