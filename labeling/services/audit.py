@@ -22,6 +22,7 @@ from labeling.services import audit_multicondition, audit_perturbation
 from labeling.services.audit_errors import AuditError
 from labeling.services.jobs import job_fail, job_take
 from labeling.tasks import audit_task
+from models_llm.audit.robustness import samples_text
 from models_llm.audit.types import Probe
 from models_llm.backends import Scorer, ScorerConfigError, load_scorer
 from models_llm.cost import TokenEstimate, diras_token_estimate
@@ -112,6 +113,8 @@ def audit_run(*, job_id: int) -> None:
     config = audit_judge_config(job.judge)
     probes = spec.probes(project=job.project, judge=job.judge, parameters=job.parameters)
     scorers: dict[bool, Scorer] = {False: scorer_for(job.judge)}
+    if not samples_text(config):
+        scorers[True] = scorers[False]  # its answers do not depend on sampling: no second copy of the model
     verdicts: list[Verdict] = []
     step = max(1, settings.AUDIT_BATCH)
     try:
@@ -138,7 +141,7 @@ def audit_run(*, job_id: int) -> None:
             if not moved:
                 return  # cancelled, or taken over: what it scored is not reported
     finally:
-        if True in scorers:
+        if scorers.get(True, scorers[False]) is not scorers[False]:
             scorers[True].close()
     report = spec.report(project=job.project, judge=job.judge, parameters=job.parameters, probes=probes,
                          verdicts=verdicts)

@@ -15,7 +15,7 @@ from labeling.selectors.definitions import current_definitions
 from labeling.selectors.streams import GoldPair, gold_pairs
 from labeling.services.audit_errors import AuditError
 from models_llm.audit.perturb import AuditItem, OtherPassage, perturbation_probes as build_probes
-from models_llm.audit.robustness import robustness_report
+from models_llm.audit.robustness import robustness_report, samples_text
 from models_llm.audit.types import PERTURBATION_TESTS, Probe
 from models_llm.types import Verdict
 
@@ -119,7 +119,6 @@ def perturbation_report(*, project: Project, judge: Judge, parameters: Mapping, 
     """The report of models_llm.audit.robustness, with what the judge's configuration says about two tests: whether
     it reads the definition at all, and whether it samples any text (Tok without CoT and embeddings do not)."""
     config = judge_config(judge)
-    samples = config.backend != Judge.Backend.EMBEDDING and (config.method != Judge.Method.TOK or config.cot)
     return robustness_report(judge=judge.name, probes=probes, answers=verdicts, tests=parameters["tests"],
                              sample=parameters["sample"], seed=parameters["seed"],
-                             reads_definition=config.use_definition, samples=samples)
+                             reads_definition=config.use_definition, samples=samples_text(config))

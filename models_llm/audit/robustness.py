@@ -12,6 +12,7 @@ import numpy as np
 
 from models_llm.audit.types import PAD_WORDS, Probe, Verdict
 from models_llm.metrics.bootstrap import percentile_interval
+from models_llm.types import JudgeConfig
 from models_llm.types import Verdict as Answer
 
 THRESHOLD = 0.5
@@ -78,6 +79,13 @@ def _ordering_counts(before: np.ndarray, after: np.ndarray, groups: Sequence[str
         flipped.append(int(np.count_nonzero(order_before != order_after)))
         pairs.append(len(upper[0]))
     return np.array(flipped, dtype=float), np.array(pairs, dtype=float)
+
+
+def samples_text(config: JudgeConfig) -> bool:
+    """Whether the judge's answer depends on sampled text at a temperature above 0: an Ask judge or a Tok judge with
+    CoT generates text; Tok without CoT reads P(Yes) from one forward pass, and an embedding judge generates nothing,
+    so asking either twice gives the same answer."""
+    return config.backend != "embedding" and (config.method != "tok" or config.cot)
 
 
 def row_figures(before: Sequence[float], after: Sequence[float], groups: Sequence[str], *,

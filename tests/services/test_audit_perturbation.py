@@ -124,8 +124,10 @@ def test_borrowed_text_and_bases_come_from_other_queries(project):
 
 
 @override_settings(AUDIT_BATCH=7)
-def test_an_audit_of_minilm_reports_what_its_probes_score_and_writes_no_pair_or_judgment(project):
+def test_an_audit_of_minilm_reports_what_its_probes_score_and_writes_no_pair_or_judgment(project, monkeypatch):
     judge = minilm_judge(project)
+    # An embedding judge samples nothing: its consistency probes are asked of the same loaded model, no second copy.
+    monkeypatch.setattr("labeling.services.audit._sampled_scorer", lambda config: pytest.fail("a second model"))
     pairs, judgments = Pair.objects.count(), Judgment.objects.count()
     estimate = audit_estimate(project=project, judge=judge, kind=KIND, parameters={"sample": 8, "seed": 1})
     assert estimate.tokens is None and estimate.cost_usd is None  # an embedding judge: no prompt, no token
