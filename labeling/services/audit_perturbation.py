@@ -14,7 +14,8 @@ from labeling.models import Judge, Pair, Passage, Project
 from labeling.selectors.definitions import current_definitions
 from labeling.selectors.streams import GoldPair, gold_pairs
 from labeling.services.audit_errors import AuditError
-from models_llm.audit.perturb import AuditItem, OtherPassage, perturbation_probes as build_probes
+from models_llm.audit.perturb import AuditItem, OtherPassage
+from models_llm.audit.perturb import perturbation_probes as build_probes
 from models_llm.audit.robustness import robustness_report, samples_text
 from models_llm.audit.types import PERTURBATION_TESTS, Probe
 from models_llm.types import Verdict

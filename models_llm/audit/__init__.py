@@ -28,6 +28,7 @@ from models_llm.audit.robustness import (
     robustness_report,
     row_figures,
     row_verdict,
+    samples_text,
 )
 from models_llm.audit.types import PAD_WORDS, PERTURBATION_TESTS, Probe, Verdict
 
@@ -58,5 +59,6 @@ __all__ = [
     "robustness_report",
     "row_figures",
     "row_verdict",
+    "samples_text",
     "stuff_words",
 ]

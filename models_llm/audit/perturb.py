@@ -66,7 +66,11 @@ def pad_to_words(passage: str, filler: Sequence[str], words: int) -> str:
     """The passage followed by the words of `filler` texts (repeated if they run short), cut so that the result
     has exactly `words` whitespace-separated words. A passage already that long, or no filler, is returned as is."""
     need = words - len(passage.split())
-    pool = [word for text in filler for word in text.split()]
+    pool: list[str] = []
+    for text in filler:  # only as many texts as the padding needs (a pool of hundreds is handed in)
+        if len(pool) >= need:
+            break
+        pool += text.split()
     if need <= 0 or not pool:
         return passage
     added = [pool[i % len(pool)] for i in range(need)]

@@ -128,7 +128,7 @@ def test_probes_roles_indices_and_determinism():
 def test_padding_borrows_only_other_queries_text():
     items, others = corpus(queries=2, per_query=3)
     # Each query's passages get a marker word only they contain.
-    marked = [OtherPassage(o.key, o.text + f" MARK{sorted(o.query_keys)[0]}", o.title, o.query_keys) for o in others]
+    marked = [OtherPassage(o.key, o.text + f" MARK{min(o.query_keys)}", o.title, o.query_keys) for o in others]
     probes = perturbation_probes(items, marked, tests=["length"], seed=1)
     for probe in probes:
         if probe.role.startswith("length"):

@@ -47,7 +47,7 @@ def test_a_scorer_counting_query_words_is_caught_by_stuffing_only():
         words = set(content_words(probe.pair.query))
         return min(1.0, 0.1 + 0.15 * sum(word.lower().strip(".?") in words for word in probe.pair.passage.split()))
 
-    report, rows = audit(count)
+    _, rows = audit(count)
     stuffing = rows["stuffing"]
     assert stuffing["verdict"] == "sensitive"
     # Each query has 4 content words (firm, assess, <hazard>, exposure), stuffed twice: P 0.1 -> min(1, 0.1 + 1.2)

@@ -26,8 +26,8 @@ def _share(value: float | None, interval: list[float] | None, *, signed: bool = 
 
 def report_text(report: dict) -> str:
     """The report as a table (one line per test), then each test's verdict, why, note and worst item."""
-    lines = [f"Perturbation audit of {report['judge']}: {report['items']} gold pair(s) (sample {report['sample']}, "
-             f"seed {report['seed']}), decisions at P >= {report['threshold']:g}. Verdict: {report['verdict']}."]
+    lines = [(f"Perturbation audit of {report['judge']}: {report['items']} gold pair(s) (sample {report['sample']}, "
+              f"seed {report['seed']}), decisions at P >= {report['threshold']:g}. Verdict: {report['verdict']}.")]
     columns = [("test", 12), ("n", 5), ("failed", 7), ("mean change [95% CI]", 27), ("decision flips", 24),
                ("ordering flips", 24), ("verdict", 9)]
     lines.append("".join(name.ljust(width) for name, width in columns))
