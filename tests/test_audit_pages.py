@@ -173,7 +173,7 @@ def test_admins_estimate_first_then_start_with_the_same_settings(client, audited
     asked = {"kind": "perturbation", "perturbation-sample": "3", "perturbation-seed": "7",
              "perturbation-tests": ["length", "injection"]}
     card = client.get(url, asked, headers={"HX-Request": "true"}).content.decode()
-    assert card.lstrip().startswith('<section class="card" id="audit-perturbation"') and "<html" not in card
+    assert card.lstrip().startswith('<div id="estimate-perturbation"') and "<html" not in card
     expected = audit_estimate(project=project, judge=judge, kind="perturbation",
                               parameters={"sample": 3, "seed": 7, "tests": ["length", "injection"]})
     # 3 pairs x (the original, padded to 512 and 1024, the injection's base and variant) = 15 probes at most.

@@ -69,13 +69,19 @@ def _estimate_card(project: Project, judge: Judge, kind: str, data: dict) -> dic
             card["estimate"] = audit_estimate(project=project, judge=judge, kind=kind, parameters=form.parameters())
         except AuditError as exc:
             form.add_error(None, str(exc))
+        else:
+            # The Start form repeats the estimated settings as hidden inputs, without the fields' ids (an id twice in
+            # the page would also make htmx carry the visible field's attributes over to the hidden one).
+            card["hidden"] = [(form.add_prefix(name), item) for name, value in form.cleaned_data.items()
+                              for item in (value if isinstance(value, list) else [value])]
     return card
 
 
 @login_required
 @project_view(READ_REPORTS)
 def judge_robustness(request: HttpRequest, project: Project, judge: str) -> HttpResponse:
-    """GET with `kind` (and that form's fields): the form with its estimate (admins), the card alone for htmx."""
+    """GET with `kind` (and that form's fields): the form with its estimate (admins); for htmx, the estimate alone
+    (swapped in under the form, which keeps what was typed)."""
     found = judge_by_name(project=project, name=judge)
     kind = request.GET.get("kind")
     if kind is not None:
@@ -84,7 +90,7 @@ def judge_robustness(request: HttpRequest, project: Project, judge: str) -> Http
         is_admin = project_role(user=request.user, project=project) == Membership.Role.ADMIN
         card = _estimate_card(project, found, kind, request.GET) if is_admin else None
         if htmx_partial(request) and card is not None:
-            return render(request, "labeling/robustness.html#audit-card",
+            return render(request, "labeling/robustness.html#audit-estimate",
                           {"project": project, "judge": found, "card": card})
         return render(request, "labeling/robustness.html",
                       _page_context(request, project, found, **({kind: card} if card else {})))
@@ -118,7 +124,8 @@ def audit_start_view(request: HttpRequest, project: Project, judge: str) -> Http
             messages.success(request, f"Audit {job.id}: {job.total:,} probes queued for {found.name}.")
             return redirect("labeling:audit_detail", slug=project.slug, audit_id=job.id)
     return render(request, "labeling/robustness.html",
-                  _page_context(request, project, found, **{kind: {"kind": kind, "form": form}}), status=400)
+                  _page_context(request, project, found, **{kind: {"kind": kind, "form": form, "started": True}}),
+                  status=400)
 
 
 @login_required
