@@ -199,7 +199,8 @@ def robustness_report(*, judge: str, probes: Sequence[Probe], answers: Sequence[
                       samples: bool = True, draws: int = DRAWS) -> dict:
     """The perturbation report (an AuditJob's `report`): a row per asked test (`length` makes two), each
     comparing the P of its before and after probes item by item. An item whose before or after answer has no P is
-    left out (`failed`). `worst`: the WORST items with the largest |change| (pair_id: the sampled pair's id).
+    left out (`failed`). `worst`: the WORST items with the largest |change| (pair_id: the sampled pair's id; an item
+whose P did not move is never one).
     `reads_definition` / `samples`: whether the judge reads the definition and samples its text, for the notes."""
     if len(probes) != len(answers):
         raise ValueError(f"{len(probes)} probes but {len(answers)} answers")
@@ -224,7 +225,8 @@ def robustness_report(*, judge: str, probes: Sequence[Probe], answers: Sequence[
         verdict, why = row_verdict(figures, threshold=threshold)
         if failed:
             why += f" {failed} item(s) left out: an answer had no P."
-        worst = sorted(measured, key=lambda m: (-abs(m[3] - m[2]), int(m[1].item)))[:WORST]
+        changed = [m for m in measured if m[3] != m[2]]
+        worst = sorted(changed, key=lambda m: (-abs(m[3] - m[2]), int(m[1].item)))[:WORST]
         rows.append({
             "test": row.key, "title": row.title, "n": figures.n, "failed": failed,
             "mean_delta": figures.mean_delta, "mean_delta_ci": _pair(figures.mean_delta_ci),

@@ -28,16 +28,15 @@ def report_text(report: dict) -> str:
     """The report as a table (one line per test), then each test's verdict, why, note and worst item."""
     lines = [(f"Perturbation audit of {report['judge']}: {report['items']} gold pair(s) (sample {report['sample']}, "
               f"seed {report['seed']}), decisions at P >= {report['threshold']:g}. Verdict: {report['verdict']}.")]
-    columns = [("test", 12), ("n", 5), ("failed", 7), ("mean change [95% CI]", 27), ("decision flips", 24),
-               ("ordering flips", 24), ("verdict", 9)]
-    lines.append("".join(name.ljust(width) for name, width in columns))
+    columns = [("test", 12), ("n", 6), ("failed", 7), ("mean change [95% CI]", 27), ("decision flips", 24),
+               ("ordering flips", 24), ("of pairs", 9), ("verdict", 9)]
+    lines.append("".join(name.ljust(width) for name, width in columns).rstrip())
     for row in report["rows"]:
         cells = [row["test"], str(row["n"]), str(row["failed"]),
                  _share(row["mean_delta"], row["mean_delta_ci"], signed=True),
                  _share(row["decision_flips"], row["decision_flips_ci"]),
-                 _share(row["ordering_flips"], row["ordering_flips_ci"]) + f" of {row['orderings']}",
-                 row["verdict"]]
-        lines.append("".join(cell.ljust(width) for cell, (_, width) in zip(cells, columns)))
+                 _share(row["ordering_flips"], row["ordering_flips_ci"]), str(row["orderings"]), row["verdict"]]
+        lines.append("".join(cell.ljust(width) for cell, (_, width) in zip(cells, columns)).rstrip())
     for row in report["rows"]:
         lines += ["", f"{row['test']}: {row['title']}", f"  {row['why']}"]
         if row["note"]:
