@@ -27,7 +27,7 @@ from tests.audit_fixtures import (
 from tests.factories import JudgeFactory, ProjectFactory, QueryFactory
 from tests.scoring_fixtures import minilm_judge
 from tests.test_xss import ESCAPED, PAYLOAD, RAW
-from tests.url_matrix import ADMIN, EXPERT, VIEWER
+from tests.url_matrix import ADMIN, EXPERT, VIEWER, build_world
 
 pytestmark = pytest.mark.django_db
 
@@ -314,3 +314,13 @@ def test_a_project_without_multicondition_items_says_so_on_the_run_page(client):
     assert response.status_code == 200
     assert "data-unavailable" in response.content.decode()
     assert "has no multi-condition items" in unescape(response.content.decode())
+
+
+def test_markup_in_a_judge_name_is_shown_as_text_on_its_pages(client):
+    world = build_world(judge_name=f"judge {PAYLOAD}", name=f"project {PAYLOAD}")
+    client.force_login(world.users[VIEWER])
+    for url in (robustness(world.project, world.judge), detail(world.audit)):
+        html = client.get(url).content.decode()
+        for raw in RAW:
+            assert raw not in html
+        assert ESCAPED in html and f"judge {PAYLOAD}" in unescape(html)
