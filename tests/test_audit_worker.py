@@ -34,7 +34,8 @@ def test_minilm_and_smollm2_are_audited_by_a_worker(worker, settings):
         for row in report["rows"]:
             assert row["n"] + row["failed"] <= sample and row["verdict"] in ("robust", "watch", "sensitive", "no data")
         consistency = report["rows"][-1]
-        # neither judge generates text: the two answers are the same computation
-        assert consistency["mean_delta"] == 0 and "samples nothing" in consistency["note"]
+        # neither judge generates text: the two answers are the same computation (batched with other prompts: equal
+        # up to float rounding)
+        assert consistency["mean_delta"] == pytest.approx(0, abs=1e-5) and "samples nothing" in consistency["note"]
     assert (Pair.objects.count(), Judgment.objects.count()) == (pairs, judgments)
     assert jobs[1].calls == jobs[1].total and jobs[1].prompt_tokens > 0  # one Tok call per probe

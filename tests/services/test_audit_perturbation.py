@@ -161,6 +161,7 @@ def test_an_audit_of_minilm_reports_what_its_probes_score_and_writes_no_pair_or_
         assert row["decision_flips"] == pytest.approx(sum(flips) / len(flips))
         assert row["mean_delta_ci"][0] <= row["mean_delta"] <= row["mean_delta_ci"][1]
         assert row["verdict"] in ("robust", "watch", "sensitive")
-    assert rows["consistency"]["mean_delta"] == 0 and "samples nothing" in rows["consistency"]["note"]
+    assert rows["consistency"]["mean_delta"] == pytest.approx(0, abs=1e-6)  # the same model, batched differently
+    assert "samples nothing" in rows["consistency"]["note"]
     definitions_left_out = sum(1 for item, role in index if role == "original" and (item, "definition") not in index)
     assert rows["definition"]["n"] == 8 - definitions_left_out
