@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from django.conf import settings
 
 from labeling.llm_adapter import judge_config
-from labeling.models import Judge, Pair, Passage, Project
+from labeling.models import Judge, Pair, PairSource, Passage, Project, Query
 from labeling.selectors.definitions import current_definitions
 from labeling.selectors.streams import GoldPair, gold_pairs
 from labeling.services.audit_errors import AuditError
@@ -90,17 +90,25 @@ def _items(project: Project, chosen: Sequence[GoldPair]) -> list[AuditItem]:
 
 
 def _others(project: Project, golds: Sequence[GoldPair], seed: int) -> list[OtherPassage]:
-    """A seeded sample of the gold pairs' passages, each with every query it is paired with (any pair, gold or
-    not), so an item borrows only text that is not about its own query."""
+    """A seeded sample of the gold pairs' passages, each with the queries it may be about: those it is graded
+    relevant for, and those a retrieval system found it for (pool sources). An item borrows only passages not
+    about its query. Being in the pool alone says nothing: an all-pairs pool pairs every passage with every
+    query."""
     candidates = sorted({pair.passage_id for pair in golds})
     drawn = sorted(random.Random(f"{seed}:others").sample(candidates, min(OTHER_POOL, len(candidates))))
-    queries: dict[int, set[str]] = defaultdict(set)
-    for passage_id, query_key in Pair.objects.filter(project=project, passage_id__in=drawn).values_list(
-            "passage_id", "query__external_id"):
-        queries[passage_id].add(query_key)
+    wanted = set(drawn)
+    relevant_from = project.label_scale.relevant_from
+    about: dict[int, set[int]] = defaultdict(set)
+    for pair in golds:
+        if pair.passage_id in wanted and pair.gold >= relevant_from:
+            about[pair.passage_id].add(pair.query_id)
+    for passage_id, query_id in PairSource.objects.filter(
+            pair__project=project, pair__passage_id__in=drawn).values_list("pair__passage_id", "pair__query_id"):
+        about[passage_id].add(query_id)
+    keys = dict(Query.objects.filter(project=project).values_list("id", "external_id"))
     passages = Passage.objects.filter(project=project, id__in=drawn).order_by("id")
-    return [OtherPassage(key=p.external_id, text=p.text, title=p.title, query_keys=frozenset(queries[p.id]))
-            for p in passages]
+    return [OtherPassage(key=p.external_id, text=p.text, title=p.title,
+                         query_keys=frozenset(keys[query_id] for query_id in about[p.id])) for p in passages]
 
 
 def perturbation_probes(*, project: Project, judge: Judge, parameters: Mapping) -> list[Probe]:

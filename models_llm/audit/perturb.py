@@ -44,8 +44,9 @@ class AuditItem:
 
 @dataclass(frozen=True)
 class OtherPassage:
-    """A passage the audit may borrow (padding text, a stuffing base): `query_keys` are the queries it is paired
-    with, so an item never borrows a passage of its own query."""
+    """A passage the audit may borrow (padding text, a stuffing base): `query_keys` are the queries it may be about
+    (the product decides which: labeling/services/audit_perturbation.py), so an item never borrows a passage about
+    its own query."""
 
     key: str
     text: str

@@ -7,7 +7,7 @@ import pytest
 from django.test import override_settings
 
 from labeling.llm_adapter import judge_config
-from labeling.models import AuditJob, Judgment, Pair
+from labeling.models import AuditJob, Judgment, Pair, Passage, Query
 from labeling.services.audit import audit_estimate, audit_probes, audit_run, audit_start
 from labeling.services.audit_errors import AuditError
 from labeling.services.audit_perturbation import perturbation_parameters
@@ -16,6 +16,7 @@ from models_llm.backends import load_scorer
 from tests.factories import (
     LabelFactory,
     PairFactory,
+    PairSourceFactory,
     PassageFactory,
     ProjectFactory,
     QueryFactory,
@@ -107,20 +108,52 @@ def test_the_sample_is_a_seeded_draw_of_the_gold_pairs_with_their_current_defini
 def test_borrowed_text_and_bases_come_from_other_queries(project):
     judge = minilm_judge(project)
     probes = audit_probes(project=project, judge=judge, kind=KIND, parameters={"tests": ["length", "stuffing"]})
-    passages = [(pair.query.external_id, pair.passage.text.split())
+    passages = [(pair.id, pair.query.external_id, pair.passage.text.split())
                 for pair in Pair.objects.filter(project=project).select_related("query", "passage")]
     relevant = set(Pair.objects.filter(project=project, reference_grade__gte=1).values_list("id", flat=True))
     relevant.add(Pair.objects.get(project=project, passage__external_id="d04").id)  # agreed grade 2
     originals = {probe.item: probe for probe in probes if probe.role == "original"}
     for probe in probes:
         if probe.role == "stuffing_base":
-            assert (probe.doc_key[1] != probe.query_key[1]) == (int(probe.item) in relevant)
+            own = originals[probe.item].doc_key
+            # an irrelevant item is its own base; a relevant one borrows a passage not relevant to its query
+            assert (probe.doc_key != own) == (int(probe.item) in relevant)
+            borrowed = Pair.objects.filter(query__external_id=probe.query_key, passage__external_id=probe.doc_key)
+            assert not any(pair.id in relevant for pair in borrowed)
         if probe.role == "length512":
             added = probe.pair.passage.split()[len(originals[probe.item].pair.passage.split()):]
             assert len(probe.pair.passage.split()) == 512
-            # the padding starts with a whole passage, and that passage is paired with another query only
-            starts = {query for query, words in passages if added[:len(words)] == words}
-            assert starts and probe.query_key not in starts
+            # the padding starts with a whole passage, which is not relevant to the item's query (another query's
+            # passage, or one of its own graded irrelevant)
+            starts = {(pair_id, query) for pair_id, query, words in passages if added[:len(words)] == words}
+            assert starts and not any(query == probe.query_key and pair_id in relevant for pair_id, query in starts)
+
+
+def test_an_all_pairs_pool_still_lends_text_but_never_a_passage_about_the_items_query(project):
+    """DIRAS's all-pairs setting pairs every passage with every query: being in the pool says nothing. A passage is
+    about a query when it is graded relevant for it, or when a system retrieved it for it (a pool source)."""
+    judge = minilm_judge(project)
+    queries = {query.external_id: query for query in Query.objects.filter(project=project)}
+    for query in queries.values():
+        for passage in Passage.objects.filter(project=project):
+            Pair.objects.get_or_create(project=project, query=query, passage=passage)
+    # d10 (q1's) is also graded relevant for q0; d20 (q2's) was retrieved for q0 by a system.
+    Pair.objects.filter(query=queries["q0"], passage__external_id="d10").update(reference_grade=2)
+    PairSourceFactory(pair=Pair.objects.get(query=queries["q0"], passage__external_id="d20"), system="bm25", rank=1)
+    about_q0 = {"d00", "d01", "d02", "d04", "d10", "d20"} - {"d00"}  # d00 is graded 0 for q0: not about it
+    probes = audit_probes(project=project, judge=judge, kind=KIND,
+                          parameters={"sample": 200, "tests": ["length", "stuffing"]})
+    originals = {probe.item: probe for probe in probes if probe.role == "original"}
+    texts = {p.external_id: p.text for p in Passage.objects.filter(project=project)}
+    bases = [probe for probe in probes if probe.role == "stuffing_base" and probe.doc_key != originals[probe.item].doc_key]
+    padded = [probe for probe in probes if probe.role == "length512"]
+    assert bases and len(padded) == len(originals)
+    for probe in bases:
+        assert probe.query_key != "q0" or probe.doc_key not in about_q0
+    for probe in padded:
+        if probe.query_key == "q0":
+            added = probe.pair.passage[len(originals[probe.item].pair.passage):]
+            assert not any(texts[key] in added for key in about_q0 - {originals[probe.item].doc_key})
 
 
 @override_settings(AUDIT_BATCH=7)
