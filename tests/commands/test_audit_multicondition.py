@@ -68,13 +68,13 @@ def test_refusals_are_named():
 def test_a_judge_s_dry_run_asks_nothing_and_no_wait_queues_the_audit():
     _example()
     text, _ = _run("--project", "mc", "--judge", "minilm", "--dry-run")
-    assert "Dry run: 264 prompt(s) for 'minilm'" in text and "pads [512, 1024]" in text
-    assert "An embedding judge: no prompt tokens." in text and not AuditJob.objects.exists()
+    assert "Dry run of the multi-condition audit of 'minilm' (pads [512, 1024]): 264 probe(s)" in text
+    assert "An embedding judge: no prompt, no token." in text and not AuditJob.objects.exists()
     text, _ = _run("--project", "mc", "--judge", "minilm", "--dry-run", "--pads", "none")
-    assert "Dry run: 144 prompt(s)" in text  # 24 per item without Task 4
+    assert "(pads []): 144 probe(s)" in text  # 24 per item without Task 4
     text, err = _run("--project", "mc", "--judge", "minilm", "--no-wait", "--pads", "256", "--seed", "4")
     job = AuditJob.objects.get()
-    assert text == "" and f"Audit {job.id}: 204 prompt(s) queued for the workers." in err  # 34 per item, one pad
+    assert text == "" and f"Audit {job.id}: 204 probe(s) queued for the workers." in err  # 34 per item, one pad
     assert (job.kind, job.parameters, job.status) == ("multicondition", {"pads": [256], "seed": 4}, "pending")
 
 

@@ -2,10 +2,10 @@
 [--dry-run] [--no-wait]`: the perturbation audit of a judge on a sample of the project's gold pairs, run by the
 workers; prints its report."""
 import json
-import time
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from labeling.management.audits import audit_wait, estimate_text
 from labeling.management.lookup import command_judge, command_project
 from labeling.models import AuditJob, Judge, Project
 from labeling.services.audit import AuditError, audit_estimate, audit_start
@@ -83,37 +83,11 @@ class Command(BaseCommand):
         if no_wait:
             self.stdout.write(str(job.id))
             return
-        report = self._wait(job)
+        report = audit_wait(self, job)
         self.stdout.write(json.dumps(report, indent=2, ensure_ascii=False) if as_json else report_text(report))
 
     def _estimate(self, project: Project, judge: Judge, raw: dict) -> None:
         estimate = audit_estimate(project=project, judge=judge, kind=KIND, parameters=raw)
         chosen = estimate.parameters
-        line = (f"Dry run of the perturbation audit of {judge.name!r} (sample {chosen['sample']}, seed "
-                f"{chosen['seed']}, tests {','.join(chosen['tests'])}): {estimate.probes:,} probe(s), "
-                f"{estimate.sampled_probes:,} of them sampled; variants built in {estimate.build_seconds:.2f} s.")
-        if estimate.tokens is None:
-            line += " An embedding judge: no prompt, no token."
-        else:
-            t = estimate.tokens
-            how = "counted with the model's tokenizer" if t.exact_prompt_tokens else "guessed from characters"
-            line += (f" About {t.calls:,} model call(s), {t.prompt_tokens:,} prompt + {t.completion_tokens:,} "
-                     f"completion tokens ({how} on {t.sampled} probe(s)).")
-        if estimate.cost_usd is not None:
-            line += f" Estimated cost at the judge's prices: ${estimate.cost_usd:,.4f}."
-        elif estimate.tokens is not None:
-            line += " No prices on this judge: no cost figure."
-        self.stdout.write(line)
-
-    def _wait(self, job: AuditJob) -> dict:
-        while True:
-            job.refresh_from_db()
-            self.stderr.write(f"\r{job.done:,}/{job.total:,} probes scored ({job.status})   ", ending="")
-            self.stderr.flush()
-            if job.finished_at is not None:
-                self.stderr.write("")
-                break
-            time.sleep(1)
-        if job.status != AuditJob.Status.DONE:
-            raise CommandError(f"audit {job.id} {job.status}{': ' + job.error if job.error else ''}")
-        return job.report
+        self.stdout.write(f"Dry run of the perturbation audit of {judge.name!r} (sample {chosen['sample']}, seed "
+                          f"{chosen['seed']}, tests {','.join(chosen['tests'])}): {estimate_text(estimate)}")

@@ -2,11 +2,11 @@
 MultiConIR's four tests on the project's multi-condition items, of a judge (an audit on the workers) or of a run
 (computed here from its ranks)."""
 import json
-import time
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from labeling.exceptions import DomainError
+from labeling.management.audits import audit_wait, estimate_text
 from labeling.management.lookup import command_judge, command_project
 from labeling.models import AuditJob, Judge, Project
 from labeling.selectors.multicondition import run_multicondition_report
@@ -93,37 +93,14 @@ class Command(BaseCommand):
     def _judge(self, project: Project, judge: Judge, parameters: dict, *, dry_run: bool, no_wait: bool) -> dict | None:
         if dry_run:
             estimate = audit_estimate(project=project, judge=judge, kind=KIND, parameters=parameters)
-            line = (f"Dry run: {estimate.probes:,} prompt(s) for {judge.name!r} "
-                    f"(built in {estimate.build_seconds:.2f} s; pads {estimate.parameters['pads']}).")
-            if estimate.tokens is not None:
-                t = estimate.tokens
-                line += f" About {t.calls:,} model calls, {t.prompt_tokens:,} prompt + {t.completion_tokens:,} " \
-                        f"completion tokens."
-            else:
-                line += " An embedding judge: no prompt tokens."
-            if estimate.cost_usd is not None:
-                line += f" Estimated cost at the judge's prices: ${estimate.cost_usd:,.4f}."
-            self.stdout.write(line)
+            self.stdout.write(f"Dry run of the multi-condition audit of {judge.name!r} (pads "
+                              f"{estimate.parameters['pads']}): {estimate_text(estimate)}")
             return None
         job = audit_start(project=project, judge=judge, kind=KIND, parameters=parameters)
-        self.stderr.write(f"Audit {job.id}: {job.total:,} prompt(s) queued for the workers.")
+        self.stderr.write(f"Audit {job.id}: {job.total:,} probe(s) queued for the workers.")
         if no_wait:
             return None
-        return self._wait(job)
-
-    def _wait(self, job: AuditJob) -> dict:
-        while True:
-            job.refresh_from_db()
-            self.stderr.write(f"\r{job.done:,}/{job.total:,} prompts scored ({job.status})   ", ending="")
-            self.stderr.flush()
-            if job.finished_at is not None:
-                self.stderr.write("")
-                break
-            time.sleep(1)
-        if job.status != AuditJob.Status.DONE:
-            raise CommandError(f"audit {job.id} {job.status}{': ' + job.error if job.error else ''}")
-        return job.report
-
+        return audit_wait(self, job)
 
 def _parameters(pads: str | None, seed: int | None) -> dict:
     parameters: dict = {}
