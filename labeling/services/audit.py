@@ -8,11 +8,12 @@ import random
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from datetime import timedelta
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, Q, QuerySet
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -101,17 +102,48 @@ def _sampled_scorer(config: JudgeConfig) -> Scorer:
     return load_scorer(replace(config, temperature=settings.AUDIT_TEMPERATURE))
 
 
+def _audit_take(job_id: int) -> int | None:
+    """Take the audit for this worker: the attempt number it now owns, or None when the audit is finished or a
+    live worker holds it (a redelivered message: Redis delivers again a task that runs past its visibility
+    timeout, and a long audit can). A holder whose heartbeat is older than SCORING_STALL_SECONDS is gone."""
+    stale = timezone.now() - timedelta(seconds=settings.SCORING_STALL_SECONDS)
+    free = Q(status=AuditJob.Status.PENDING) | Q(heartbeat_at__isnull=True) | Q(heartbeat_at__lt=stale)
+    with transaction.atomic():
+        job = AuditJob.objects.select_for_update().filter(id=job_id, finished_at__isnull=True).filter(free).first()
+        if job is None:
+            return None
+        job_take(AuditJob.objects.filter(id=job_id), heartbeat_at=timezone.now(), done=0, calls=0,
+                 prompt_tokens=None, completion_tokens=None)
+        return job.attempts + 1
+
+
 def audit_run(*, job_id: int) -> None:
-    """Score every probe of the audit (batches of AUDIT_BATCH, progress written after each) and keep the report.
-    A retried or redelivered audit starts over; a finished or cancelled one is left as it is."""
-    taken = job_take(AuditJob.objects.filter(id=job_id, finished_at__isnull=True), heartbeat_at=timezone.now(),
-                     done=0, calls=0, prompt_tokens=None, completion_tokens=None)
-    if not taken:
+    """Score every probe of the audit (batches of AUDIT_BATCH, progress and a heartbeat written after each) and
+    keep the report. A retried audit, or one whose worker died, starts over; a finished or cancelled one, or one a
+    live worker holds, is left as it is. A worker that lost the audit (cancelled, taken over) stops at its next
+    batch and reports nothing."""
+    attempt = _audit_take(job_id)
+    if attempt is None:
         return
-    job = AuditJob.objects.select_related("project", "judge").get(id=job_id)
-    spec = _kind(job.kind)
+    owned = AuditJob.objects.filter(id=job_id, status=AuditJob.Status.RUNNING, attempts=attempt)
+    try:
+        job = AuditJob.objects.select_related("project", "judge").get(id=job_id)
+        spec = _kind(job.kind)
+        probes = spec.probes(project=job.project, judge=job.judge, parameters=job.parameters)
+        verdicts = _score(job, probes, owned)
+    except BaseException:
+        owned.update(heartbeat_at=None)  # its retry (or another worker) may take it at once
+        raise
+    if verdicts is None:
+        return
+    report = spec.report(project=job.project, judge=job.judge, parameters=job.parameters, probes=probes,
+                         verdicts=verdicts)
+    owned.update(report=report, status=AuditJob.Status.DONE, finished_at=timezone.now(), heartbeat_at=timezone.now())
+
+
+def _score(job: AuditJob, probes: Sequence[Probe], owned: QuerySet[AuditJob]) -> list[Verdict] | None:
+    """The verdict of every probe, in order; None when the worker lost the audit on the way."""
     config = audit_judge_config(job.judge)
-    probes = spec.probes(project=job.project, judge=job.judge, parameters=job.parameters)
     scorers: dict[bool, Scorer] = {False: scorer_for(job.judge)}
     if not samples_text(config):
         scorers[True] = scorers[False]  # its answers do not depend on sampling: no second copy of the model
@@ -135,18 +167,15 @@ def audit_run(*, job_id: int) -> None:
             prompt = sum(v.prompt_tokens or 0 for v in answers.values())
             completion = sum(v.completion_tokens or 0 for v in answers.values())
             calls = sum(v.calls or 1 for v in answers.values() if v.status != "failed" or v.prompt_tokens)
-            moved = AuditJob.objects.filter(id=job_id, status=AuditJob.Status.RUNNING).update(
+            moved = owned.update(
                 done=start + len(batch), calls=F("calls") + calls, heartbeat_at=timezone.now(),
                 prompt_tokens=_plus("prompt_tokens", prompt), completion_tokens=_plus("completion_tokens", completion))
             if not moved:
-                return  # cancelled, or taken over: what it scored is not reported
+                return None  # cancelled, or taken over: what it scored is not reported
     finally:
         if scorers.get(True, scorers[False]) is not scorers[False]:
             scorers[True].close()
-    report = spec.report(project=job.project, judge=job.judge, parameters=job.parameters, probes=probes,
-                         verdicts=verdicts)
-    AuditJob.objects.filter(id=job_id, status=AuditJob.Status.RUNNING).update(
-        report=report, status=AuditJob.Status.DONE, finished_at=timezone.now(), heartbeat_at=timezone.now())
+    return verdicts
 
 
 def _plus(field: str, value: int):
