@@ -1,5 +1,5 @@
 """The perturbation audit's part of the generic audit service (labeling/services/audit.py): its parameters, its
-probes read from the project (a seeded sample of the gold pairs, and other queries' passages to borrow) and its
+probes read from the project (a seeded sample of the gold pairs, and passages to borrow that are not about the item's query) and its
 report. The variant texts and the figures are models_llm.audit's."""
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from models_llm.types import Verdict
 DEFAULT_SAMPLE = 200
 MAX_SEED = 2**32 - 1
 # Passages of the gold pairs the audit may borrow as padding text or stuffing bases: a seeded sample of this many
-# keeps the read small on a large project and still gives every item plenty of other queries' text.
+# keeps the read small on a large project and still gives every item plenty of text to borrow.
 OTHER_POOL = 400
 BORROWING_TESTS = frozenset({"length", "stuffing", "injection"})
 

@@ -175,14 +175,16 @@ def _row_note(row: Row, originals: Mapping[str, Probe], by_role: Mapping[str, Ma
         if long:
             notes.append(f"{long} passage(s) already {words} words or longer: not padded, not measured")
         if len(missing) - long:
-            notes.append(f"{len(missing) - long} item(s) not measured: no passage of another query to pad with")
+            notes.append(f"{len(missing) - long} item(s) not measured: no passage to borrow that is not about "
+                         "its query")
     elif row.test in ("stuffing", "injection"):
         borrowed = sum(probe.doc_key != originals[item].doc_key for item, probe in by_role["stuffing_base"].items())
         if borrowed:
-            notes.append(f"{borrowed} base passage(s) from other queries (the item's own passage is relevant by its "
-                         "gold grade)")
+            notes.append(f"{borrowed} base passage(s) borrowed, none about the item's query (the item's own "
+                         "passage is relevant by its gold grade)")
         if missing:
-            notes.append(f"{len(missing)} relevant item(s) not measured: no passage of another query to use")
+            notes.append(f"{len(missing)} relevant item(s) not measured: no passage to borrow that is not about "
+                         "its query")
     elif row.test == "definition":
         if not reads_definition:
             notes.append("the judge never reads the definition (use_definition is off): both prompts are the same")

@@ -22,7 +22,7 @@ class Probe:
     `original`, `length512`, `length1024`, `stuffing_base`, `stuffing`, `injection`, `definition`, `consistency_a`,
     `consistency_b`; multi-condition: `mc`. `item`: perturbation audit: the sampled pair's id (as text);
     multi-condition: the item id. `query_key` / `doc_key`: the external ids of the query and passage the prompt
-    came from (a stuffing base from another query names that passage). `pad`: words the passage was padded to
+    came from (a borrowed stuffing base names that passage). `pad`: words the passage was padded to
     (0: not padded)."""
 
     pair: PairInput
