@@ -56,9 +56,8 @@ def project_and_judge(judge_name: str):
         # The demo's judges, created the demo's way (without queueing any scoring here).
         from django.conf import settings
 
-        from models_llm.bundled import minilm_folder, smollm2_folder
-
         from labeling.services.judges import judge_create
+        from models_llm.bundled import minilm_folder, smollm2_folder
 
         backend, folder = {"minilm": (Judge.Backend.EMBEDDING, minilm_folder()),
                            "smollm2-tok": (Judge.Backend.HF, smollm2_folder(settings.VAR_DIR))}[judge_name]
@@ -107,14 +106,16 @@ def main() -> None:
         ("whole audit, worker path (s)", f"{run:.1f}"),
         ("probes/s", f"{len(probes) / run:.1f}"),
         ("sampled pairs/s", f"{items / run:.2f}"),
-        ("generation share of the audit", f"{generation / run:.1%}"),
+        ("generation share of the audit", f"{generation / run:.3%}"),
     ]
     width = max(len(label) for label, _ in rows) + 2
     for label, value in rows:
         print(f"{label:<{width}}{value}")
     for row in job.report["rows"]:
-        print(f"  {row['test']:<12} n={row['n']:<4} mean dP={row['mean_delta']!s:<22} "
-              f"flips={row['decision_flips']!s:<22} {row['verdict']}")
+        delta, flips = row["mean_delta"], row["decision_flips"]
+        print(f"  {row['test']:<12} n={row['n']:<4} mean change in P "
+              f"{'-' if delta is None else f'{delta:+.3f}':<8} decision flips "
+              f"{'-' if flips is None else f'{flips:.0%}':<6} {row['verdict']}")
 
 
 if __name__ == "__main__":
