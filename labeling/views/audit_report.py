@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from labeling.charts import LineChart, line_chart
+from models_llm.audit.ordering import multicondition_in_order
 
 AVERAGE = "average"
 
@@ -78,11 +79,15 @@ def parameters_text(parameters: dict) -> str:
     def shown(value: object) -> str:
         return ", ".join(map(str, value)) if isinstance(value, list | tuple) else str(value)
 
-    return "; ".join(f"{name} {shown(value)}" for name, value in parameters.items())
+    # In the order the forms ask for them (PostgreSQL's jsonb returns an object's keys in an order of its own).
+    order = {name: index for index, name in enumerate(("sample", "seed", "tests", "pads"))}
+    names = sorted(parameters, key=lambda name: (order.get(name, len(order)), name))
+    return "; ".join(f"{name} {shown(parameters[name])}" for name in names)
 
 
 def multicondition_tasks(report: dict) -> list[TaskView]:
     """The four tasks of a multi-condition report, each ready to draw."""
+    report = multicondition_in_order(report)
     task1, task4 = report.get("task1", {}), report.get("task4", {})
     return [
         _by_group("task1", task1, task1.get("styles", {}), str, x_name="k (conditions in the query)"),

@@ -87,4 +87,4 @@ def test_a_judge_s_audit_is_waited_for_on_a_real_worker(worker):
     job = AuditJob.objects.get()
     assert job.status == "done" and report == job.report and report["subject"] == "judge:minilm"
     assert list(report["task4"]["pads"]) == ["0", "512"]
-    assert "204/204 prompts scored (done)" in err
+    assert "204/204 probes scored (done)" in err

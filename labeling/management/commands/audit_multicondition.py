@@ -12,6 +12,7 @@ from labeling.models import AuditJob, Judge, Project
 from labeling.selectors.multicondition import run_multicondition_report
 from labeling.selectors.runs import run_by_name
 from labeling.services.audit import audit_estimate, audit_start
+from models_llm.audit.ordering import multicondition_in_order
 
 KIND = AuditJob.Kind.MULTICONDITION
 
@@ -32,6 +33,7 @@ def _curve_lines(curve: dict, indent: str) -> list[str]:
 
 def report_text(report: dict) -> str:
     """The report as tables: per task its curves by domain and averaged, the verdict and why."""
+    report = multicondition_in_order(report)
     lines = [(f"Multi-condition tests of {report['subject']}: {report['items']} items in {len(report['domains'])} "
              f"domain(s) ({', '.join(report['domains'])}), k = 1..{report['max_k']}, {report['skipped']} "
              f"comparison(s) skipped (a score missing).")]
