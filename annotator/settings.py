@@ -269,6 +269,8 @@ SPECTACULAR_SETTINGS = {
     "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAuthenticated"],
     # The `<id:...>` path converter (labeling.ids): a database id, 1 to 2**63 - 1.
     "PATH_CONVERTER_OVERRIDES": {"id": {"type": "integer", "minimum": 1, "maximum": 2**63 - 1}},
+    # Two fields named `kind` (a run's, an audit's) hold different choices: each enum gets its own name.
+    "ENUM_NAME_OVERRIDES": {"AuditKindEnum": "labeling.models.audit.AuditKind"},
 }
 
 # Celery: Redis in production; with no broker configured, kombu's filesystem transport under var/ lets a
