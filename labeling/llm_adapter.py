@@ -12,8 +12,9 @@ from django.conf import settings
 from labeling.exceptions import DomainError
 from labeling.models import Judge, Judgment, Pair
 from labeling.storage_folders import ADAPTER_PREFIX, StorageFolderError, adapter_local
-from models_llm.backends import Scorer, load_scorer
+from models_llm.backends import Scorer, ScorerConfigError, load_scorer
 from models_llm.bundled import BundledModelError, minilm_folder
+from models_llm.cost import CountTokens
 from models_llm.prompts import TemplateError, template_validate
 from models_llm.types import JudgeConfig, PairInput, Verdict
 
@@ -182,6 +183,19 @@ def scorer_for(judge: Judge) -> Scorer:
                 _scorers.pop(old).close()
             scorer = _scorers[key] = load_scorer(config)
     return scorer
+
+
+def prompt_token_counter(config: JudgeConfig) -> CountTokens | None:
+    """How a dry run counts a judge's prompt tokens: with an hf judge's own tokenizer; None for the others (their
+    tokens are guessed from characters). JudgeConfigError when the tokenizer does not load."""
+    if config.backend != Judge.Backend.HF:
+        return None
+    from models_llm.backends.hf import chat_token_counter  # torch and transformers load lazily
+
+    try:
+        return chat_token_counter(config.model)
+    except ScorerConfigError as exc:
+        raise JudgeConfigError(str(exc)) from None
 
 
 def pair_inputs(pairs: Iterable[Pair], definitions: dict[int, str | None]) -> list[PairInput]:

@@ -148,6 +148,6 @@ class RunMulticonditionView(APIView):
         run = run_of_project(project=project, run_id=run_id)
         try:
             answer = {"run": run.name, "report": run_multicondition_report(run), "unavailable": None}
-        except (AuditError, ValueError) as exc:
+        except AuditError as exc:
             answer = {"run": run.name, "report": None, "unavailable": str(exc)}
         return Response(RunMulticonditionSerializer(answer).data)

@@ -17,7 +17,7 @@ from django.db.models import F, Q, QuerySet
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from labeling.llm_adapter import JudgeConfigError, judge_config, scorer_for
+from labeling.llm_adapter import JudgeConfigError, judge_config, prompt_token_counter, scorer_for
 from labeling.models import AuditJob, Judge, Project
 from labeling.services import audit_multicondition, audit_perturbation
 from labeling.services.audit_errors import AuditError
@@ -222,14 +222,10 @@ def audit_estimate(*, project: Project, judge: Judge, kind: str, parameters: Map
     config = audit_judge_config(judge)
     tokens = cost = None
     if config.backend != Judge.Backend.EMBEDDING:
-        count = None
-        if config.backend == Judge.Backend.HF:
-            from models_llm.backends.hf import chat_token_counter  # torch and transformers load lazily
-
-            try:
-                count = chat_token_counter(config.model)
-            except ScorerConfigError as exc:
-                raise AuditError(str(exc)) from None
+        try:
+            count = prompt_token_counter(config)
+        except JudgeConfigError as exc:
+            raise AuditError(str(exc)) from None
         sample = random.Random(0).sample(probes, min(ESTIMATE_SAMPLE, len(probes)))
         tokens = diras_token_estimate([probe.pair for probe in sample], config=config, total_pairs=len(probes),
                                       count_tokens=count)

@@ -13,7 +13,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from labeling.exceptions import DomainError
-from labeling.llm_adapter import JudgeConfigError, judge_check, judge_config, pair_inputs
+from labeling.llm_adapter import JudgeConfigError, judge_check, judge_config, pair_inputs, prompt_token_counter
 from labeling.models import Judge, Judgment, Pair, Project, ScoringChunk, ScoringJob
 from labeling.selectors.definitions import current_definitions
 from labeling.selectors.scoring import observed_answers, queued_pairs
@@ -28,7 +28,6 @@ from labeling.services.scoring_chunks import (  # noqa: F401
     scoring_sweep,
     worker_name,
 )
-from models_llm.backends import ScorerConfigError
 from models_llm.cost import TokenEstimate, diras_token_estimate
 from models_llm.ensembles.cost import ensemble_token_estimate
 
@@ -192,14 +191,10 @@ def scoring_job_estimate(
     definitions = current_definitions({pair.query_id for pair in pairs})
     texts = {query_id: d.text for query_id, d in definitions.items()}
     inputs = pair_inputs(pairs, texts)
-    count = None
-    if config.backend == Judge.Backend.HF:
-        from models_llm.backends.hf import chat_token_counter  # torch and transformers load lazily
-
-        try:
-            count = chat_token_counter(config.model)
-        except ScorerConfigError as exc:
-            raise ScoringError(str(exc)) from None
+    try:
+        count = prompt_token_counter(config)
+    except JudgeConfigError as exc:
+        raise ScoringError(str(exc)) from None
     observed = None
     if config.method == Judge.Method.ENSEMBLE:
         # A judge that has answered before (a pilot run) is estimated by how it answered: how far its strategies

@@ -159,7 +159,7 @@ def run_robustness(request: HttpRequest, project: Project, run_id: int) -> HttpR
     context: dict = {"project": project, "run": run}
     try:
         report = run_multicondition_report(run)
-    except (AuditError, ValueError) as exc:
+    except AuditError as exc:
         context["unavailable"] = str(exc)
     else:
         context |= {"report": report, "tasks": multicondition_tasks(report)}
