@@ -111,6 +111,7 @@ MIDDLEWARE = [
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
+    "labeling.api.middleware.RefuseNulMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
@@ -249,15 +250,19 @@ AXES_CLIENT_IP_CALLABLE = "labeling.login_throttle.client_address"
 LOGIN_CLIENT_IP_HEADER = env_str("LOGIN_CLIENT_IP_HEADER")
 
 REST_FRAMEWORK = {
+    # Token first: DRF answers an unauthenticated request with the first class's challenge, so a missing or bad
+    # token is 401 with `WWW-Authenticate: Token` (session-only would make it 403). A logged-in browser still works.
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.SessionAuthentication",
         "rest_framework.authentication.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
     ],
+    # JSON bodies only; the upload endpoints (bundles, runs, training-set files) read multipart themselves.
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "labeling.api.schema.AnnotatorAutoSchema",
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.CursorPagination",
     "PAGE_SIZE": env_int("API_PAGE_SIZE", 100),
-    # The domain's NotFound and Forbidden (labeling.exceptions) answer 404 and 403.
+    # One error body for every error (labeling/api/exceptions.py).
     "EXCEPTION_HANDLER": "labeling.api.exceptions.exception_handler",
 }
 SPECTACULAR_SETTINGS = {
@@ -271,6 +276,11 @@ SPECTACULAR_SETTINGS = {
     "PATH_CONVERTER_OVERRIDES": {"id": {"type": "integer", "minimum": 1, "maximum": 2**63 - 1}},
     # Two fields named `kind` (a run's, an audit's) hold different choices: each enum gets its own name.
     "ENUM_NAME_OVERRIDES": {"AuditKindEnum": "labeling.models.audit.AuditKind"},
+    # Request bodies get their own components (a file field is binary there, a URL in a response).
+    "COMPONENT_SPLIT_REQUEST": True,
+    # Every operation's error answers and the one error body (labeling/api/schema.py).
+    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums",
+                             "labeling.api.schema.document_errors"],
 }
 
 # Celery: Redis in production; with no broker configured, kombu's filesystem transport under var/ lets a

@@ -9,6 +9,9 @@ def favicon(request: HttpRequest) -> HttpResponsePermanentRedirect:
     return HttpResponsePermanentRedirect(static("favicon.svg"))
 
 
+# A server error under /api/ answers the API's error body (an unknown API path does too: labeling.api.urls).
+handler500 = "labeling.api.exceptions.server_error"
+
 urlpatterns = [
     # Browsers ask for /favicon.ico on pages without an icon link (JSON, errors): answer with the one we have.
     path("favicon.ico", favicon),

@@ -21,3 +21,8 @@ class Forbidden(DomainError):
 
 class TooLarge(DomainError):
     """What the caller sent is larger than the server accepts (413), refused before it is read."""
+
+
+class Conflict(DomainError):
+    """What the caller asked is well formed, but the project's current state refuses it (409): a finished job
+    resumed, a name already taken, a judge with no model asked to score."""

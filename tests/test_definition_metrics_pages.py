@@ -104,4 +104,4 @@ def test_the_api_returns_the_groups_to_members_only(study):
         assert v2["gold"][metric] == pytest.approx(expected[metric])
     assert body["by_version"]["n_common"] == v2["common"]["n"] == expected["n"]
     missing = api.get(reverse("api:judge-metrics-by-definition", args=[study.project.slug, "nope"]))
-    assert missing.status_code == 404 and "no judge 'nope'" in missing.json()["detail"]
+    assert missing.status_code == 404 and "no judge 'nope'" in missing.json()["message"]

@@ -53,8 +53,8 @@ def logged_in(path: str, response) -> bool:
 
 
 def refused(path: str, response) -> bool:
-    """An ordinary wrong-password answer: the form again, or the API's 400."""
-    return response.status_code == (400 if path == "api" else 200) and not logged_in(path, response)
+    """An ordinary wrong-password answer: the form again, or the API's 401."""
+    return response.status_code == (401 if path == "api" else 200) and not logged_in(path, response)
 
 
 def assert_locked_out(path: str, response, settings) -> None:
@@ -63,7 +63,7 @@ def assert_locked_out(path: str, response, settings) -> None:
     assert response["Retry-After"] == str(seconds)
     if path == "api":
         assert response["Content-Type"] == "application/json"
-        message = response.json()["detail"]
+        message = response.json()["message"]
     else:
         assert response["Content-Type"].startswith("text/html")
         message = response.content.decode()
@@ -195,7 +195,7 @@ def test_the_limit_and_cool_off_follow_the_settings(settings):
 
     assert response.status_code == 429
     assert response["Retry-After"] == "60"
-    assert "Try again in 1 minute." in response.json()["detail"]
+    assert "Try again in 1 minute." in response.json()["message"]
 
 
 def test_the_environment_sets_the_limit_and_cool_off(monkeypatch, tmp_path):

@@ -84,7 +84,7 @@ def test_api_serves_the_command_keys(sample):
     both = api.get(url + "?judge=gpt4-ask-generic&judge=llama3-tok-generic").json()
     assert [j["name"] for j in both["judges"]] == ["gpt4-ask-generic", "llama3-tok-generic"]
     missing = api.get(url, {"judge": "nope"})
-    assert missing.status_code == 404 and "no judge 'nope'" in missing.json()["detail"]
+    assert missing.status_code == 404 and "no judge 'nope'" in missing.json()["message"]
     api.force_authenticate(UserFactory())
     assert api.get(url).status_code == 404
 

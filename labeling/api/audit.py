@@ -42,8 +42,8 @@ class AuditJobSerializer(serializers.Serializer):
     attempts = serializers.IntegerField(source="job.attempts")
     requested_by = serializers.CharField(source="job.requested_by.username", allow_null=True, default=None)
     created_at = serializers.DateTimeField(source="job.created_at")
-    started_at = serializers.DateTimeField(source="job.started_at")
-    finished_at = serializers.DateTimeField(source="job.finished_at")
+    started_at = serializers.DateTimeField(source="job.started_at", allow_null=True)
+    finished_at = serializers.DateTimeField(source="job.finished_at", allow_null=True)
 
     def get_url(self, row: AuditRow) -> str:
         return reverse("api:audit-detail", kwargs={"slug": row.job.project.slug, "audit_id": row.job.id},

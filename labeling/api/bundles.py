@@ -6,7 +6,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.exceptions import ValidationError
-from rest_framework.parsers import FormParser, MultiPartParser
+from rest_framework.parsers import MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.reverse import reverse
@@ -49,7 +49,7 @@ class BundleListView(APIView):
     with each problem as `file:line: what is wrong` and nothing stored. A request over BUNDLE_UPLOAD_MAX_BYTES is
     refused with 413 before it is read. Project admins only."""
 
-    parser_classes = (MultiPartParser, FormParser)
+    parser_classes = (MultiPartParser,)
 
     def initial(self, request: Request, *args, **kwargs) -> None:
         # Before authentication: a session's CSRF check reads the form, and with it the whole file.

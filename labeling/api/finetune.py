@@ -13,7 +13,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_field
 from rest_framework import serializers
 from rest_framework.exceptions import ValidationError
-from rest_framework.parsers import FormParser, MultiPartParser
+from rest_framework.parsers import MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -144,8 +144,8 @@ class FineTuneJobSerializer(serializers.Serializer):
     error = serializers.CharField(help_text="why it failed: for project admins; others a generic text")
     attempts = serializers.IntegerField(source="job.attempts")
     created_at = serializers.DateTimeField(source="job.created_at")
-    started_at = serializers.DateTimeField(source="job.started_at")
-    finished_at = serializers.DateTimeField(source="job.finished_at")
+    started_at = serializers.DateTimeField(source="job.started_at", allow_null=True)
+    finished_at = serializers.DateTimeField(source="job.finished_at", allow_null=True)
 
 
 class FineTuneJobDetailSerializer(FineTuneJobSerializer):
@@ -212,7 +212,7 @@ class TrainingSetImportView(APIView):
     `seed`, `skip_bad`): 201, or 400 naming the bad row as `file:line`. A request over RUN_UPLOAD_MAX_BYTES is
     refused with 413 before it is read."""
 
-    parser_classes = (MultiPartParser, FormParser)
+    parser_classes = (MultiPartParser,)
 
     def initial(self, request: Request, *args, **kwargs) -> None:
         # Before authentication: a session's CSRF check reads the form, and with it the whole file.

@@ -4,10 +4,10 @@ the Systems page and the import_run, retrieve and pool commands."""
 from __future__ import annotations
 
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers
 from rest_framework.exceptions import ValidationError
-from rest_framework.parsers import FormParser, MultiPartParser
+from rest_framework.parsers import MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -54,8 +54,8 @@ class RetrievalJobSerializer(serializers.Serializer):
     error = serializers.CharField(help_text="why it failed: for project admins; others a generic text")
     attempts = serializers.IntegerField(source="job.attempts")
     created_at = serializers.DateTimeField(source="job.created_at")
-    started_at = serializers.DateTimeField(source="job.started_at")
-    finished_at = serializers.DateTimeField(source="job.finished_at")
+    started_at = serializers.DateTimeField(source="job.started_at", allow_null=True)
+    finished_at = serializers.DateTimeField(source="job.finished_at", allow_null=True)
     run = serializers.CharField(source="job.run.name", allow_null=True, default=None,
                                 help_text="the run written (null until done, or once deleted)")
 
@@ -94,7 +94,7 @@ class RunListView(APIView):
     `name`, `description`, `file`): 201 with the run, or 400 listing each problem as `file:line: what is wrong`
     with nothing stored. A request over RUN_UPLOAD_MAX_BYTES is refused with 413 before it is read."""
 
-    parser_classes = (MultiPartParser, FormParser)
+    parser_classes = (MultiPartParser,)
 
     def initial(self, request: Request, *args, **kwargs) -> None:
         # Before authentication: a session's CSRF check reads the form, and with it the whole file.
@@ -108,7 +108,7 @@ class RunListView(APIView):
         return Response(RunSerializer(project_runs(project).select_related("created_by"), many=True).data)
 
     @extend_schema(request={"multipart/form-data": RunUploadSerializer},
-                   responses={201: RunSerializer, 400: OpenApiTypes.OBJECT, 413: OpenApiTypes.OBJECT})
+                   responses={201: RunSerializer, 413: OpenApiResponse(description="Over RUN_UPLOAD_MAX_BYTES.")})
     def post(self, request: Request, slug: str) -> Response:
         project = project_for_user(user=request.user, slug=slug, need=RUN_ADMIN)
         body = RunUploadSerializer(data=request.data)
@@ -118,8 +118,10 @@ class RunListView(APIView):
             run = run_import_upload(project=project, upload=data["file"], name=data["name"],
                                     description=data["description"], user=request.user)
         except RunImportError as exc:
-            # Not a ValidationError, which would turn the count into a string.
-            return Response({"problems": exc.problems.shown, "total": exc.problems.total}, status=400)
+            shown, total = exc.problems.shown, exc.problems.total
+            raise ValidationError({"detail": f"the run file has {total} problem(s)"
+                                             + (f"; the first {len(shown)} are listed" if total > len(shown) else ""),
+                                   "file": shown}) from None
         return Response(RunSerializer(run).data, status=201)
 
 

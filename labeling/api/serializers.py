@@ -146,7 +146,7 @@ class ScoringJobSerializer(serializers.Serializer):
     stalled = serializers.BooleanField(help_text="running, but no chunk has moved for SCORING_STALL_SECONDS")
     lost_calls = serializers.IntegerField(help_text="pairs sent whose answer went with a lost worker (in calls)")
     created_at = serializers.DateTimeField(source="job.created_at")
-    finished_at = serializers.DateTimeField(source="job.finished_at")
+    finished_at = serializers.DateTimeField(source="job.finished_at", allow_null=True)
     pairs_per_s = serializers.FloatField(allow_null=True)
     eta_s = serializers.FloatField(allow_null=True)
     calls = serializers.IntegerField(help_text="model calls made so far (cached ensemble members not counted)")

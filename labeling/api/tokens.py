@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 from rest_framework.authtoken.views import ObtainAuthToken
-from rest_framework.exceptions import ValidationError
+from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
+from rest_framework import serializers, status
+from rest_framework.exceptions import APIException, AuthenticationFailed, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -10,20 +12,38 @@ from labeling.login_throttle import client_address, lockout_message, lockout_sec
 from labeling.services.users import user_token_ensure
 
 
+class LoginLockedOut(APIException):
+    """429, with Retry-After from `wait` (DRF's handler sets it)."""
+
+    status_code = status.HTTP_429_TOO_MANY_REQUESTS
+    default_code = "throttled"
+
+    def __init__(self, detail: str, wait: int) -> None:
+        super().__init__(detail)
+        self.wait = wait
+
+
 class TokenObtainView(ObtainAuthToken):
     """POST your username and password to get your API token. After too many failed logins for the account or from
     your address, it answers 429 with how long to wait (also in Retry-After), even for the right password."""
 
+    @extend_schema(
+        responses={
+            200: inline_serializer("Token", {"token": serializers.CharField()}),
+            401: OpenApiResponse(description="Wrong username or password."),
+            429: OpenApiResponse(description="Too many failed logins: wait (Retry-After says how long)."),
+        },
+    )
     def post(self, request: Request, *args, **kwargs) -> Response:
         serializer = self.get_serializer(data=request.data)
         if not serializer.is_valid():
             # axes marks the DRF request it refused, not the Django request its middleware sees: say it here.
             if getattr(request, "axes_locked_out", False):
-                return Response(
-                    {"detail": lockout_message(request)},
-                    status=429,
-                    headers={"Retry-After": str(lockout_seconds(request))},
-                )
+                raise LoginLockedOut(lockout_message(request), wait=lockout_seconds(request))
+            refused = serializer.errors.get("non_field_errors", [])
+            if any(getattr(message, "code", None) == "authorization" for message in refused):
+                # Well formed, wrong username or password: 401, as for a bad token.
+                raise AuthenticationFailed(" ".join(refused))
             raise ValidationError(serializer.errors)
         # A token login is a login, but DRF sends no user_logged_in: forgive the failures as a page login does.
         login_failures_forgive(username=serializer.validated_data["username"], ip_address=client_address(request))

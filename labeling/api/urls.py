@@ -1,14 +1,13 @@
-from django.urls import path
-from drf_spectacular.views import SpectacularAPIView
+from django.urls import path, re_path
 
-from labeling.api import audit, bundles, export, finetune, labels, runs, systems, tokens, views
+from labeling.api import audit, bundles, exceptions, export, finetune, labels, runs, systems, tokens, views
 
 # <id:...> is a database id (labeling.ids.IdConverter, registered in labeling/apps.py).
 app_name = "api"
 
 urlpatterns = [
     path("token/", tokens.TokenObtainView.as_view(), name="token"),
-    path("schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("schema/", exceptions.SchemaView.as_view(), name="schema"),
     path("projects/", views.ProjectListView.as_view(), name="project-list"),
     path("projects/<slug:slug>/", views.ProjectDetailView.as_view(), name="project-detail"),
     path("projects/<slug:slug>/queries/", views.QueryListView.as_view(), name="query-list"),
@@ -64,4 +63,6 @@ urlpatterns = [
         views.DefinitionListView.as_view(),
         name="definition-list",
     ),
+    # Last: any other path under /api/ is the API's 404 body, not an HTML page (unnamed: no endpoint of its own).
+    re_path(r"^(?P<rest>.*)$", exceptions.unknown_path),
 ]

@@ -46,10 +46,13 @@ def project(member):
 
 
 def test_anonymous_requests_are_refused(project):
-    # 403 rather than 401: session auth is listed first and sends no WWW-Authenticate challenge.
+    # 401 with the token challenge: token auth is listed first, so a client knows to log in.
     anonymous = APIClient()
-    assert anonymous.get(reverse("api:project-list")).status_code == 403
-    assert anonymous.get(reverse("api:query-list", args=[project.slug])).status_code == 403
+    for url in (reverse("api:project-list"), reverse("api:query-list", args=[project.slug])):
+        response = anonymous.get(url)
+        assert response.status_code == 401 and response["WWW-Authenticate"] == "Token"
+        assert response.json() == {"code": "not_authenticated", "errors": {},
+                                   "message": "Authentication credentials were not provided."}
 
 
 def test_project_list_holds_only_visible_projects_with_counts(api, project):
@@ -173,7 +176,11 @@ def test_token_auth(project, member):
     assert with_token.get(reverse("api:project-detail", args=[project.slug])).status_code == 200
 
     with_token.credentials(HTTP_AUTHORIZATION="Token not-a-token")
-    assert with_token.get(reverse("api:project-list")).status_code == 403
+    refused = with_token.get(reverse("api:project-list"))
+    assert refused.status_code == 401 and refused["WWW-Authenticate"] == "Token"
+    assert refused.json()["code"] == "authentication_failed"
+    wrong = anonymous.post(reverse("api:token"), {"username": member.username, "password": "not-it"})
+    assert wrong.status_code == 401 and wrong.json()["code"] == "authentication_failed"
 
 
 def test_session_auth(client, project, member):

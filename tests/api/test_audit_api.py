@@ -90,7 +90,7 @@ def test_refusals_are_400_with_the_reason(example):
         ({"kind": "multicondition", "parameters": {"pads": ["long"]}}, "pads must be a list of word counts"),
     ):
         response = api.post(audits_url(project, judge), sent, format="json")
-        assert response.status_code == 400 and reason in response.json()["detail"], response.json()
+        assert response.status_code == 400 and reason in response.json()["message"], response.json()
     assert api.post(audits_url(project, judge), {"kind": "attack"}, format="json").status_code == 400
     plain = ProjectFactory(slug="plain")
     QueryFactory(project=plain)
@@ -98,7 +98,7 @@ def test_refusals_are_400_with_the_reason(example):
     members(plain)
     admin = token_client(plain.memberships.get(role=ADMIN).user)
     refused = admin.post(audits_url(plain, plain_judge), {"kind": "multicondition", "dry_run": True}, format="json")
-    assert refused.status_code == 400 and "has no multi-condition items" in refused.json()["detail"]
+    assert refused.status_code == 400 and "has no multi-condition items" in refused.json()["message"]
     assert not AuditJob.objects.exists()
 
 

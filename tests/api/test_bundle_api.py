@@ -81,10 +81,10 @@ def test_the_api_refuses_what_it_must(project, settings):
     assert _post(expert, b"PK").status_code == 403
     admin = _token_client(project)
     refused = _post(admin, b"{}", name="queries.jsonl")
-    assert refused.status_code == 400 and "zip or .tar.gz" in refused.json()["file"][0]
+    assert refused.status_code == 400 and "zip or .tar.gz" in refused.json()["errors"]["file"][0]
     settings.BUNDLE_UPLOAD_MAX_BYTES = 100
     too_large = _post(admin, b"x" * 1000)
-    assert too_large.status_code == 413 and "BUNDLE_UPLOAD_MAX_BYTES" in too_large.json()["detail"]
+    assert too_large.status_code == 413 and "BUNDLE_UPLOAD_MAX_BYTES" in too_large.json()["message"]
     assert not BundleImportJob.objects.exists()
     anonymous = APIClient().post(reverse("api:bundle-list", args=["cr"]), {}, format="multipart")
     assert anonymous.status_code in {401, 403}

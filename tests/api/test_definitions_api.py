@@ -78,7 +78,7 @@ def test_non_members_and_unknown_queries_get_404(query):
     assert outsider.post(url(query), {"text": "x"}, format="json").status_code == 404
     missing = reverse("api:definition-list", args=[query.project.slug, "nope"])
     assert client_as(query, "admin").get(missing).status_code == 404
-    assert APIClient().get(url(query)).status_code == 403  # anonymous
+    assert APIClient().get(url(query)).status_code == 401  # anonymous
 
 
 def test_admin_creates_versions(query):
@@ -112,7 +112,7 @@ def test_refused_creations_say_why(query, body, message):
     RelevanceDefinitionFactory(query=query, text="same")
     response = client_as(query, "admin").post(url(query), body, format="json")
     assert response.status_code == 400
-    assert message in response.json()["text"][0]
+    assert message in response.json()["errors"]["text"][0]
     assert RelevanceDefinition.objects.filter(query=query).count() == 1
 
 

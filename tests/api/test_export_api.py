@@ -89,7 +89,7 @@ def test_a_wrong_parameter_is_a_400_saying_what_is_wrong(world, params, message)
     response = curl(users[Membership.Role.ADMIN]).get(URL, params)
     assert response.status_code == 400
     assert response["Content-Type"] == "application/json"
-    assert message in response.json()["detail"]
+    assert message in response.json()["message"]
 
 
 def test_an_expert_gets_403_on_the_qrels_in_every_format(world):
@@ -97,7 +97,7 @@ def test_an_expert_gets_403_on_the_qrels_in_every_format(world):
     for format in FORMATS:
         response = curl(users[Membership.Role.EXPERT]).get(URL, {"format": format})
         assert response.status_code == 403
-        assert "blind" in response.json()["detail"]
+        assert "blind" in response.json()["message"]
 
 
 def test_without_a_token_nothing_is_exported(world):

@@ -58,7 +58,7 @@ def test_random_items_are_marked_as_the_validation_sample(project):
 def test_an_unknown_strategy_is_a_400_naming_the_valid_ones(project):
     client, _ = _client(project)
     response = client.get(f"/api/projects/{project.slug}/queue/next/?strategy=vibes")
-    assert response.status_code == 400 and "uncertain" in response.json()["strategy"]
+    assert response.status_code == 400 and "uncertain" in response.json()["errors"]["strategy"][0]
     assert not Lease.objects.exists()
 
 
@@ -78,9 +78,9 @@ def test_a_bad_label_is_a_400_and_stores_nothing(project):
     client, _ = _client(project)
     pair = project.pairs.first()
     response = client.post(f"/api/projects/{project.slug}/labels/", {"pair_id": pair.id, "grade": 5}, format="json")
-    assert response.status_code == 400 and "not on this project's scale" in response.json()["detail"]
+    assert response.status_code == 400 and "not on this project's scale" in response.json()["message"]
     response = client.post(f"/api/projects/{project.slug}/labels/", {"grade": 1}, format="json")
-    assert response.status_code == 400 and "pair_id" in response.json()
+    assert response.status_code == 400 and response.json()["errors"] == {"pair_id": ["This field is required."]}
     assert not Label.objects.exists()
 
 

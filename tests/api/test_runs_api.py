@@ -60,9 +60,11 @@ def test_an_admin_uploads_a_run_and_a_bad_file_is_refused_line_by_line(world):
 
     bad = upload(api, world, "bad", trec(world, passages) + b"q9 Q0 x 1 nan sys\n", filename="bad.run")
     assert bad.status_code == 400
-    assert bad.json() == {"problems": ["bad.run:4: score must be finite, got 'nan'", "bad.run:4: unknown query 'q9'",
-                                       "bad.run:4: unknown passage 'x'"], "total": 3}
-    assert upload(api, world, "sys", trec(world, passages)).json()["problems"] == ["sys.trec: a run named 'sys' exists"]
+    assert bad.json() == {"code": "invalid", "message": "the run file has 3 problem(s)",
+                          "errors": {"file": ["bad.run:4: score must be finite, got 'nan'",
+                                              "bad.run:4: unknown query 'q9'", "bad.run:4: unknown passage 'x'"]}}
+    assert upload(api, world, "sys", trec(world, passages)).json()["errors"]["file"] == [
+        "sys.trec: a run named 'sys' exists"]
     assert not Run.objects.filter(name="bad").exists()
     assert upload(api_as(world, VIEWER), world, "v", trec(world, passages)).status_code == 403
 
@@ -70,7 +72,7 @@ def test_an_admin_uploads_a_run_and_a_bad_file_is_refused_line_by_line(world):
 @override_settings(RUN_UPLOAD_MAX_BYTES=1000)
 def test_an_upload_over_the_limit_is_a_413(world):
     response = upload(api_as(world, ADMIN), world, "big", b"x" * 2000)
-    assert response.status_code == 413 and "RUN_UPLOAD_MAX_BYTES" in response.json()["detail"]
+    assert response.status_code == 413 and "RUN_UPLOAD_MAX_BYTES" in response.json()["message"]
     assert not Run.objects.filter(name="big").exists()
 
 
@@ -91,10 +93,10 @@ def test_an_admin_starts_a_retriever_and_members_list_the_jobs(world, django_cap
     assert (started.json()["status"], started.json()["parameters"]) == (
         "pending", {"first_depth": 50, "keep": 20, "use_definition": False})
     refused = api.post(url(world, "retrieval-list"), {"retriever": "dense", "name": "d", "k1": 1.2}, format="json")
-    assert refused.status_code == 400 and "k1 and b are BM25's" in refused.json()["detail"]
+    assert refused.status_code == 400 and "k1 and b are BM25's" in refused.json()["message"]
     taken = api.post(url(world, "retrieval-list"), {"retriever": "bm25", "name": "run-a"}, format="json")
-    assert taken.status_code == 400 and "has a run named 'run-a' already" in taken.json()["detail"]
-    assert api.post(url(world, "retrieval-list"), {"retriever": "tfidf", "name": "t"}, format="json").json() == {
+    assert taken.status_code == 400 and "has a run named 'run-a' already" in taken.json()["message"]
+    assert api.post(url(world, "retrieval-list"), {"retriever": "tfidf", "name": "t"}, format="json").json()["errors"] == {
         "retriever": ['"tfidf" is not a valid choice.']}
 
     RetrievalJob.objects.filter(id=world.retrieval_job.id).update(status="failed", error="no /srv/models/x")
@@ -145,9 +147,9 @@ def test_a_pool_preview_with_a_judge_prices_judging_the_new_pairs(world):
 def test_pooling_names_what_is_wrong(world):
     api = api_as(world, ADMIN)
     unknown = api.post(url(world, "pool"), {"runs": ["nope"], "depth": 3}, format="json")
-    assert unknown.status_code == 400 and "has no run 'nope' (its runs: run-a)" in unknown.json()["runs"][0]
+    assert unknown.status_code == 400 and "has no run 'nope' (its runs: run-a)" in unknown.json()["errors"]["runs"][0]
     assert api.post(url(world, "pool"), {"runs": [], "depth": 3}, format="json").status_code == 400
     assert api.post(url(world, "pool"), {"runs": ["run-a"], "depth": 0}, format="json").status_code == 400
     judge = api.post(url(world, "pool"), {"runs": ["run-a"], "dry_run": True, "judge": "nobody"}, format="json")
-    assert judge.status_code == 400 and "no judge 'nobody'" in judge.json()["judge"][0]
+    assert judge.status_code == 400 and "no judge 'nobody'" in judge.json()["errors"]["judge"][0]
     assert api_as(world, VIEWER).post(url(world, "pool"), {"runs": ["run-a"]}, format="json").status_code == 403

@@ -62,9 +62,9 @@ def test_every_source_by_default_and_the_measures_asked(built):
 def test_an_expert_is_refused_and_an_outsider_finds_no_project(built):
     expert = _client(built, Membership.Role.EXPERT).get(_url(built))
     assert expert.status_code == 403
-    assert "label blind" in expert.json()["detail"]
+    assert "label blind" in expert.json()["message"]
     assert _client(built, None).get(_url(built)).status_code == 404
-    assert APIClient().get(_url(built)).status_code == 403
+    assert APIClient().get(_url(built)).status_code == 401
 
 
 @pytest.mark.parametrize(("params", "message"), [
@@ -75,4 +75,4 @@ def test_an_expert_is_refused_and_an_outsider_finds_no_project(built):
 def test_a_source_or_measure_the_project_lacks_is_a_400_naming_it(built, params, message):
     response = _client(built, Membership.Role.VIEWER).get(_url(built), params)
     assert response.status_code == 400
-    assert message in response.json()["detail"]
+    assert message in response.json()["message"]
