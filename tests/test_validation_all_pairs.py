@@ -270,17 +270,17 @@ def test_api_computes_other_options_on_request_and_refuses_bad_ones(sample):
     cached = api.get(url).json()
     assert cached["options"] == {"all_pairs": False, "unit_key": None, "cutoffs": [10], "n_units": 16}
     assert cached["counts"]["ungraded"] == 6541
-    body = api.get(url, {"judge": LLAMA3[0], "all_pairs": "1", "unit_key": "report", "cutoffs": "5,10,15"}).json()
+    body = api.get(url, {"judge": LLAMA3[0], "all_pairs": "true", "unit_key": "report", "cutoffs": "5,10,15"}).json()
     assert body["stale"] is False and body["options"]["unit_key"] == "report"
     assert body["counts"]["added"] == 6541 and body["judge"]["n_unjudged"] == 6541 and body["judge"]["n"] == 595
     # It judged the graded pairs only, all relevant: no AUROC, whatever the option adds; rankings are there.
     assert body["judge"]["auroc"] is None and body["judge"]["ndcg@15"] is not None
     assert api.get(url, {"cutoffs": "ten"}).status_code == 400
     assert api.get(url, {"unit_key": "nope"}).status_code == 400
-    assert api.get(url, {"all_pairs": "1", "judge": "nobody"}).status_code == 404
+    assert api.get(url, {"all_pairs": "true", "judge": "nobody"}).status_code == 404
 
     by_definition = reverse("api:judge-metrics-by-definition", args=["cr", LLAMA3[0]])
-    body = api.get(by_definition, {"all_pairs": "1", "cutoffs": "5,10,15"}).json()
+    body = api.get(by_definition, {"all_pairs": "true", "cutoffs": "5,10,15"}).json()
     gold = body["by_version"]["groups"][0]["gold"]
     assert body["n_gold"] == 7136 and body["options"]["all_pairs"] is True
     assert gold["auroc"] is None and gold["ndcg"] is not None and gold["n"] == 595
@@ -292,7 +292,7 @@ def test_api_computes_other_options_on_request_and_refuses_bad_ones(sample):
 def test_expert_gets_no_report_with_options(sample):
     api = APIClient()
     api.force_authenticate(reader(sample, Membership.Role.EXPERT))
-    assert api.get(reverse("api:validation", args=["cr"]), {"all_pairs": "1"}).status_code == 403
+    assert api.get(reverse("api:validation", args=["cr"]), {"all_pairs": "true"}).status_code == 403
 
 
 def test_page_offers_the_options_with_the_pairs_they_add_and_shows_the_report_for_them(client, sample):

@@ -7,12 +7,12 @@ from __future__ import annotations
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers
-from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.reverse import reverse
 from rest_framework.views import APIView
 
+from labeling.api.fields import StrictBooleanField, StrictCharField, StrictFloatField, StrictIntegerField
 from labeling.models import AuditJob, Membership, Project
 from labeling.selectors.audits import AuditRow, audit_of_project, audit_row, audits_of_judge
 from labeling.selectors.lookups import judge_by_name, run_of_project
@@ -24,23 +24,23 @@ AUDIT_ADMIN = admin_to("start an audit")
 
 
 class AuditJobSerializer(serializers.Serializer):
-    id = serializers.IntegerField(source="job.id")
+    id = StrictIntegerField(source="job.id")
     url = serializers.SerializerMethodField(help_text="this audit: poll it until finished_at is set")
     kind = serializers.ChoiceField(source="job.kind", choices=AuditJob.Kind.choices)
-    judge = serializers.CharField(source="job.judge.name")
+    judge = StrictCharField(source="job.judge.name")
     parameters = serializers.JSONField(source="job.parameters", help_text="as the kind's service filled them in")
-    status = serializers.CharField(source="job.status")
-    total = serializers.IntegerField(source="job.total", help_text="probes to score")
-    done = serializers.IntegerField(source="job.done", help_text="probes scored")
-    progress = serializers.FloatField(source="job.progress", help_text="0 to 1")
-    calls = serializers.IntegerField(source="job.calls", help_text="model calls made")
-    prompt_tokens = serializers.IntegerField(source="job.prompt_tokens", allow_null=True)
-    completion_tokens = serializers.IntegerField(source="job.completion_tokens", allow_null=True)
-    cost_usd = serializers.FloatField(allow_null=True, help_text="the tokens at the judge's prices (null: no prices)")
+    status = StrictCharField(source="job.status")
+    total = StrictIntegerField(source="job.total", help_text="probes to score")
+    done = StrictIntegerField(source="job.done", help_text="probes scored")
+    progress = StrictFloatField(source="job.progress", help_text="0 to 1")
+    calls = StrictIntegerField(source="job.calls", help_text="model calls made")
+    prompt_tokens = StrictIntegerField(source="job.prompt_tokens", allow_null=True)
+    completion_tokens = StrictIntegerField(source="job.completion_tokens", allow_null=True)
+    cost_usd = StrictFloatField(allow_null=True, help_text="the tokens at the judge's prices (null: no prices)")
     verdict = serializers.SerializerMethodField(help_text="a done perturbation audit's overall verdict")
-    error = serializers.CharField(help_text="why it failed: for project admins; others a generic text")
-    attempts = serializers.IntegerField(source="job.attempts")
-    requested_by = serializers.CharField(source="job.requested_by.username", allow_null=True, default=None)
+    error = StrictCharField(help_text="why it failed: for project admins; others a generic text")
+    attempts = StrictIntegerField(source="job.attempts")
+    requested_by = StrictCharField(source="job.requested_by.username", allow_null=True, default=None)
     created_at = serializers.DateTimeField(source="job.created_at")
     started_at = serializers.DateTimeField(source="job.started_at", allow_null=True)
     finished_at = serializers.DateTimeField(source="job.finished_at", allow_null=True)
@@ -63,26 +63,26 @@ class AuditStartSerializer(serializers.Serializer):
     parameters = serializers.DictField(required=False, default=dict,
                                        help_text="perturbation: sample, seed, tests; multicondition: pads, seed "
                                                  "(the rest keep their defaults)")
-    dry_run = serializers.BooleanField(default=False, help_text="answer the estimate; start nothing")
+    dry_run = StrictBooleanField(default=False, help_text="answer the estimate; start nothing")
 
 
 class AuditEstimateSerializer(serializers.Serializer):
-    probes = serializers.IntegerField(help_text="prompts the judge would be asked")
-    sampled_probes = serializers.IntegerField(help_text="of them, asked with sampling on (self-consistency)")
-    calls = serializers.IntegerField(source="tokens.calls", allow_null=True, default=None)
-    prompt_tokens = serializers.IntegerField(source="tokens.prompt_tokens", allow_null=True, default=None)
-    completion_tokens = serializers.IntegerField(source="tokens.completion_tokens", allow_null=True, default=None)
-    exact_prompt_tokens = serializers.BooleanField(source="tokens.exact_prompt_tokens", allow_null=True,
-                                                   default=None, help_text="counted with the model's tokenizer")
-    cost_usd = serializers.FloatField(allow_null=True, help_text="null: no prices, or an embedding judge")
-    build_seconds = serializers.FloatField(help_text="time to build the probes (the variant generation)")
+    probes = StrictIntegerField(help_text="prompts the judge would be asked")
+    sampled_probes = StrictIntegerField(help_text="of them, asked with sampling on (self-consistency)")
+    calls = StrictIntegerField(source="tokens.calls", allow_null=True, default=None)
+    prompt_tokens = StrictIntegerField(source="tokens.prompt_tokens", allow_null=True, default=None)
+    completion_tokens = StrictIntegerField(source="tokens.completion_tokens", allow_null=True, default=None)
+    exact_prompt_tokens = StrictBooleanField(source="tokens.exact_prompt_tokens", allow_null=True,
+                                             default=None, help_text="counted with the model's tokenizer")
+    cost_usd = StrictFloatField(allow_null=True, help_text="null: no prices, or an embedding judge")
+    build_seconds = StrictFloatField(help_text="time to build the probes (the variant generation)")
     parameters = serializers.JSONField(help_text="the parameters the audit would run with")
 
 
 class RunMulticonditionSerializer(serializers.Serializer):
-    run = serializers.CharField()
+    run = StrictCharField()
     report = serializers.JSONField(allow_null=True, help_text="the MultiConIR report (null: see `unavailable`)")
-    unavailable = serializers.CharField(allow_null=True, help_text="why there is no report (no multi-condition "
+    unavailable = StrictCharField(allow_null=True, help_text="why there is no report (no multi-condition "
                                                                    "items, or a metadata problem)")
 
 
@@ -113,15 +113,12 @@ class AuditListView(APIView):
         body = AuditStartSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         data = body.validated_data
-        try:
-            if data["dry_run"]:
-                estimate: AuditEstimate = audit_estimate(project=project, judge=found, kind=data["kind"],
-                                                         parameters=data["parameters"])
-                return Response(AuditEstimateSerializer(estimate).data)
-            job = audit_start(project=project, judge=found, kind=data["kind"], parameters=data["parameters"],
-                              user=request.user)
-        except AuditError as exc:
-            raise ValidationError({"detail": str(exc)}) from None
+        if data["dry_run"]:
+            estimate: AuditEstimate = audit_estimate(project=project, judge=found, kind=data["kind"],
+                                                     parameters=data["parameters"])
+            return Response(AuditEstimateSerializer(estimate).data)
+        job = audit_start(project=project, judge=found, kind=data["kind"], parameters=data["parameters"],
+                          user=request.user)
         job.refresh_from_db()  # an eager worker (tests, CELERY_TASK_ALWAYS_EAGER) may have finished it already
         return Response(AuditJobSerializer(audit_row(job, show_errors=True), context={"request": request}).data,
                         status=202)

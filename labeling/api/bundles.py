@@ -5,13 +5,14 @@ from __future__ import annotations
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
-from rest_framework.exceptions import ValidationError
 from rest_framework.parsers import MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.reverse import reverse
 from rest_framework.views import APIView
 
+from labeling.api.exceptions import Unprocessable
+from labeling.api.fields import StrictBooleanField, StrictCharField
 from labeling.exceptions import TooLarge
 from labeling.models import BundleImportJob
 from labeling.selectors.bundle_imports import bundle_import_of_project, bundle_imports
@@ -22,9 +23,9 @@ IMPORT_ADMIN = admin_to("import bundles")
 
 
 class BundleImportJobSerializer(serializers.ModelSerializer):
-    requested_by = serializers.CharField(source="requested_by.username", allow_null=True, default=None)
+    requested_by = StrictCharField(source="requested_by.username", allow_null=True, default=None)
     url = serializers.SerializerMethodField(help_text="this job: poll it until finished_at is set")
-    problems = serializers.ListField(child=serializers.CharField(),
+    problems = serializers.ListField(child=StrictCharField(),
                                      help_text="'file:line: what is wrong', the first of problems_total")
 
     class Meta:
@@ -40,7 +41,7 @@ class BundleImportJobSerializer(serializers.ModelSerializer):
 
 class BundleUploadSerializer(serializers.Serializer):
     file = serializers.FileField(help_text="a .zip or .tar.gz of a bundle folder (docs/bundle-format.md)")
-    all_pairs = serializers.BooleanField(default=False, help_text="complete the pool to every query x passage")
+    all_pairs = StrictBooleanField(default=False, help_text="complete the pool to every query x passage")
 
 
 class BundleListView(APIView):
@@ -75,7 +76,9 @@ class BundleListView(APIView):
             job = bundle_import_request(project=project, upload=body.validated_data["file"],
                                         all_pairs=body.validated_data["all_pairs"], user=request.user)
         except BundleUploadError as exc:
-            raise ValidationError({"file": [str(exc)]}) from None
+            if isinstance(exc, TooLarge):
+                raise
+            raise Unprocessable({"file": [str(exc)]}) from None  # not a bundle archive: its content is refused
         job.refresh_from_db()  # an eager worker (tests, CELERY_TASK_ALWAYS_EAGER) may have finished it already
         return Response(BundleImportJobSerializer(job, context={"request": request}).data, status=202)
 

@@ -7,12 +7,18 @@ reaches a DRF view, by the API's last route (a path that resolves to nothing) an
 messages ({"pair_id": ["Must be a whole number from 1 to 9223372036854775807."]}; nested fields as "runs.0").
 The schema documents the shape once as the `Error` component (labeling.api.schema).
 
-Domain errors answer as follows: NotFound 404, Forbidden 403, TooLarge 413, Conflict 409 (what was asked is well
-formed but the project's state refuses it: a finished job resumed, a name taken), any other DomainError 400."""
+The statuses keep one meaning each, so a client can act on them:
+- 400 `invalid`: the request breaks its schema (a type, a bound, a required field, an enum); `errors` says where.
+- 404 `not_found`: the path, or a name in the request, names nothing the caller may see (a judge, a run...).
+- 409 `conflict`: well formed, but the project's state refuses it (a finished job resumed, a name taken).
+- 422 `unprocessable`: well formed, but what it holds cannot be processed (a file that is not a bundle, a run file
+  with bad lines, fields that do not go together): any other DomainError.
+- 413 `too_large` (TooLarge), 403 `permission_denied` (Forbidden), 401 with `WWW-Authenticate: Token`."""
 from __future__ import annotations
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views import defaults
+from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.views import SpectacularAPIView
 from rest_framework import exceptions, status
 from rest_framework.renderers import JSONRenderer
@@ -36,10 +42,12 @@ class PayloadTooLarge(exceptions.APIException):
     default_code = "too_large"
 
 
-class BadRequest(exceptions.APIException):
-    status_code = status.HTTP_400_BAD_REQUEST
-    default_detail = "The request was refused."
-    default_code = "invalid"
+class Unprocessable(exceptions.APIException):
+    """422: the detail is a message, or {field: [messages]} as a ValidationError's."""
+
+    status_code = status.HTTP_422_UNPROCESSABLE_ENTITY
+    default_detail = "The request is well formed but cannot be processed."
+    default_code = "unprocessable"
 
 
 def _as_api_exception(exc: Exception) -> Exception:
@@ -52,7 +60,7 @@ def _as_api_exception(exc: Exception) -> Exception:
     if isinstance(exc, Conflict):
         return ConflictError(str(exc))
     if isinstance(exc, DomainError):
-        return BadRequest(str(exc))
+        return Unprocessable(str(exc))
     return exc
 
 
@@ -92,9 +100,10 @@ def exception_handler(exc: Exception, context: dict) -> Response | None:
     response = drf_exception_handler(exc, context)
     if response is None:
         return None  # a server error: the 500 handler answers
-    if isinstance(exc, exceptions.ValidationError):
+    if isinstance(exc, (exceptions.ValidationError, Unprocessable)) and isinstance(exc.detail, (dict, list)):
         message, errors = _validation_body(exc.detail)
-        response.data = error_body("invalid", message, errors)
+        response.data = error_body("invalid" if isinstance(exc, exceptions.ValidationError) else "unprocessable",
+                                   message, errors)
     else:
         detail = getattr(exc, "detail", "")
         code = detail.code if isinstance(detail, exceptions.ErrorDetail) and detail.code else \
@@ -118,6 +127,7 @@ def _is_api(request: HttpRequest) -> bool:
     return request.path.startswith(API_PREFIX)
 
 
+@csrf_exempt  # a POST to no endpoint is a 404, not a CSRF page
 def unknown_path(request: HttpRequest, rest: str = "") -> HttpResponse:
     """The API's last route: a path under /api/ that matches no endpoint (an unknown path, an id out of range)
     answers the API's 404 body, with DEBUG on or off."""

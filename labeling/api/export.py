@@ -11,7 +11,7 @@ from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request
 from rest_framework.views import APIView
 
-from labeling.selectors.export import READ_QRELS, ExportError, QrelsFormat, qrels_request_parse
+from labeling.selectors.export import READ_QRELS, QrelsFormat, qrels_request_parse
 from labeling.selectors.projects import project_for_user
 from labeling.views.export import qrels_download
 
@@ -23,6 +23,13 @@ class FormatIsTheQrelsFormat(DefaultContentNegotiation):
     def select_renderer(self, request: Request, renderers: list[BaseRenderer],
                         format_suffix: str | None = None) -> tuple[BaseRenderer, str]:
         return renderers[0], renderers[0].media_type
+
+
+def _is_probability(text: str) -> bool:
+    try:
+        return 0.0 <= float(text) <= 1.0  # nan is not
+    except ValueError:
+        return False
 
 
 class QrelsView(APIView):
@@ -38,22 +45,30 @@ class QrelsView(APIView):
             OpenApiParameter("format", str, enum=list(QrelsFormat),
                              description="trec (`qid 0 docid grade`), beir (tsv with a header) or jsonl (every "
                                          "label and judgment per pair); default trec"),
-            OpenApiParameter("source", str, description="human (the gold grades; default), judge:NAME (the judge's "
+            OpenApiParameter("source", {"type": "string", "pattern": r"^(human|(judge|combined):[^\x00]+)$"},
+                             description="human (the gold grades; default), judge:NAME (the judge's "
                                                         "P, calibrated when it has a calibrator, against the "
                                                         "threshold) or combined:NAME (the gold grade where there is "
                                                         "one, else the judge's)"),
-            OpenApiParameter("threshold", float, description="judge sources: the P from which a pair is relevant "
-                                                             "(0 to 1, default 0.5)"),
+            OpenApiParameter("threshold", {"type": "number", "minimum": 0, "maximum": 1},
+                             description="judge sources: the P from which a pair is relevant (default 0.5); "
+                                         "ignored for human"),
         ],
-        responses={(200, "text/plain"): OpenApiResponse(OpenApiTypes.STR, description="the export's lines"),
-                   400: OpenApiTypes.OBJECT},
+        responses={
+            (200, "text/plain"): OpenApiResponse(OpenApiTypes.STR, description="trec: the export's lines"),
+            (200, "text/tab-separated-values"): OpenApiResponse(OpenApiTypes.STR, description="beir"),
+            (200, "application/x-ndjson"): OpenApiResponse(OpenApiTypes.STR, description="jsonl"),
+        },
     )
     def get(self, request: Request, slug: str) -> StreamingHttpResponse:
         project = project_for_user(user=request.user, slug=slug, need=READ_QRELS)
         params = request.query_params
-        try:
-            asked = qrels_request_parse(project=project, format=params.get("format", "trec"),
-                                        source=params.get("source", "human"), threshold=params.get("threshold", ""))
-        except ExportError as exc:
-            raise ValidationError({"detail": str(exc)}) from None
+        source, threshold = params.get("source", "human"), params.get("threshold", "")
+        if threshold.strip() and not _is_probability(threshold):
+            raise ValidationError({"threshold": [f"a number from 0 to 1, got {threshold!r}"]})
+        if source == "human":
+            threshold = ""  # a judge source's threshold: the human grades have nothing to apply it to
+        # An ExportError is a 400, a judge the project lacks a 404 (labeling.api.exceptions).
+        asked = qrels_request_parse(project=project, format=params.get("format", "trec"), source=source,
+                                    threshold=threshold)
         return qrels_download(project=project, asked=asked)

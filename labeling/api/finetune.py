@@ -18,8 +18,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from labeling.api.fields import StrictBooleanField, StrictCharField, StrictFloatField, StrictIntegerField
 from labeling.api.serializers import ScoringJobSerializer
-from labeling.exceptions import DomainError, TooLarge
+from labeling.exceptions import TooLarge
 from labeling.llm_adapter import model_folder
 from labeling.models import Membership, Project, TrainingSet
 from labeling.selectors.disclosure import sees_reports
@@ -67,12 +68,12 @@ def _is_admin(request: Request, project: Project) -> bool:
 # --- Serializers ------------------------------------------------------------------------------------------------
 
 class TrainingSetSerializer(serializers.ModelSerializer):
-    created_by = serializers.CharField(source="created_by.username", allow_null=True, default=None)
-    train_count = serializers.IntegerField(help_text="examples in the train split")
-    held_out_count = serializers.IntegerField(help_text="examples held out (the comparison's pairs)")
-    top_count = serializers.IntegerField(help_text="examples from the run's top")
-    random_count = serializers.IntegerField(help_text="examples drawn at random")
-    file_count = serializers.IntegerField(help_text="examples imported from a file")
+    created_by = StrictCharField(source="created_by.username", allow_null=True, default=None)
+    train_count = StrictIntegerField(help_text="examples in the train split")
+    held_out_count = StrictIntegerField(help_text="examples held out (the comparison's pairs)")
+    top_count = StrictIntegerField(help_text="examples from the run's top")
+    random_count = StrictIntegerField(help_text="examples drawn at random")
+    file_count = StrictIntegerField(help_text="examples imported from a file")
 
     class Meta:
         model = TrainingSet
@@ -81,68 +82,68 @@ class TrainingSetSerializer(serializers.ModelSerializer):
 
 
 class TrainingSetCreateSerializer(serializers.Serializer):
-    name = serializers.CharField(max_length=200)
-    run = serializers.CharField(required=False, allow_blank=True, default="",
-                                help_text="the run to sample (default: the project's newest dense run)")
-    top = serializers.IntegerField(min_value=0, required=False, help_text="the run's top N per query (default 30)")
-    random = serializers.IntegerField(min_value=0, required=False,
-                                      help_text="M passages per query drawn at random (default 30)")
-    seed = serializers.IntegerField(min_value=0, required=False, help_text="the draw's and the split's seed")
-    held_out = serializers.FloatField(min_value=0.0, max_value=MAX_HELD_OUT, required=False,
-                                      help_text="share of the queries held out (default 0.2)")
+    name = StrictCharField(max_length=200)
+    run = StrictCharField(required=False, allow_blank=True, default="",
+                          help_text="the run to sample (default: the project's newest dense run)")
+    top = StrictIntegerField(min_value=0, required=False, help_text="the run's top N per query (default 30)")
+    random = StrictIntegerField(min_value=0, required=False,
+                                help_text="M passages per query drawn at random (default 30)")
+    seed = StrictIntegerField(min_value=0, required=False, help_text="the draw's and the split's seed")
+    held_out = StrictFloatField(min_value=0.0, max_value=MAX_HELD_OUT, required=False,
+                                help_text="share of the queries held out (default 0.2)")
 
 
 class TrainingSetImportSerializer(serializers.Serializer):
-    name = serializers.CharField(max_length=200)
+    name = StrictCharField(max_length=200)
     file = serializers.FileField(help_text="DIRAS layout: input,output or question,document,guess,confidence (CSV)")
-    held_out = serializers.FloatField(min_value=0.0, max_value=MAX_HELD_OUT, default=0.2)
-    seed = serializers.IntegerField(min_value=0, default=0)
-    skip_bad = serializers.BooleanField(default=False, help_text="leave bad rows out instead of refusing the file")
+    held_out = StrictFloatField(min_value=0.0, max_value=MAX_HELD_OUT, default=0.2)
+    seed = StrictIntegerField(min_value=0, default=0)
+    skip_bad = StrictBooleanField(default=False, help_text="leave bad rows out instead of refusing the file")
 
 
 class AgreementSerializer(serializers.Serializer):
-    n = serializers.IntegerField()
-    auroc = serializers.FloatField(allow_null=True)
-    ece = serializers.FloatField(allow_null=True)
-    brier = serializers.FloatField(allow_null=True)
-    accuracy = serializers.FloatField(allow_null=True, help_text="of P >= 0.5")
+    n = StrictIntegerField()
+    auroc = StrictFloatField(allow_null=True)
+    ece = StrictFloatField(allow_null=True)
+    brier = StrictFloatField(allow_null=True)
+    accuracy = StrictFloatField(allow_null=True, help_text="of P >= 0.5")
 
 
 class JudgeColumnSerializer(serializers.Serializer):
-    role = serializers.CharField(help_text="base model, student or teacher")
-    judge = serializers.CharField(source="judge.name", allow_null=True, default=None)
+    role = StrictCharField(help_text="base model, student or teacher")
+    judge = StrictCharField(source="judge.name", allow_null=True, default=None)
     versus_teacher = AgreementSerializer(allow_null=True, help_text="against the teacher's guess on held-out pairs")
     versus_gold = AgreementSerializer(help_text="against the experts' gold")
 
 
 class ComparisonSerializer(serializers.Serializer):
-    pairs = serializers.IntegerField(help_text="held-out pairs all three judged")
-    gold_pairs = serializers.IntegerField(help_text="gold pairs all three judged")
+    pairs = StrictIntegerField(help_text="held-out pairs all three judged")
+    gold_pairs = StrictIntegerField(help_text="gold pairs all three judged")
     columns = JudgeColumnSerializer(many=True)
 
 
 class FineTuneJobSerializer(serializers.Serializer):
-    id = serializers.IntegerField(source="job.id")
-    training_set = serializers.CharField(source="job.training_set.name")
-    teacher = serializers.CharField(source="job.teacher.name", allow_null=True, default=None,
-                                    help_text="null: the set's file answers (or the teacher was deleted)")
-    base_model = serializers.CharField(source="job.base_model")
-    student_name = serializers.CharField(source="job.student_name")
-    student = serializers.CharField(source="job.student.name", allow_null=True, default=None,
-                                    help_text="the judge it made (null until done)")
+    id = StrictIntegerField(source="job.id")
+    training_set = StrictCharField(source="job.training_set.name")
+    teacher = StrictCharField(source="job.teacher.name", allow_null=True, default=None,
+                              help_text="null: the set's file answers (or the teacher was deleted)")
+    base_model = StrictCharField(source="job.base_model")
+    student_name = StrictCharField(source="job.student_name")
+    student = StrictCharField(source="job.student.name", allow_null=True, default=None,
+                              help_text="the judge it made (null until done)")
     hyperparameters = serializers.JSONField(source="job.hyperparameters")
-    status = serializers.CharField(source="job.status")
-    examples = serializers.IntegerField(source="job.examples")
-    step = serializers.IntegerField(source="job.step")
-    total_steps = serializers.IntegerField(source="job.total_steps")
-    progress = serializers.FloatField(source="job.progress", help_text="0 to 1")
-    eta_s = serializers.FloatField(source="job.eta_s", allow_null=True)
-    examples_per_s = serializers.FloatField(source="job.examples_per_s", allow_null=True)
-    last_loss = serializers.FloatField(allow_null=True)
-    checkpoint_step = serializers.IntegerField(source="job.checkpoint_step")
-    resumed_from_step = serializers.IntegerField(source="job.resumed_from_step", allow_null=True)
-    error = serializers.CharField(help_text="why it failed: for project admins; others a generic text")
-    attempts = serializers.IntegerField(source="job.attempts")
+    status = StrictCharField(source="job.status")
+    examples = StrictIntegerField(source="job.examples")
+    step = StrictIntegerField(source="job.step")
+    total_steps = StrictIntegerField(source="job.total_steps")
+    progress = StrictFloatField(source="job.progress", help_text="0 to 1")
+    eta_s = StrictFloatField(source="job.eta_s", allow_null=True)
+    examples_per_s = StrictFloatField(source="job.examples_per_s", allow_null=True)
+    last_loss = StrictFloatField(allow_null=True)
+    checkpoint_step = StrictIntegerField(source="job.checkpoint_step")
+    resumed_from_step = StrictIntegerField(source="job.resumed_from_step", allow_null=True)
+    error = StrictCharField(help_text="why it failed: for project admins; others a generic text")
+    attempts = StrictIntegerField(source="job.attempts")
     created_at = serializers.DateTimeField(source="job.created_at")
     started_at = serializers.DateTimeField(source="job.started_at", allow_null=True)
     finished_at = serializers.DateTimeField(source="job.finished_at", allow_null=True)
@@ -153,7 +154,7 @@ class FineTuneJobDetailSerializer(FineTuneJobSerializer):
     `comparison`)."""
 
     loss_history = serializers.ListField(source="job.loss_history", child=serializers.ListField(
-        child=serializers.FloatField()), help_text="[[step, loss], ...]")
+        child=StrictFloatField()), help_text="[[step, loss], ...]")
     comparison = serializers.SerializerMethodField()
 
     @extend_schema_field(ComparisonSerializer(allow_null=True))
@@ -163,17 +164,17 @@ class FineTuneJobDetailSerializer(FineTuneJobSerializer):
 
 
 class FineTuneCreateSerializer(serializers.Serializer):
-    training_set = serializers.CharField(max_length=200, help_text="the training set's name")
-    teacher = serializers.CharField(max_length=200, required=False, allow_blank=True, default="",
-                                    help_text="the judge whose judgments are the answers; empty for a file's set")
-    base_model = serializers.CharField(max_length=300, required=False, allow_blank=True, default="",
-                                       help_text="the base model's folder under a model root (default SmolLM2)")
-    student_name = serializers.CharField(max_length=180, help_text="the judge it makes")
+    training_set = StrictCharField(max_length=200, help_text="the training set's name")
+    teacher = StrictCharField(max_length=200, required=False, allow_blank=True, default="",
+                              help_text="the judge whose judgments are the answers; empty for a file's set")
+    base_model = StrictCharField(max_length=300, required=False, allow_blank=True, default="",
+                                 help_text="the base model's folder under a model root (default SmolLM2)")
+    student_name = StrictCharField(max_length=180, help_text="the judge it makes")
     hyperparameters = serializers.DictField(required=False, default=dict,
                                             help_text="LoRA settings (r, alpha, dropout, learning_rate, ...); "
                                                       "the rest keep DIRAS's values")
-    device = serializers.CharField(max_length=32, required=False, allow_blank=True, default="",
-                                   help_text="cpu (default), cuda, cuda:1...")
+    device = StrictCharField(max_length=32, required=False, allow_blank=True, default="",
+                             help_text="cpu (default), cuda, cuda:1...")
 
 
 # --- Training sets ------------------------------------------------------------------------------------------------
@@ -199,11 +200,8 @@ class TrainingSetListView(APIView):
         body.is_valid(raise_exception=True)
         data = dict(body.validated_data)
         run_name = data.pop("run")
-        try:
-            run = run_by_name(project=project, name=run_name) if run_name else None
-            training_set = training_set_create(project=project, run=run, user=request.user, **data)
-        except DomainError as exc:
-            raise ValidationError({"detail": str(exc)}) from None
+        run = run_by_name(project=project, name=run_name) if run_name else None
+        training_set = training_set_create(project=project, run=run, user=request.user, **data)
         return Response(_counted(project, training_set), status=201)
 
 
@@ -228,14 +226,10 @@ class TrainingSetImportView(APIView):
         body = TrainingSetImportSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         data = body.validated_data
-        try:
-            training_set = training_set_import(
-                project=project, name=data["name"], file=data["file"], filename=data["file"].name or "upload.csv",
-                held_out=data["held_out"], seed=data["seed"], skip_bad=data["skip_bad"], user=request.user)
-        except TooLarge:
-            raise
-        except DomainError as exc:
-            raise ValidationError({"detail": str(exc)}) from None
+        # TooLarge is a 413, a refused file a 400 naming its line (labeling.api.exceptions).
+        training_set = training_set_import(
+            project=project, name=data["name"], file=data["file"], filename=data["file"].name or "upload.csv",
+            held_out=data["held_out"], seed=data["seed"], skip_bad=data["skip_bad"], user=request.user)
         return Response(_counted(project, training_set), status=201)
 
 
@@ -249,15 +243,12 @@ class TrainingSetDetailView(APIView):
         found = training_set_by_name(project, training_set)
         # After the set: a set the project does not have is a 404 for every member.
         project_for_user(user=request.user, slug=slug, need=SETS_ADMIN)
-        try:
-            training_set_delete(training_set=found)
-        except DomainError as exc:
-            raise ValidationError({"detail": str(exc)}) from None
+        training_set_delete(training_set=found)
         return Response(status=204)
 
 
 class TrainingSetScoreSerializer(serializers.Serializer):
-    judge = serializers.CharField(help_text="the teacher: a judge of the project that scores")
+    judge = StrictCharField(help_text="the teacher: a judge of the project that scores")
 
 
 class TrainingSetScoreView(APIView):
@@ -274,10 +265,7 @@ class TrainingSetScoreView(APIView):
         body = TrainingSetScoreSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         judge = judge_by_name(project=project, name=body.validated_data["judge"])
-        try:
-            scoring, created = training_set_score(training_set=found, judge=judge, user=request.user)
-        except DomainError as exc:
-            raise ValidationError({"detail": str(exc)}) from None
+        scoring, created = training_set_score(training_set=found, judge=judge, user=request.user)
         return Response(ScoringJobSerializer(job_progress(scoring, show_errors=True)).data,
                         status=201 if created else 200)
 
@@ -315,14 +303,11 @@ class TrainingSetExportView(APIView):
         split = params.get("split") or "train"
         if split not in EXPORT_SPLITS:
             raise ValidationError({"split": [f"one of {', '.join(EXPORT_SPLITS)}"]})
-        try:
-            teacher = judge_by_name(project=project, name=params["teacher"]) if params.get("teacher") else None
-            tokenizer = _tokenizer(params.get("student") or _bundled_student())
-            lines = training_set_jsonl(found, tokenizer=tokenizer, teacher=teacher, split=EXPORT_SPLITS[split])
-            # The first line is made here, so that a template that cannot hold the answer is a 400, not a cut stream.
-            first = next(lines, None)
-        except DomainError as exc:
-            raise ValidationError({"detail": str(exc)}) from None
+        teacher = judge_by_name(project=project, name=params["teacher"]) if params.get("teacher") else None
+        tokenizer = _tokenizer(params.get("student") or _bundled_student())
+        lines = training_set_jsonl(found, tokenizer=tokenizer, teacher=teacher, split=EXPORT_SPLITS[split])
+        # The first line is made here, so that a template that cannot hold the answer is a 400, not a cut stream.
+        first = next(lines, None)
         body = (f"{line}\n" for line in chain([] if first is None else [first], lines))
         response = StreamingHttpResponse(body, content_type="application/x-ndjson; charset=utf-8")
         response["Content-Disposition"] = content_disposition_header(True, f"{found.name}-{split}.jsonl")
@@ -356,14 +341,11 @@ class FineTuneJobListView(APIView):
         hyperparameters = dict(data["hyperparameters"])
         # A job's stored settings carry its device: a request copied from one may too.
         device = data["device"] or str(hyperparameters.pop("device", "cpu"))
-        try:
-            job = _finetune_services().finetune_request(
-                project=project, training_set=training_set_by_name(project, data["training_set"]),
-                teacher=judge_by_name(project=project, name=data["teacher"]) if data["teacher"] else None,
-                base_model=data["base_model"] or _bundled_student(), student_name=data["student_name"],
-                hyperparameters=hyperparameters, device=device, user=request.user)
-        except DomainError as exc:
-            raise ValidationError({"detail": str(exc)}) from None
+        job = _finetune_services().finetune_request(
+            project=project, training_set=training_set_by_name(project, data["training_set"]),
+            teacher=judge_by_name(project=project, name=data["teacher"]) if data["teacher"] else None,
+            base_model=data["base_model"] or _bundled_student(), student_name=data["student_name"],
+            hyperparameters=hyperparameters, device=device, user=request.user)
         return Response(FineTuneJobSerializer(finetune_job_row(job, show_errors=True)).data, status=202)
 
 
@@ -405,10 +387,7 @@ class FineTuneResumeView(APIView):
     @extend_schema(request=None, responses={202: FineTuneJobSerializer, 400: OpenApiTypes.OBJECT})
     def post(self, request: Request, slug: str, finetune_job_id: int) -> Response:
         job = _admin_job(request, slug, finetune_job_id, "resume a fine-tuning job")
-        try:
-            job = _finetune_services().finetune_resume(job=job)
-        except DomainError as exc:
-            raise ValidationError({"detail": str(exc)}) from None
+        job = _finetune_services().finetune_resume(job=job)
         return Response(FineTuneJobSerializer(finetune_job_row(job, show_errors=True)).data, status=202)
 
 
@@ -420,10 +399,7 @@ class FineTuneScorePoolView(APIView):
                                             400: OpenApiTypes.OBJECT})
     def post(self, request: Request, slug: str, finetune_job_id: int) -> Response:
         job = _admin_job(request, slug, finetune_job_id, "score the pool with a student")
-        try:
-            scoring, created = _finetune_services().score_pool(job=job, user=request.user)
-        except DomainError as exc:
-            raise ValidationError({"detail": str(exc)}) from None
+        scoring, created = _finetune_services().score_pool(job=job, user=request.user)
         return Response(ScoringJobSerializer(job_progress(scoring, show_errors=True)).data,
                         status=201 if created else 200)
 

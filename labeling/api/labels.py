@@ -3,27 +3,44 @@ and list labels. Experts see only their own labels (blind first); admins and vie
 from __future__ import annotations
 
 from django.db.models import QuerySet
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers
 from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from labeling.api.fields import IdField
+from labeling.api.fields import (
+    IdField,
+    StrictBooleanField,
+    StrictCharField,
+    StrictFloatField,
+    StrictIntegerField,
+    query_flag,
+)
 from labeling.api.views import ProjectScopedListView
 from labeling.models import Label, Project
 from labeling.models.project import QUEUE_STRATEGIES
 from labeling.selectors.labels import label_list
 from labeling.selectors.projects import ANNOTATE, project_for_user, project_role
-from labeling.services.labels import Claim, LabelError, item_skip, label_submit, label_undo, queue_next_for_annotator
+from labeling.services.labels import (
+    MAX_CLIENT_KEY_CHARS,
+    MAX_NOTE_CHARS,
+    MAX_TIME_SPENT_SECONDS,
+    Claim,
+    LabelError,
+    item_skip,
+    label_submit,
+    label_undo,
+    queue_next_for_annotator,
+)
 
 
 class ItemSerializer(serializers.Serializer):
     """A leased item: what the expert reads, and the lease."""
 
-    pair_id = serializers.IntegerField(source="pair.id")
-    queue = serializers.CharField()
+    pair_id = StrictIntegerField(source="pair.id")
+    queue = StrictCharField()
     validation_sample = serializers.SerializerMethodField()
     lease_expires_at = serializers.DateTimeField(source="lease.expires_at")
     query = serializers.SerializerMethodField()
@@ -48,17 +65,19 @@ class ItemSerializer(serializers.Serializer):
 
 class LabelInSerializer(serializers.Serializer):
     pair_id = IdField()
-    grade = serializers.IntegerField()
-    note = serializers.CharField(required=False, allow_blank=True, default="", trim_whitespace=True)
-    unsure = serializers.BooleanField(required=False, default=False)
-    time_spent_seconds = serializers.FloatField(required=False, allow_null=True, default=None)
-    client_key = serializers.CharField(required=False, allow_blank=True, default="", max_length=64)
+    grade = StrictIntegerField()
+    note = StrictCharField(required=False, allow_blank=True, default="", trim_whitespace=True,
+                           max_length=MAX_NOTE_CHARS)
+    unsure = StrictBooleanField(required=False, default=False)
+    time_spent_seconds = StrictFloatField(required=False, allow_null=True, default=None, min_value=0,
+                                          max_value=MAX_TIME_SPENT_SECONDS)
+    client_key = StrictCharField(required=False, allow_blank=True, default="", max_length=MAX_CLIENT_KEY_CHARS)
     definition_id = IdField(required=False, allow_null=True, default=None)
 
 
 class LabelSerializer(serializers.ModelSerializer):
-    annotator = serializers.CharField(source="annotator.username")
-    definition_version = serializers.IntegerField(source="definition.version", allow_null=True, default=None)
+    annotator = StrictCharField(source="annotator.username")
+    definition_version = StrictIntegerField(source="definition.version", allow_null=True, default=None)
     current = serializers.SerializerMethodField()
 
     class Meta:
@@ -97,7 +116,7 @@ class QueueNextView(APIView):
         project = _project_for_annotating(request, slug)
         try:
             claim = queue_next_for_annotator(
-                project=project, annotator=request.user, strategy=request.query_params.get("strategy") or None
+                project=project, annotator=request.user, strategy=request.query_params.get("strategy")
             )
         except LabelError as exc:
             raise ValidationError({"strategy": str(exc)}) from None
@@ -114,10 +133,8 @@ class QueueSkipView(APIView):
         project = _project_for_annotating(request, slug)
         body = SkipSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        try:
-            item_skip(project=project, annotator=request.user, pair_id=body.validated_data["pair_id"])
-        except LabelError as exc:
-            raise ValidationError({"pair_id": str(exc)}) from None
+        # An item not in the project is a 404 (LabelItemNotFound, labeling.api.exceptions).
+        item_skip(project=project, annotator=request.user, pair_id=body.validated_data["pair_id"])
         return Response(status=204)
 
 
@@ -142,18 +159,18 @@ class LabelListView(ProjectScopedListView):
         return label_list(
             project=project, user=self.request.user, role=project_role(user=self.request.user, project=project),
             pair_id=filters.validated_data.get("pair"), annotator=params.get("annotator") or None,
-            current=params.get("current") in ("true", "1"),
+            current=query_flag(params, "current"),
         )
 
-    @extend_schema(request=LabelInSerializer, responses={201: LabelSerializer, 200: LabelSerializer})
+    @extend_schema(request=LabelInSerializer, responses={
+        201: LabelSerializer, 200: LabelSerializer,
+        409: OpenApiResponse(description="A grade off the project's scale, or a key used for another item.")})
     def post(self, request: Request, slug: str) -> Response:
         project = _project_for_annotating(request, slug)
         body = LabelInSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        try:
-            result = label_submit(project=project, annotator=request.user, **body.validated_data)
-        except LabelError as exc:
-            raise ValidationError({"detail": str(exc)}) from None
+        # An item or definition not in the project is a 404, a grade off the scale or a reused key a 409.
+        result = label_submit(project=project, annotator=request.user, **body.validated_data)
         return Response(LabelSerializer(result.label).data, status=201 if result.created else 200)
 
 

@@ -6,29 +6,29 @@ from __future__ import annotations
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers
-from rest_framework.exceptions import ValidationError
 from rest_framework.parsers import MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from labeling.exceptions import NotFound, TooLarge
+from labeling.api.exceptions import Unprocessable
+from labeling.api.fields import StrictBooleanField, StrictCharField, StrictFloatField, StrictIntegerField
+from labeling.exceptions import TooLarge
 from labeling.models import Membership, Project, Run
 from labeling.run_upload import run_import_upload, upload_refusal
-from labeling.selectors.lookups import JudgeNotFound, judge_by_name, run_of_project
+from labeling.selectors.lookups import judge_by_name, run_of_project
 from labeling.selectors.projects import admin_to, project_for_user, project_role
 from labeling.selectors.retrieval_jobs import retrieval_job_row, retrieval_jobs
 from labeling.selectors.runs import project_runs, run_by_name
-from labeling.services.pooling import PoolingError, PoolPreview, pool_add, pool_preview
-from labeling.services.retrieval import MAX_DEPTH, RETRIEVERS, RetrievalError, retrieval_request
+from labeling.services.pooling import PoolPreview, pool_add, pool_preview
+from labeling.services.retrieval import MAX_DEPTH, RETRIEVERS, retrieval_request
 from labeling.services.runs import RunImportError, run_delete
-from labeling.services.scoring import ScoringError
 
 RUN_ADMIN = admin_to("change the project's runs")
 
 
 class RunSerializer(serializers.ModelSerializer):
-    created_by = serializers.CharField(source="created_by.username", allow_null=True, default=None)
+    created_by = StrictCharField(source="created_by.username", allow_null=True, default=None)
 
     class Meta:
         model = Run
@@ -37,52 +37,52 @@ class RunSerializer(serializers.ModelSerializer):
 
 
 class RunUploadSerializer(serializers.Serializer):
-    name = serializers.CharField(max_length=200)
-    description = serializers.CharField(required=False, allow_blank=True, default="")
+    name = StrictCharField(max_length=200)
+    description = StrictCharField(required=False, allow_blank=True, default="")
     file = serializers.FileField(help_text="TREC run file: qid Q0 docid rank score tag per line; .gz is gunzipped")
 
 
 class RetrievalJobSerializer(serializers.Serializer):
-    id = serializers.IntegerField(source="job.id")
-    retriever = serializers.CharField(source="job.retriever")
-    name = serializers.CharField(source="job.name", help_text="the run it writes")
+    id = StrictIntegerField(source="job.id")
+    retriever = StrictCharField(source="job.retriever")
+    name = StrictCharField(source="job.name", help_text="the run it writes")
     parameters = serializers.JSONField(source="job.parameters")
-    status = serializers.CharField(source="job.status")
-    total = serializers.IntegerField(source="job.total")
-    done = serializers.IntegerField(source="job.done")
-    progress = serializers.FloatField(source="job.progress", help_text="0 to 1")
-    error = serializers.CharField(help_text="why it failed: for project admins; others a generic text")
-    attempts = serializers.IntegerField(source="job.attempts")
+    status = StrictCharField(source="job.status")
+    total = StrictIntegerField(source="job.total")
+    done = StrictIntegerField(source="job.done")
+    progress = StrictFloatField(source="job.progress", help_text="0 to 1")
+    error = StrictCharField(help_text="why it failed: for project admins; others a generic text")
+    attempts = StrictIntegerField(source="job.attempts")
     created_at = serializers.DateTimeField(source="job.created_at")
     started_at = serializers.DateTimeField(source="job.started_at", allow_null=True)
     finished_at = serializers.DateTimeField(source="job.finished_at", allow_null=True)
-    run = serializers.CharField(source="job.run.name", allow_null=True, default=None,
-                                help_text="the run written (null until done, or once deleted)")
+    run = StrictCharField(source="job.run.name", allow_null=True, default=None,
+                          help_text="the run written (null until done, or once deleted)")
 
 
 class RetrievalCreateSerializer(serializers.Serializer):
     retriever = serializers.ChoiceField(choices=RETRIEVERS)
-    name = serializers.CharField(max_length=200, help_text="the run it writes, new in the project")
-    depth = serializers.IntegerField(min_value=1, max_value=MAX_DEPTH, default=1000,
-                                     help_text="passages per query (bm25, dense)")
-    use_definition = serializers.BooleanField(default=False,
-                                              help_text="the query text is the question and its current definition")
-    k1 = serializers.FloatField(required=False, allow_null=True, default=None, help_text="BM25's k1")
-    b = serializers.FloatField(required=False, allow_null=True, default=None, help_text="BM25's b")
-    first_depth = serializers.IntegerField(min_value=1, max_value=MAX_DEPTH, default=200,
-                                           help_text="cascade: BM25's candidates per query")
-    keep = serializers.IntegerField(min_value=1, max_value=MAX_DEPTH, default=60,
-                                    help_text="cascade: passages per query after dense re-ranking")
-    model = serializers.CharField(required=False, allow_blank=True, default="",
-                                  help_text="dense, cascade: an encoder folder under a model root (default MiniLM)")
+    name = StrictCharField(max_length=200, help_text="the run it writes, new in the project")
+    depth = StrictIntegerField(min_value=1, max_value=MAX_DEPTH, default=1000,
+                               help_text="passages per query (bm25, dense)")
+    use_definition = StrictBooleanField(default=False,
+                                        help_text="the query text is the question and its current definition")
+    k1 = StrictFloatField(required=False, allow_null=True, default=None, help_text="BM25's k1")
+    b = StrictFloatField(required=False, allow_null=True, default=None, help_text="BM25's b")
+    first_depth = StrictIntegerField(min_value=1, max_value=MAX_DEPTH, default=200,
+                                     help_text="cascade: BM25's candidates per query")
+    keep = StrictIntegerField(min_value=1, max_value=MAX_DEPTH, default=60,
+                              help_text="cascade: passages per query after dense re-ranking")
+    model = StrictCharField(required=False, allow_blank=True, default="",
+                            help_text="dense, cascade: an encoder folder under a model root (default MiniLM)")
 
 
 class PoolSerializer(serializers.Serializer):
-    runs = serializers.ListField(child=serializers.CharField(), min_length=1, help_text="run names")
-    depth = serializers.IntegerField(min_value=1, default=10, help_text="each run's top k per query")
-    dry_run = serializers.BooleanField(default=False, help_text="preview only: write nothing")
-    judge = serializers.CharField(required=False, allow_blank=True, default="",
-                                  help_text="dry run: the judge whose prices give the cost of judging the new pairs")
+    runs = serializers.ListField(child=StrictCharField(), min_length=1, help_text="run names")
+    depth = StrictIntegerField(min_value=1, default=10, help_text="each run's top k per query")
+    dry_run = StrictBooleanField(default=False, help_text="preview only: write nothing")
+    judge = StrictCharField(required=False, allow_blank=True, default="",
+                            help_text="dry run: the judge whose prices give the cost of judging the new pairs")
 
 
 def _is_admin(request: Request, project: Project) -> bool:
@@ -119,7 +119,7 @@ class RunListView(APIView):
                                     description=data["description"], user=request.user)
         except RunImportError as exc:
             shown, total = exc.problems.shown, exc.problems.total
-            raise ValidationError({"detail": f"the run file has {total} problem(s)"
+            raise Unprocessable({"detail": f"the run file has {total} problem(s)"
                                              + (f"; the first {len(shown)} are listed" if total > len(shown) else ""),
                                    "file": shown}) from None
         return Response(RunSerializer(run).data, status=201)
@@ -160,10 +160,7 @@ class RetrievalJobListView(APIView):
         body = RetrievalCreateSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         options = {**body.validated_data, "model": body.validated_data["model"] or None}
-        try:
-            job = retrieval_request(project=project, user=request.user, **options)
-        except RetrievalError as exc:
-            raise ValidationError({"detail": str(exc)}) from None
+        job = retrieval_request(project=project, user=request.user, **options)
         return Response(RetrievalJobSerializer(retrieval_job_row(job, show_errors=True)).data, status=202)
 
 
@@ -178,24 +175,13 @@ class PoolView(APIView):
         body = PoolSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         data = body.validated_data
-        try:
-            runs = [run_by_name(project=project, name=name) for name in data["runs"]]
-        except NotFound as exc:
-            raise ValidationError({"runs": [str(exc)]}) from None
+        runs = [run_by_name(project=project, name=name) for name in data["runs"]]
         if not data["dry_run"]:
-            try:
-                written = pool_add(project=project, runs=runs, depth=data["depth"])
-            except PoolingError as exc:
-                raise ValidationError({"detail": str(exc)}) from None
+            written = pool_add(project=project, runs=runs, depth=data["depth"])
             return Response({"dry_run": False, **written}, status=201)
-        try:
-            judge = judge_by_name(project=project, name=data["judge"]) if data["judge"] else None
-        except JudgeNotFound as exc:
-            raise ValidationError({"judge": [str(exc)]}) from None
-        try:
-            preview = pool_preview(project=project, runs=runs, depth=data["depth"], judge=judge)
-        except (PoolingError, ScoringError) as exc:
-            raise ValidationError({"detail": str(exc)}) from None
+        # A run or judge the project lacks is a 404 (labeling.api.exceptions).
+        judge = judge_by_name(project=project, name=data["judge"]) if data["judge"] else None
+        preview = pool_preview(project=project, runs=runs, depth=data["depth"], judge=judge)
         return Response({"dry_run": True, **_preview_json(preview)})
 
 

@@ -2,11 +2,13 @@
 
 - `AnnotatorAutoSchema` states what DRF's fields enforce: a string field refuses NUL characters (DRF's
   ProhibitNullCharactersValidator) and, unless blank is allowed, must hold a character other than whitespace (DRF
-  trims it); a path or query parameter refuses NUL too (labeling.api.middleware).
+  trims it); a list that may not be empty has minItems 1, a file that may not be empty minLength 1; a serializer with `refuses_unknown_fields` allows no
+  other property. A path or query parameter refuses NUL too (labeling.api.middleware).
 - `document_errors` (a postprocessing hook) adds to every operation the error answers it can give, each with the
   one error body (`Error`, labeling.api.exceptions): 401 with `WWW-Authenticate: Token` and 403 where login is
-  required, 404 where the path names a row (or a cursor is read), 400 where anything is read from the request,
-  415 where a body is. Codes an operation declares itself (409, 413, 429...) get the same body.
+  required, 404 where the path names a row (or a cursor is read), 400 and 422 where anything is read from the
+  request, 415 where a body is, 409 on every write. Codes an operation declares itself (413, 429...) get the same
+  body. What each status means: labeling/api/exceptions.py.
 """
 from __future__ import annotations
 
@@ -24,7 +26,7 @@ ERROR_SCHEMA = {
             "type": "string",
             "description": "A stable word: invalid, parse_error, not_authenticated, authentication_failed, "
                            "permission_denied, not_found, method_not_allowed, not_acceptable, "
-                           "unsupported_media_type, conflict, too_large, throttled, server_error.",
+                           "unsupported_media_type, conflict, unprocessable, too_large, throttled, server_error.",
             "example": "not_found",
         },
         "message": {"type": "string", "description": "What went wrong, for a person.",
@@ -44,7 +46,8 @@ ERROR_DESCRIPTIONS = {
     401: "No credentials, or a token or session that is not valid.",
     403: "Logged in, but your role in this project does not allow it.",
     404: "No such project for you (or not a member), or no such row in it; or an invalid cursor.",
-    409: "Well formed, but the project's current state refuses it.",
+    409: "Well formed, but the project's state refuses it (a name taken, a finished job).",
+    422: "Well formed, but what it holds cannot be processed (a file's content, fields that do not go together).",
     413: "Larger than the server accepts; refused before it was read.",
     415: "The body is not in a media type this operation reads.",
     429: "Too many failed logins: wait (Retry-After says how long).",
@@ -54,8 +57,18 @@ _METHODS = ("get", "put", "post", "patch", "delete")
 
 
 class AnnotatorAutoSchema(AutoSchema):
+    def _map_serializer(self, serializer, direction, bypass_extensions=False):
+        schema = super()._map_serializer(serializer, direction, bypass_extensions)
+        if direction == "request" and getattr(serializer, "refuses_unknown_fields", False):
+            schema["additionalProperties"] = False  # the serializer names each field it does not know
+        return schema
+
     def _map_serializer_field(self, field, direction, bypass_extensions=False):
         schema = super()._map_serializer_field(field, direction, bypass_extensions)
+        if direction == "request" and isinstance(field, serializers.ListField) and not field.allow_empty:
+            schema.setdefault("minItems", 1)
+        if direction == "request" and isinstance(field, serializers.FileField) and not field.allow_empty_file:
+            schema.setdefault("minLength", 1)  # DRF refuses an empty file
         if (
             direction == "request"
             and isinstance(field, serializers.CharField)
@@ -115,6 +128,10 @@ def document_errors(result: dict, generator, request, public) -> dict:
                 statuses.add(400)
             if "requestBody" in operation:
                 statuses.add(415)
+            if 400 in statuses:
+                statuses.add(422)  # a domain refusal of well-formed content (labeling.api.exceptions)
+            if method != "get":
+                statuses.add(409)
             responses = operation.setdefault("responses", {})
             declared = {int(code) for code in responses if str(code).isdigit() and int(code) >= 400}
             for status in sorted(statuses | declared):

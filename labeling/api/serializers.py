@@ -4,42 +4,42 @@ from __future__ import annotations
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from labeling.api.fields import IdField
+from labeling.api.fields import IdField, StrictBooleanField, StrictCharField, StrictFloatField, StrictIntegerField
 from labeling.models import Judge, Pair, PairSource, Passage, Query, RelevanceDefinition, ScoringJob
 
 
 class GradeSerializer(serializers.Serializer):
-    value = serializers.IntegerField()
-    name = serializers.CharField()
-    gain = serializers.FloatField()
+    value = StrictIntegerField()
+    name = StrictCharField()
+    gain = StrictFloatField()
 
 
 class ScaleSerializer(serializers.Serializer):
     grades = GradeSerializer(many=True)
-    relevant_from = serializers.IntegerField()
+    relevant_from = StrictIntegerField()
 
 
 class ProjectCountsSerializer(serializers.Serializer):
-    queries = serializers.IntegerField()
-    passages = serializers.IntegerField()
-    pairs = serializers.IntegerField()
-    labels = serializers.IntegerField(help_text="Current labels (not superseded).")
-    judgments = serializers.IntegerField()
+    queries = StrictIntegerField()
+    passages = StrictIntegerField()
+    pairs = StrictIntegerField()
+    labels = StrictIntegerField(help_text="Current labels (not superseded).")
+    judgments = StrictIntegerField()
 
 
 class ProjectSerializer(serializers.Serializer):
     """Renders a ProjectSummary (labeling.selectors.projects)."""
 
     slug = serializers.SlugField(source="project.slug")
-    name = serializers.CharField(source="project.name")
-    description = serializers.CharField(source="project.description")
+    name = StrictCharField(source="project.name")
+    description = StrictCharField(source="project.description")
     scale = ScaleSerializer(source="project.label_scale")
     counts = ProjectCountsSerializer()
 
 
 class CurrentDefinitionSerializer(serializers.Serializer):
-    version = serializers.IntegerField()
-    text = serializers.CharField()
+    version = StrictIntegerField()
+    text = StrictCharField()
 
 
 class QuerySerializer(serializers.ModelSerializer):
@@ -73,8 +73,8 @@ class PairSerializer(serializers.ModelSerializer):
     """`reference_grades` in the context says whether the caller may see them (labeling.selectors.disclosure):
     hidden, the grade is null and its source empty, as for a pair without one."""
 
-    query = serializers.CharField(source="query.external_id", help_text="The query's external id.")
-    passage = serializers.CharField(source="passage.external_id", help_text="The passage's external id.")
+    query = StrictCharField(source="query.external_id", help_text="The query's external id.")
+    passage = StrictCharField(source="passage.external_id", help_text="The passage's external id.")
     sources = PairSourceSerializer(many=True, help_text="Retrieval systems that put the pair in the pool.")
 
     class Meta:
@@ -89,13 +89,13 @@ class PairSerializer(serializers.ModelSerializer):
 
 
 class JudgeSerializer(serializers.Serializer):
-    name = serializers.CharField()
-    backend = serializers.CharField()
-    model = serializers.CharField()
-    method = serializers.CharField(allow_blank=True, help_text="tok, ask, embedding or ensemble; empty for imports")
-    endpoint = serializers.CharField(allow_blank=True, help_text="openai: the operator's endpoint it uses")
-    price_in = serializers.FloatField(allow_null=True)
-    price_out = serializers.FloatField(allow_null=True)
+    name = StrictCharField()
+    backend = StrictCharField()
+    model = StrictCharField()
+    method = StrictCharField(allow_blank=True, help_text="tok, ask, embedding or ensemble; empty for imports")
+    endpoint = StrictCharField(allow_blank=True, help_text="openai: the operator's endpoint it uses")
+    price_in = StrictFloatField(allow_null=True)
+    price_out = StrictFloatField(allow_null=True)
     created_at = serializers.DateTimeField()
 
 
@@ -103,20 +103,21 @@ class JudgeCreateSerializer(serializers.Serializer):
     """A new judge. An openai judge names one of the endpoints the operator declared (LLM_ENDPOINTS): URLs and
     the variables holding API keys are never taken from a request."""
 
-    name = serializers.CharField(max_length=200)
+    refuses_unknown_fields = True  # validate() below; the schema says additionalProperties: false
+    name = StrictCharField(max_length=200)
     backend = serializers.ChoiceField(choices=[backend.value for backend in Judge.Backend.creatable()])
-    model = serializers.CharField(max_length=300, required=False, allow_blank=True, default="")
-    endpoint = serializers.CharField(max_length=64, required=False)
+    model = StrictCharField(max_length=300, required=False, allow_blank=True, default="")
+    endpoint = StrictCharField(max_length=64, required=False)
     method = serializers.ChoiceField(choices=[method.value for method in Judge.Method.prompting()], required=False)
-    cot = serializers.BooleanField(required=False)
-    use_definition = serializers.BooleanField(required=False)
-    adapter = serializers.CharField(max_length=300, required=False)
-    strategies = serializers.ListField(child=serializers.CharField(max_length=32), required=False, max_length=8)
-    members = serializers.ListField(child=serializers.CharField(max_length=200), required=False, max_length=20)
-    max_new_tokens = serializers.IntegerField(min_value=1, max_value=4096, required=False)
-    price_in = serializers.FloatField(min_value=0, max_value=10_000, required=False)
-    price_out = serializers.FloatField(min_value=0, max_value=10_000, required=False)
-    template = serializers.DictField(child=serializers.CharField(), required=False)
+    cot = StrictBooleanField(required=False)
+    use_definition = StrictBooleanField(required=False)
+    adapter = StrictCharField(max_length=300, required=False)
+    strategies = serializers.ListField(child=StrictCharField(max_length=32), required=False, max_length=8)
+    members = serializers.ListField(child=StrictCharField(max_length=200), required=False, max_length=20)
+    max_new_tokens = StrictIntegerField(min_value=1, max_value=4096, required=False)
+    price_in = StrictFloatField(min_value=0, max_value=10_000, required=False)
+    price_out = StrictFloatField(min_value=0, max_value=10_000, required=False)
+    template = serializers.DictField(child=StrictCharField(), required=False)
 
     def validate(self, attrs: dict) -> dict:
         unknown = sorted(set(self.initial_data) - set(self.fields))
@@ -129,46 +130,46 @@ class JudgeCreateSerializer(serializers.Serializer):
 
 
 class ScoringJobCreateSerializer(serializers.Serializer):
-    judge = serializers.CharField()
+    judge = StrictCharField()
     scope = serializers.ChoiceField(choices=ScoringJob.Scope.values, default=ScoringJob.Scope.MISSING.value)
     pair_ids = serializers.ListField(child=IdField(), required=False, allow_empty=False)
 
 
 class ScoringJobSerializer(serializers.Serializer):
-    id = serializers.IntegerField(source="job.id")
-    judge = serializers.CharField(source="job.judge.name")
-    scope = serializers.CharField(source="job.scope")
-    status = serializers.CharField(source="job.status")
-    total = serializers.IntegerField(source="job.total")
-    done = serializers.IntegerField(source="job.done")
-    failed = serializers.IntegerField(source="job.failed")
-    last_error = serializers.CharField(source="error", help_text="the reason for project admins; others a generic text")
-    stalled = serializers.BooleanField(help_text="running, but no chunk has moved for SCORING_STALL_SECONDS")
-    lost_calls = serializers.IntegerField(help_text="pairs sent whose answer went with a lost worker (in calls)")
+    id = StrictIntegerField(source="job.id")
+    judge = StrictCharField(source="job.judge.name")
+    scope = StrictCharField(source="job.scope")
+    status = StrictCharField(source="job.status")
+    total = StrictIntegerField(source="job.total")
+    done = StrictIntegerField(source="job.done")
+    failed = StrictIntegerField(source="job.failed")
+    last_error = StrictCharField(source="error", help_text="the reason for project admins; others a generic text")
+    stalled = StrictBooleanField(help_text="running, but no chunk has moved for SCORING_STALL_SECONDS")
+    lost_calls = StrictIntegerField(help_text="pairs sent whose answer went with a lost worker (in calls)")
     created_at = serializers.DateTimeField(source="job.created_at")
     finished_at = serializers.DateTimeField(source="job.finished_at", allow_null=True)
-    pairs_per_s = serializers.FloatField(allow_null=True)
-    eta_s = serializers.FloatField(allow_null=True)
-    calls = serializers.IntegerField(help_text="model calls made so far (cached ensemble members not counted)")
-    prompt_tokens = serializers.IntegerField()
-    completion_tokens = serializers.IntegerField()
-    cost_usd = serializers.FloatField(allow_null=True, help_text="at the judge's prices; null without prices")
+    pairs_per_s = StrictFloatField(allow_null=True)
+    eta_s = StrictFloatField(allow_null=True)
+    calls = StrictIntegerField(help_text="model calls made so far (cached ensemble members not counted)")
+    prompt_tokens = StrictIntegerField()
+    completion_tokens = StrictIntegerField()
+    cost_usd = StrictFloatField(allow_null=True, help_text="at the judge's prices; null without prices")
 
 
 class DefinitionSerializer(serializers.Serializer):
     """One version of a query's relevance definition; `current_version` in the context marks the current one (the
     newest version that is not an LLM draft)."""
 
-    version = serializers.IntegerField()
-    text = serializers.CharField()
-    author = serializers.CharField(source="author.username", allow_null=True, default=None,
-                                   help_text="Null for definitions that came with an import.")
+    version = StrictIntegerField()
+    text = StrictCharField()
+    author = StrictCharField(source="author.username", allow_null=True, default=None,
+                             help_text="Null for definitions that came with an import.")
     created_at = serializers.DateTimeField()
     is_current = serializers.SerializerMethodField()
-    is_draft = serializers.BooleanField(help_text="An LLM draft: not current until an admin saves it as a new version.")
+    is_draft = StrictBooleanField(help_text="An LLM draft: not current until an admin saves it as a new version.")
     origin = serializers.ChoiceField(choices=RelevanceDefinition.Origin.choices)
-    drafted_by = serializers.CharField(source="drafted_by.name", allow_null=True, default=None,
-                                       help_text="The judge whose LLM wrote the text (or the draft it is based on).")
+    drafted_by = StrictCharField(source="drafted_by.name", allow_null=True, default=None,
+                                 help_text="The judge whose LLM wrote the text (or the draft it is based on).")
 
     def get_is_current(self, definition: RelevanceDefinition) -> bool:
         return definition.version == self.context["current_version"]
@@ -176,4 +177,4 @@ class DefinitionSerializer(serializers.Serializer):
 
 class DefinitionCreateSerializer(serializers.Serializer):
     # Blank and whitespace are passed on: the service's message says what is wrong, as in the browser.
-    text = serializers.CharField(allow_blank=True, trim_whitespace=False)
+    text = StrictCharField(allow_blank=True, trim_whitespace=False)

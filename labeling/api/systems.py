@@ -3,13 +3,11 @@ from __future__ import annotations
 
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from labeling.selectors.projects import READ_REPORTS, project_for_user
-from labeling.selectors.qrels_sources import SystemsError
 from labeling.selectors.systems import systems_report, systems_report_json
 from models_llm.retrieval.evaluation import MEASURES
 
@@ -22,7 +20,9 @@ class SystemsEvaluationView(APIView):
 
     @extend_schema(
         parameters=[
-            OpenApiParameter("qrels", str, many=True, description="qrels source (repeat; default: all)"),
+            OpenApiParameter("qrels", {"type": "array", "items": {
+                "type": "string", "pattern": r"^(human|(judge|combined|expected):[^\x00]+)$"}},
+                description="qrels source (repeat; default: all)"),
             OpenApiParameter("measure", str, many=True, enum=list(MEASURES),
                              description="measure (repeat; default: all; judged@10 is always given)"),
             OpenApiParameter("group_by", str, description="query metadata key to break the results down by"),
@@ -32,9 +32,7 @@ class SystemsEvaluationView(APIView):
     def get(self, request: Request, slug: str) -> Response:
         project = project_for_user(user=request.user, slug=slug, need=READ_REPORTS)
         params = request.query_params
-        try:
-            report = systems_report(project=project, sources=params.getlist("qrels") or None,
-                                    measures=params.getlist("measure") or None, group_by=params.get("group_by") or None)
-        except SystemsError as exc:
-            raise ValidationError({"detail": str(exc)}) from None
+        # A SystemsError is a 400, a judge the project lacks a 404 (labeling.api.exceptions).
+        report = systems_report(project=project, sources=params.getlist("qrels") or None,
+                                measures=params.getlist("measure") or None, group_by=params.get("group_by") or None)
         return Response(systems_report_json(report))

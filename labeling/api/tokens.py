@@ -1,13 +1,14 @@
 """The API's token login: DRF's obtain_auth_token under the same login throttling as the HTML logins."""
 from __future__ import annotations
 
-from rest_framework.authtoken.views import ObtainAuthToken
 from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
-from rest_framework import serializers, status
+from rest_framework import status
+from rest_framework.authtoken.views import ObtainAuthToken
 from rest_framework.exceptions import APIException, AuthenticationFailed, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from labeling.api.fields import StrictCharField
 from labeling.login_throttle import client_address, lockout_message, lockout_seconds, login_failures_forgive
 from labeling.services.users import user_token_ensure
 
@@ -29,7 +30,7 @@ class TokenObtainView(ObtainAuthToken):
 
     @extend_schema(
         responses={
-            200: inline_serializer("Token", {"token": serializers.CharField()}),
+            200: inline_serializer("Token", {"token": StrictCharField()}),
             401: OpenApiResponse(description="Wrong username or password."),
             429: OpenApiResponse(description="Too many failed logins: wait (Retry-After says how long)."),
         },

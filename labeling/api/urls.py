@@ -64,5 +64,5 @@ urlpatterns = [
         name="definition-list",
     ),
     # Last: any other path under /api/ is the API's 404 body, not an HTML page (unnamed: no endpoint of its own).
-    re_path(r"^(?P<rest>.*)$", exceptions.unknown_path),
+    re_path(r"^(?P<rest>[\s\S]*)\Z", exceptions.unknown_path),  # [\s\S]: a path may hold a newline
 ]

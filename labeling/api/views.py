@@ -9,12 +9,14 @@ from django.db.models import QuerySet
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import generics
-from rest_framework.exceptions import NotFound, ValidationError
+from rest_framework.exceptions import NotFound
 from rest_framework.pagination import CursorPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from labeling.api.exceptions import Unprocessable
+from labeling.api.fields import query_flag
 from labeling.api.serializers import (
     DefinitionCreateSerializer,
     DefinitionSerializer,
@@ -31,7 +33,7 @@ from labeling.models import Membership, Pair, Passage, Project, Query
 from labeling.selectors.definition_metrics import cached_metrics_by_definition, judge_metrics_by_definition
 from labeling.selectors.definitions import definition_history
 from labeling.selectors.disclosure import item_disclosure
-from labeling.selectors.lookups import JudgeNotFound, judge_by_name, query_by_external_id, scoring_job_of_project
+from labeling.selectors.lookups import judge_by_name, query_by_external_id, scoring_job_of_project
 from labeling.selectors.projects import (
     READ_REPORTS,
     admin_to,
@@ -45,11 +47,12 @@ from labeling.selectors.projects import (
     role_require,
 )
 from labeling.selectors.scoring import job_progress, jobs_for_project, judge_summary, judges_for_project
-from labeling.selectors.validation import ReportOptions, ReportOptionsError, report_for_judges, report_options_from
+from labeling.selectors.validation import ReportOptions, report_for_judges, report_options
 from labeling.services.definitions import DefinitionError, definition_save
-from labeling.services.judges import JudgeError, judge_create
-from labeling.services.scoring import ScoringError, scoring_job_start
+from labeling.services.judges import judge_create
+from labeling.services.scoring import scoring_job_start
 from labeling.services.validation import validation_compute, validation_result_ensure
+from models_llm.metrics.ranking import MAX_CUTOFF
 
 
 class SlugCursorPagination(CursorPagination):
@@ -160,18 +163,24 @@ class PairListView(ProjectScopedListView):
 
 # The report options as query parameters: the validation report and the metrics by definition version take them.
 REPORT_OPTION_PARAMETERS = [
-    OpenApiParameter("all_pairs", bool, description="1: pool pairs nobody graded count as irrelevant (TREC), and a "
-                     "judge's pairs without a judgment rank last in its nDCG/MAP (its other metrics are on the pairs it judged)"),
-    OpenApiParameter("unit_key", str, description="rank within (query, this passage metadata value) units"),
-    OpenApiParameter("cutoffs", str, description="k of nDCG@k and MAP@k, comma-separated (default 10)"),
+    OpenApiParameter("all_pairs", bool, description="true: pool pairs nobody graded count as irrelevant (TREC), and "
+                     "a judge's pairs without a judgment rank last in its nDCG/MAP (its other metrics are on the "
+                     "pairs it judged)"),
+    OpenApiParameter("unit_key", str, description="rank within (query, this passage metadata value) units; a key no "
+                     "passage has is a 404"),
+    # OpenAPI's form style without explode is exactly `cutoffs=5,10,15`.
+    OpenApiParameter("cutoffs", {"type": "array", "minItems": 1,
+                                 "items": {"type": "integer", "minimum": 1, "maximum": MAX_CUTOFF}},
+                     style="form", explode=False, description="k of nDCG@k and MAP@k (default 10)"),
 ]
 
 
 def _report_options(request: Request, project: Project) -> ReportOptions:
-    try:
-        return report_options_from(project=project, params=request.query_params)
-    except ReportOptionsError as exc:
-        raise ValidationError({"detail": str(exc)}) from None
+    """The report options of the query string; a metadata key no passage has is a 404 (ReportOptionsError is a
+    NotFound then), anything else refused a 400."""
+    params = request.query_params
+    return report_options(project=project, all_pairs=query_flag(params, "all_pairs"), unit_key=params.get("unit_key"),
+                          cutoffs=params.get("cutoffs"))
 
 
 class ValidationView(APIView):
@@ -224,10 +233,7 @@ class JudgeListView(APIView):
         project = project_for_user(user=request.user, slug=slug, need=admin_to("create a judge"))
         body = JudgeCreateSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        try:
-            judge = judge_create(project=project, **body.validated_data)
-        except JudgeError as exc:
-            raise ValidationError({"detail": str(exc)}) from None
+        judge = judge_create(project=project, **body.validated_data)
         return Response(JudgeSerializer(judge_summary(judge)).data, status=201)
 
 
@@ -247,15 +253,9 @@ class ScoringJobListView(APIView):
         project = project_for_user(user=request.user, slug=slug, need=admin_to("start a scoring job"))
         body = ScoringJobCreateSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        try:
-            judge = judge_by_name(project=project, name=body.validated_data["judge"])
-        except JudgeNotFound as exc:
-            raise ValidationError({"judge": str(exc)}) from None
-        try:
-            job, created = scoring_job_start(project=project, judge=judge, scope=body.validated_data["scope"],
-                                             pair_ids=body.validated_data.get("pair_ids"), user=request.user)
-        except ScoringError as exc:
-            raise ValidationError({"detail": str(exc)}) from None
+        judge = judge_by_name(project=project, name=body.validated_data["judge"])  # a judge it lacks: 404
+        job, created = scoring_job_start(project=project, judge=judge, scope=body.validated_data["scope"],
+                                         pair_ids=body.validated_data.get("pair_ids"), user=request.user)
         # 200 with the running job: the judge had one already, and it was resumed rather than doubled.
         return Response(ScoringJobSerializer(job_progress(job, show_errors=True)).data, status=201 if created else 200)
 
@@ -298,7 +298,7 @@ class DefinitionListView(APIView):
         try:
             definition = definition_save(query=query, text=body.validated_data["text"], author=request.user)
         except DefinitionError as exc:
-            raise ValidationError({"text": [str(exc)]}) from None
+            raise Unprocessable({"text": [str(exc)]}) from None
         data = DefinitionSerializer(definition, context={"current_version": definition.version}).data
         return Response(data, status=201)
 

@@ -18,7 +18,7 @@ import orjson
 from django.db.models import F
 from django.utils.text import slugify
 
-from labeling.exceptions import DomainError
+from labeling.exceptions import DomainError, NotFound
 from labeling.models import Judge, JudgeCalibration, Judgment, PairSource, Project
 from labeling.selectors.disclosure import sees_reports
 from labeling.selectors.projects import Need
@@ -40,6 +40,10 @@ BATCH = 5_000
 
 class ExportError(DomainError):
     """The export cannot run as asked (unknown judge, threshold out of range...)."""
+
+
+class ExportSourceNotFound(ExportError, NotFound):
+    """The source names a judge the project does not have (404 in the API)."""
 
 
 @dataclass(frozen=True)
@@ -97,7 +101,7 @@ def export_source_parse(*, project: Project, source: str, threshold: float | Non
     judge = Judge.objects.filter(project=project, name=name).first()
     if judge is None:
         names = ", ".join(Judge.objects.filter(project=project).values_list("name", flat=True)) or "none"
-        raise ExportError(f"project {project.slug!r} has no judge {name!r} (its judges: {names})")
+        raise ExportSourceNotFound(f"project {project.slug!r} has no judge {name!r} (its judges: {names})")
     if threshold is None:
         threshold = 0.5
     if not 0.0 <= threshold <= 1.0:

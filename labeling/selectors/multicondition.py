@@ -6,7 +6,7 @@ import math
 
 from labeling.models import Passage, Project, Query, Run, RunEntry
 from labeling.selectors.definitions import current_definitions
-from labeling.services.audit_errors import AuditError
+from labeling.services.audit_errors import AuditConflict, AuditError
 from models_llm.audit.multicondition import McItem, McRecord, ScoreKey, multicondition_items, multicondition_needs
 from models_llm.audit.multicondition import multicondition_report as build_report
 
@@ -36,7 +36,7 @@ def _items(project: Project, queries: list[tuple[int, str, str, dict]]) -> list[
     except ValueError as exc:
         raise AuditError(f"multi-condition metadata: {exc}") from None
     if not items:
-        raise AuditError(NO_ITEMS.format(slug=project.slug))
+        raise AuditConflict(NO_ITEMS.format(slug=project.slug))
     return items
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from labeling.exceptions import DomainError
+from labeling.exceptions import DomainError, NotFound
 from labeling.models import Label, Pair, Project
 from labeling.selectors.export import ExportError, export_source_parse, judge_probabilities, qrels_rows
 from labeling.selectors.scoring import judges_with_judgments
@@ -19,6 +19,10 @@ EXPECTED = "expected"
 
 class SystemsError(DomainError):
     """The evaluation cannot run as asked (a source the project does not have, no runs, empty qrels)."""
+
+
+class SystemsSourceNotFound(SystemsError, NotFound):
+    """The source names a judge the project does not have (404 in the API)."""
 
 
 @dataclass(frozen=True)
@@ -73,7 +77,7 @@ def qrels_source_parse(*, project: Project, key: str) -> QrelsSource:
         try:
             export_source_parse(project=project, source=f"{JUDGE}:{name}", threshold=None)
         except ExportError as exc:
-            raise SystemsError(str(exc)) from None
+            raise (SystemsSourceNotFound if isinstance(exc, NotFound) else SystemsError)(str(exc)) from None
         return _source(kind, name)
     known = ", ".join(source.key for source in qrels_sources(project)) or "none"
     raise SystemsError(f"qrels source must be 'human', 'judge:NAME', 'combined:NAME' or 'expected:NAME', got {key!r} "

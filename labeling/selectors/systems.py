@@ -262,7 +262,7 @@ def pair_key(pair: tuple[str, str]) -> str:
     return "|".join(pair)
 
 
-def _table_json(table: Table, main: str) -> dict:
+def _table_json(table: Table, main: str | None) -> dict:
     agreement = {pair_key(pair): by_measure.get(main) for pair, by_measure in table.agreement.items()}
     return {
         "queries": table.queries,
@@ -295,7 +295,8 @@ def systems_report_json(report: SystemsReport) -> dict:
                                                        "agreement_intervals", "agreement_by_measure"}}}}
     A mean or interval is null where the source does not define the measure (AP and judged@10 of an expected
     source) or evaluates no query; an agreement is null with fewer than two runs or no shared query."""
-    main = report.agreement_measures[0]
+    # Only judged@10 asked: no measure ranks the runs, so there is no agreement to give (null, not an error).
+    main = report.agreement_measures[0] if report.agreement_measures else None
     return _plain({
         "project": report.project,
         "measures": list(report.measures),

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 from django.db.models.fields.json import KeyTransform
 
-from labeling.exceptions import DomainError
+from labeling.exceptions import DomainError, NotFound
 from labeling.models import Judge, Label, Passage, Project, Query, ValidationResult
 from labeling.selectors.streams import CHUNK, definition_version_numbers, gold_pairs, judge_rows
 from models_llm.metrics import DEFAULT_CUTOFFS, JudgeData, ScaleSpec, cutoffs_check, is_uncertain
@@ -19,6 +19,10 @@ from models_llm.metrics import DEFAULT_CUTOFFS, JudgeData, ScaleSpec, cutoffs_ch
 class ReportOptionsError(DomainError):
     """The options asked for are not ones the report can be computed with (a cut-off that is not a whole
     number, a passage metadata key no passage has)."""
+
+
+class UnitKeyNotFound(ReportOptionsError, NotFound):
+    """No passage of the project has the metadata key asked to rank by (404 in the API)."""
 
 
 @dataclass(frozen=True)
@@ -58,7 +62,11 @@ def passage_metadata_keys(project: Project) -> list[str]:
 
 def _cutoffs_parse(text: str) -> tuple[int, ...]:
     try:
-        values = tuple(int(part) for part in text.replace(" ", "").split(",") if part)
+        parts = [part for part in text.replace(" ", "").split(",") if part]
+        bad = [part for part in parts if not part.isascii() or not part.isdigit()]
+        if bad:  # int() would read "+5" or "٥"
+            raise ValueError(f"not a whole number: {bad[0]!r}")
+        values = tuple(int(part) for part in parts)
         return cutoffs_check(values)
     except ValueError as exc:
         raise ReportOptionsError(f"cut-offs {text!r}: give whole numbers separated by commas, e.g. 5,10,15 "
@@ -73,7 +81,7 @@ def report_options(*, project: Project, all_pairs: bool = False, unit_key: str |
     unit_key = unit_key or None
     if unit_key is not None and not Passage.objects.filter(project=project, metadata__has_key=unit_key).exists():
         known = ", ".join(passage_metadata_keys(project)) or "none"
-        raise ReportOptionsError(f"no passage of {project.slug!r} has the metadata key {unit_key!r} "
+        raise UnitKeyNotFound(f"no passage of {project.slug!r} has the metadata key {unit_key!r} "
                                  f"(its passages' keys: {known})")
     parsed = _cutoffs_parse(cutoffs) if cutoffs and cutoffs.strip() else DEFAULT_CUTOFFS
     return ReportOptions(all_pairs=bool(all_pairs), unit_key=unit_key, cutoffs=parsed)

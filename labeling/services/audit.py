@@ -20,7 +20,7 @@ from django.utils import timezone
 from labeling.llm_adapter import JudgeConfigError, judge_config, prompt_token_counter, scorer_for
 from labeling.models import AuditJob, Judge, Project
 from labeling.services import audit_multicondition, audit_perturbation
-from labeling.services.audit_errors import AuditError
+from labeling.services.audit_errors import AuditConflict, AuditError
 from labeling.services.jobs import job_fail, job_take
 from labeling.tasks import audit_task
 from models_llm.audit.robustness import samples_text
@@ -60,15 +60,15 @@ def audit_judge_config(judge: Judge) -> JudgeConfig:
     or a strategy ensemble (audit each member: their prompts are their members'), an imported judge (no model
     to ask)."""
     if judge.is_ensemble:
-        raise AuditError(f"judge {judge.name!r} is a judges ensemble: audit each of its members")
+        raise AuditConflict(f"judge {judge.name!r} is a judges ensemble: audit each of its members")
     if judge.is_imported:
-        raise AuditError(f"judge {judge.name!r} was imported with its judgments: it has no model to ask")
+        raise AuditConflict(f"judge {judge.name!r} was imported with its judgments: it has no model to ask")
     try:
         config = judge_config(judge)
     except JudgeConfigError as exc:
-        raise AuditError(str(exc)) from None
+        raise AuditConflict(str(exc)) from None
     if config.method == Judge.Method.ENSEMBLE:
-        raise AuditError(f"judge {judge.name!r} is a prompt-strategy ensemble: audit a judge of one prompt")
+        raise AuditConflict(f"judge {judge.name!r} is a prompt-strategy ensemble: audit a judge of one prompt")
     return config
 
 
@@ -80,7 +80,7 @@ def _prepare(*, project: Project, judge: Judge, kind: str, parameters: Mapping) 
     clean = spec.parameters(parameters)
     probes = spec.probes(project=project, judge=judge, parameters=clean)
     if not probes:
-        raise AuditError("the audit has nothing to ask the judge")
+        raise AuditConflict("the audit has nothing to ask the judge")
     return spec, clean, probes
 
 

@@ -13,7 +13,7 @@ from labeling.llm_adapter import judge_config
 from labeling.models import Judge, Pair, PairSource, Passage, Project, Query
 from labeling.selectors.definitions import current_definitions
 from labeling.selectors.streams import GoldPair, gold_pairs
-from labeling.services.audit_errors import AuditError
+from labeling.services.audit_errors import AuditConflict, AuditError
 from models_llm.audit.perturb import AuditItem, OtherPassage
 from models_llm.audit.perturb import perturbation_probes as build_probes
 from models_llm.audit.robustness import robustness_report, samples_text
@@ -67,7 +67,7 @@ def _golds(project: Project) -> list[GoldPair]:
     # gold_pairs streams in pair id order: the same order, hence the same draw, on SQLite and PostgreSQL.
     golds = [pair for pair in gold_pairs(project) if pair.gold is not None]
     if not golds:
-        raise AuditError(f"project {project.slug!r} has no gold pairs (a reference grade, an adjudication or "
+        raise AuditConflict(f"project {project.slug!r} has no gold pairs (a reference grade, an adjudication or "
                          "agreeing annotators' labels): the audit compares the judge on them")
     return golds
 

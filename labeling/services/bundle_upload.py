@@ -17,7 +17,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from labeling.archive import ArchiveLimits, ArchiveRefused, archive_extract, archive_kind
-from labeling.exceptions import DomainError
+from labeling.exceptions import DomainError, TooLarge
 from labeling.models import MAX_ERROR_CHARS, BundleImportJob, Project
 from labeling.services.bundle_import import BundleImportError, bundle_import
 from labeling.services.bundle_stage import BundleLayout, BundleLayoutError
@@ -34,6 +34,10 @@ MAX_ATTEMPTS = 3
 
 class BundleUploadError(DomainError):
     """An upload that is not taken (not an archive, too large): the message says why."""
+
+
+class BundleTooLarge(BundleUploadError, TooLarge):
+    """Over BUNDLE_UPLOAD_MAX_BYTES (413 in the API)."""
 
 
 def bundle_upload_refusal(*, content_length: str | None) -> str | None:
@@ -66,7 +70,7 @@ def bundle_import_request(
     if archive_kind(name) is None:
         raise BundleUploadError(f"{name or 'the file'}: upload a bundle as a .zip or .tar.gz archive")
     if upload.size > settings.BUNDLE_UPLOAD_MAX_BYTES:
-        raise BundleUploadError(f"{name}: {upload.size / MIB:,.1f} MiB is more than BUNDLE_UPLOAD_MAX_BYTES "
+        raise BundleTooLarge(f"{name}: {upload.size / MIB:,.1f} MiB is more than BUNDLE_UPLOAD_MAX_BYTES "
                                 f"({settings.BUNDLE_UPLOAD_MAX_BYTES / MIB:,.0f} MiB)")
     job = BundleImportJob.objects.create(project=project, file_name=name, size=upload.size, all_pairs=all_pairs,
                                          requested_by=user)

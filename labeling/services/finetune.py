@@ -16,7 +16,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from labeling.exceptions import DomainError
+from labeling.exceptions import Conflict, DomainError, NotFound
 from labeling.llm_adapter import JudgeConfigError, model_folder
 from labeling.models import FineTuneJob, Judge, Pair, Project, TrainingExample, TrainingSet
 from labeling.selectors.distill import base_judge_name, teacher_examples
@@ -34,6 +34,15 @@ MAX_LOSS_POINTS = 2000
 
 class FinetuneJobError(DomainError):
     """A fine-tuning job that cannot be asked for, resumed or cancelled as given (the reason)."""
+
+
+class FinetuneJobConflict(FinetuneJobError, Conflict):
+    """Well formed, but the project's state refuses it (409): a name taken, a finished job resumed, a set with
+    nothing to learn, a job with no student yet."""
+
+
+class BaseModelNotFound(FinetuneJobError, NotFound):
+    """No model folder by that name under the operator's model roots (404)."""
 
 
 def stall_seconds() -> int:
@@ -57,9 +66,9 @@ def finetune_create(
     try:
         folder = model_folder(base_model, label="base model")
     except JudgeConfigError as exc:
-        raise FinetuneJobError(str(exc)) from None
+        raise BaseModelNotFound(str(exc)) from None
     if not (Path(folder) / "config.json").is_file():
-        raise FinetuneJobError(f"the base model folder {base_model!r} holds no config.json")
+        raise BaseModelNotFound(f"the base model folder {base_model!r} holds no config.json")
     try:
         lora = LoraSettings.from_dict(hyperparameters or {})
     except FinetuneError as exc:
@@ -67,18 +76,18 @@ def finetune_create(
     Project.objects.select_for_update().only("id").get(id=project.id)
     for name in (student_name, base_judge_name(student_name)):
         if Judge.objects.filter(project=project, name=name).exists():
-            raise FinetuneJobError(f"project {project.slug!r} has a judge named {name!r} already")
+            raise FinetuneJobConflict(f"project {project.slug!r} has a judge named {name!r} already")
     if FineTuneJob.objects.filter(project=project, student_name=student_name, finished_at__isnull=True).exists():
-        raise FinetuneJobError(f"a fine-tuning job is making a student named {student_name!r} already")
+        raise FinetuneJobConflict(f"a fine-tuning job is making a student named {student_name!r} already")
     if teacher is not None and teacher.is_ensemble:
-        raise FinetuneJobError("the teacher must be a judge with judgments of its own, not a judges ensemble")
+        raise FinetuneJobConflict("the teacher must be a judge with judgments of its own, not a judges ensemble")
     found = teacher_examples(training_set, teacher=teacher)
     if not found.examples:
         has_pairs = TrainingExample.objects.filter(training_set=training_set, pair__isnull=False).exists()
         hint = (f": score it with {teacher.name!r} first (manage.py score --judge {teacher.name!r} ...)"
                 if teacher is not None and has_pairs else ": choose a teacher whose judgments are the answers"
                 if has_pairs else "")
-        raise FinetuneJobError(f"training set {training_set.name!r} has no train example with a teacher's answer"
+        raise FinetuneJobConflict(f"training set {training_set.name!r} has no train example with a teacher's answer"
                                + hint)
     return FineTuneJob.objects.create(
         project=project, training_set=training_set, teacher=teacher, base_model=base_model, requested_by=user,
@@ -117,7 +126,7 @@ def finetune_resume(*, job: FineTuneJob) -> FineTuneJob:
     if not FineTuneJob.objects.filter(_resumable(timezone.now()), id=job.id, finished_at__isnull=True).exists():
         job.refresh_from_db()
         state = "finished" if job.finished_at else f"running (its worker reported at {job.heartbeat_at:%H:%M:%S})"
-        raise FinetuneJobError(f"fine-tuning job {job.id} is {state}: nothing to resume")
+        raise FinetuneJobConflict(f"fine-tuning job {job.id} is {state}: nothing to resume")
     transaction.on_commit(lambda: finetune_task.delay(job.id))
     return job
 
@@ -161,7 +170,7 @@ def _train(job: FineTuneJob, scratch: Path) -> FineTuneJob | None:
     lora = LoraSettings.from_dict(lora_values)
     examples = teacher_examples(job.training_set, teacher=job.teacher).examples
     if not examples:
-        raise FinetuneJobError("the training set has no train example with a teacher's answer any more")
+        raise FinetuneJobConflict("the training set has no train example with a teacher's answer any more")
     resume_from = None
     if job.checkpoint:
         resume_from = str(folder_download(job.checkpoint, scratch / "work" / f"checkpoint-{job.checkpoint_step}"))
@@ -226,7 +235,7 @@ def comparison_pairs(job: FineTuneJob) -> list[int]:
 def score_pool(*, job: FineTuneJob, user: AbstractBaseUser | None = None):
     """Score every pair of the pool with the job's student (the pairs it has no judgment of): the one click."""
     if job.student is None:
-        raise FinetuneJobError(f"fine-tuning job {job.id} has no student judge")
+        raise FinetuneJobConflict(f"fine-tuning job {job.id} has no student judge")
     if not Pair.objects.filter(project=job.project).exists():
-        raise FinetuneJobError("the project's pool has no pairs")
+        raise FinetuneJobConflict("the project's pool has no pairs")
     return scoring_job_start(project=job.project, judge=job.student, user=user)

@@ -11,7 +11,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from labeling.exceptions import DomainError
+from labeling.exceptions import Conflict, DomainError, NotFound
 from labeling.models import Label, Lease, Pair, Project, RelevanceDefinition
 from labeling.models.project import QUEUE_STRATEGIES
 from labeling.selectors.definitions import current_definition
@@ -26,6 +26,14 @@ MAX_CLIENT_KEY_CHARS = 64
 
 class LabelError(DomainError):
     """A label or claim that cannot be made as asked (bad grade, unknown item, reused key...)."""
+
+
+class LabelItemNotFound(LabelError, NotFound):
+    """The item (or the definition version) named is not one of the project's (404 in the API)."""
+
+
+class LabelConflict(LabelError, Conflict):
+    """Well formed, but refused by the project's state: a grade off its scale, a key used for another item (409)."""
 
 
 @dataclass(frozen=True)
@@ -118,7 +126,7 @@ def _validated(project: Project, grade: object, note: str, time_spent_seconds: f
                client_key: str) -> int:
     scale = project.label_scale
     if isinstance(grade, bool) or not isinstance(grade, int) or grade not in scale.values:
-        raise LabelError(f"grade {grade!r} is not on this project's scale; the grades are {list(scale.values)}")
+        raise LabelConflict(f"grade {grade!r} is not on this project's scale; the grades are {list(scale.values)}")
     if len(note) > MAX_NOTE_CHARS:
         raise LabelError(f"the note has {len(note):,} characters; the limit is {MAX_NOTE_CHARS:,}")
     _time_spent_check(time_spent_seconds)
@@ -130,7 +138,7 @@ def _validated(project: Project, grade: object, note: str, time_spent_seconds: f
 def _by_key(annotator: AbstractBaseUser, client_key: str, pair_id: int) -> Label | None:
     existing = Label.objects.filter(annotator=annotator, client_key=client_key).first()
     if existing is not None and existing.pair_id != pair_id:
-        raise LabelError(f"idempotency key {client_key!r} was already used for another item")
+        raise LabelConflict(f"idempotency key {client_key!r} was already used for another item")
     return existing
 
 
@@ -149,7 +157,7 @@ def label_submit(*, project: Project, annotator: AbstractBaseUser, pair_id: int,
             # The pair row lock serializes submissions of one item, so a repeated key is seen, not raced.
             pair = Pair.objects.select_for_update().filter(id=pair_id, project=project).first()
             if pair is None:
-                raise LabelError(f"item {pair_id!r} is not in project {project.slug!r}")
+                raise LabelItemNotFound(f"item {pair_id!r} is not in project {project.slug!r}")
             if client_key:
                 existing = _by_key(annotator, client_key, pair_id)
                 if existing is not None:
@@ -159,7 +167,7 @@ def label_submit(*, project: Project, annotator: AbstractBaseUser, pair_id: int,
             else:
                 definition = RelevanceDefinition.objects.filter(id=definition_id, query_id=pair.query_id).first()
                 if definition is None:
-                    raise LabelError(f"definition {definition_id!r} is not a version of this item's query")
+                    raise LabelItemNotFound(f"definition {definition_id!r} is not a version of this item's query")
             lease = Lease.objects.filter(pair=pair, annotator=annotator).first()
             if time_spent_from_lease and lease is not None and not lease.skipped:
                 time_spent_seconds = (now - lease.claimed_at).total_seconds()
@@ -213,7 +221,7 @@ def item_skip(*, project: Project, annotator: AbstractBaseUser, pair_id: int, no
     """The expert passes on an item: it is not given to them again and goes back to the others."""
     now = now or timezone.now()
     if not Pair.objects.filter(id=pair_id, project=project).exists():
-        raise LabelError(f"item {pair_id!r} is not in project {project.slug!r}")
+        raise LabelItemNotFound(f"item {pair_id!r} is not in project {project.slug!r}")
     Lease.objects.update_or_create(
         pair_id=pair_id, annotator=annotator,
         defaults={"queue": "", "claimed_at": now, "expires_at": now, "skipped": True},

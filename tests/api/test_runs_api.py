@@ -147,9 +147,9 @@ def test_a_pool_preview_with_a_judge_prices_judging_the_new_pairs(world):
 def test_pooling_names_what_is_wrong(world):
     api = api_as(world, ADMIN)
     unknown = api.post(url(world, "pool"), {"runs": ["nope"], "depth": 3}, format="json")
-    assert unknown.status_code == 400 and "has no run 'nope' (its runs: run-a)" in unknown.json()["errors"]["runs"][0]
+    assert unknown.status_code == 404 and "has no run 'nope' (its runs: run-a)" in unknown.json()["message"]
     assert api.post(url(world, "pool"), {"runs": [], "depth": 3}, format="json").status_code == 400
     assert api.post(url(world, "pool"), {"runs": ["run-a"], "depth": 0}, format="json").status_code == 400
     judge = api.post(url(world, "pool"), {"runs": ["run-a"], "dry_run": True, "judge": "nobody"}, format="json")
-    assert judge.status_code == 400 and "no judge 'nobody'" in judge.json()["errors"]["judge"][0]
+    assert judge.status_code == 404 and "no judge 'nobody'" in judge.json()["message"]
     assert api_as(world, VIEWER).post(url(world, "pool"), {"runs": ["run-a"]}, format="json").status_code == 403
