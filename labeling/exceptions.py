@@ -23,6 +23,16 @@ class TooLarge(DomainError):
     """What the caller sent is larger than the server accepts (413), refused before it is read."""
 
 
+class FieldsRefused(DomainError):
+    """The request is well formed, but what these fields hold cannot be processed (422 in the API, with `errors`
+    naming each field): a file that is not a bundle, a run file with bad lines. `errors`: {field: [messages]}, with
+    the summary under "detail"."""
+
+    def __init__(self, errors: dict[str, object]) -> None:
+        super().__init__(str(errors.get("detail") or errors))
+        self.errors = errors
+
+
 class Conflict(DomainError):
     """What the caller asked is well formed, but the project's current state refuses it (409): a finished job
     resumed, a name already taken, a judge with no model asked to score."""

@@ -11,9 +11,8 @@ from rest_framework.response import Response
 from rest_framework.reverse import reverse
 from rest_framework.views import APIView
 
-from labeling.api.exceptions import Unprocessable
 from labeling.api.fields import StrictBooleanField, StrictCharField
-from labeling.exceptions import TooLarge
+from labeling.exceptions import FieldsRefused, TooLarge
 from labeling.models import BundleImportJob
 from labeling.selectors.bundle_imports import bundle_import_of_project, bundle_imports
 from labeling.selectors.projects import admin_to, project_for_user
@@ -78,7 +77,7 @@ class BundleListView(APIView):
         except BundleUploadError as exc:
             if isinstance(exc, TooLarge):
                 raise
-            raise Unprocessable({"file": [str(exc)]}) from None  # not a bundle archive: its content is refused
+            raise FieldsRefused({"file": [str(exc)]}) from None  # not a bundle archive: its content is refused
         job.refresh_from_db()  # an eager worker (tests, CELERY_TASK_ALWAYS_EAGER) may have finished it already
         return Response(BundleImportJobSerializer(job, context={"request": request}).data, status=202)
 

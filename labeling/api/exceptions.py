@@ -20,34 +20,26 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views import defaults
 from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.views import SpectacularAPIView
-from rest_framework import exceptions, status
+from rest_framework import exceptions
 from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from labeling.exceptions import Conflict, DomainError, Forbidden, NotFound, TooLarge
+from labeling.exceptions import Conflict, DomainError, FieldsRefused, Forbidden, NotFound, TooLarge
 
 API_PREFIX = "/api/"
 
 
-class ConflictError(exceptions.APIException):
-    status_code = status.HTTP_409_CONFLICT
-    default_detail = "The request conflicts with the current state of the project."
-    default_code = "conflict"
-
-
-class PayloadTooLarge(exceptions.APIException):
-    status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
-    default_detail = "The request is larger than the server accepts."
-    default_code = "too_large"
-
-
-class Unprocessable(exceptions.APIException):
-    """422: the detail is a message, or {field: [messages]} as a ValidationError's."""
-
-    status_code = status.HTTP_422_UNPROCESSABLE_ENTITY
-    default_detail = "The request is well formed but cannot be processed."
-    default_code = "unprocessable"
+def api_error(status_code: int, code: str, detail: object, *, wait: int | None = None) -> exceptions.APIException:
+    """An answer DRF has no class for (409, 413, 422, 429 with Retry-After from `wait`): `detail` is a message, or
+    {field: [messages]} as a ValidationError's."""
+    error = exceptions.APIException(detail, code)
+    error.status_code, error.default_code = status_code, code
+    if isinstance(detail, (dict, list)):
+        error.detail = exceptions._get_error_details(detail, code)
+    if wait is not None:
+        error.wait = wait
+    return error
 
 
 def _as_api_exception(exc: Exception) -> Exception:
@@ -56,11 +48,13 @@ def _as_api_exception(exc: Exception) -> Exception:
     if isinstance(exc, Forbidden):
         return exceptions.PermissionDenied(str(exc))
     if isinstance(exc, TooLarge):
-        return PayloadTooLarge(str(exc))
+        return api_error(413, "too_large", str(exc))
     if isinstance(exc, Conflict):
-        return ConflictError(str(exc))
+        return api_error(409, "conflict", str(exc))
+    if isinstance(exc, FieldsRefused):
+        return api_error(422, "unprocessable", exc.errors)
     if isinstance(exc, DomainError):
-        return Unprocessable(str(exc))
+        return api_error(422, "unprocessable", str(exc))
     return exc
 
 
@@ -100,9 +94,9 @@ def exception_handler(exc: Exception, context: dict) -> Response | None:
     response = drf_exception_handler(exc, context)
     if response is None:
         return None  # a server error: the 500 handler answers
-    if isinstance(exc, (exceptions.ValidationError, Unprocessable)) and isinstance(exc.detail, (dict, list)):
+    if isinstance(exc.detail, (dict, list)):
         message, errors = _validation_body(exc.detail)
-        response.data = error_body("invalid" if isinstance(exc, exceptions.ValidationError) else "unprocessable",
+        response.data = error_body("invalid" if isinstance(exc, exceptions.ValidationError) else exc.default_code,
                                    message, errors)
     else:
         detail = getattr(exc, "detail", "")

@@ -11,9 +11,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from labeling.api.exceptions import Unprocessable
 from labeling.api.fields import StrictBooleanField, StrictCharField, StrictFloatField, StrictIntegerField
-from labeling.exceptions import TooLarge
+from labeling.exceptions import FieldsRefused, TooLarge
 from labeling.models import Membership, Project, Run
 from labeling.run_upload import run_import_upload, upload_refusal
 from labeling.selectors.lookups import judge_by_name, run_of_project
@@ -119,7 +118,7 @@ class RunListView(APIView):
                                     description=data["description"], user=request.user)
         except RunImportError as exc:
             shown, total = exc.problems.shown, exc.problems.total
-            raise Unprocessable({"detail": f"the run file has {total} problem(s)"
+            raise FieldsRefused({"detail": f"the run file has {total} problem(s)"
                                              + (f"; the first {len(shown)} are listed" if total > len(shown) else ""),
                                    "file": shown}) from None
         return Response(RunSerializer(run).data, status=201)

@@ -2,8 +2,9 @@
 
 - `AnnotatorAutoSchema` states what DRF's fields enforce: a string field refuses NUL characters (DRF's
   ProhibitNullCharactersValidator) and, unless blank is allowed, must hold a character other than whitespace (DRF
-  trims it); a list that may not be empty has minItems 1, a file that may not be empty minLength 1; a serializer with `refuses_unknown_fields` allows no
-  other property. A path or query parameter refuses NUL too (labeling.api.middleware).
+  trims it); a list that may not be empty has minItems 1, a file that may not be empty minLength 1; a serializer
+  with `refuses_unknown_fields` allows no other property. A path or query parameter refuses NUL too
+  (labeling.api.middleware).
 - `document_errors` (a postprocessing hook) adds to every operation the error answers it can give, each with the
   one error body (`Error`, labeling.api.exceptions): 401 with `WWW-Authenticate: Token` and 403 where login is
   required, 404 where the path names a row (or a cursor is read), 400 and 422 where anything is read from the

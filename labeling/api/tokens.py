@@ -2,26 +2,15 @@
 from __future__ import annotations
 
 from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
-from rest_framework import status
 from rest_framework.authtoken.views import ObtainAuthToken
-from rest_framework.exceptions import APIException, AuthenticationFailed, ValidationError
+from rest_framework.exceptions import AuthenticationFailed, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from labeling.api.exceptions import api_error
 from labeling.api.fields import StrictCharField
 from labeling.login_throttle import client_address, lockout_message, lockout_seconds, login_failures_forgive
 from labeling.services.users import user_token_ensure
-
-
-class LoginLockedOut(APIException):
-    """429, with Retry-After from `wait` (DRF's handler sets it)."""
-
-    status_code = status.HTTP_429_TOO_MANY_REQUESTS
-    default_code = "throttled"
-
-    def __init__(self, detail: str, wait: int) -> None:
-        super().__init__(detail)
-        self.wait = wait
 
 
 class TokenObtainView(ObtainAuthToken):
@@ -40,7 +29,7 @@ class TokenObtainView(ObtainAuthToken):
         if not serializer.is_valid():
             # axes marks the DRF request it refused, not the Django request its middleware sees: say it here.
             if getattr(request, "axes_locked_out", False):
-                raise LoginLockedOut(lockout_message(request), wait=lockout_seconds(request))
+                raise api_error(429, "throttled", lockout_message(request), wait=lockout_seconds(request))
             refused = serializer.errors.get("non_field_errors", [])
             if any(getattr(message, "code", None) == "authorization" for message in refused):
                 # Well formed, wrong username or password: 401, as for a bad token.

@@ -9,13 +9,12 @@ from django.db.models import QuerySet
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import generics
-from rest_framework.exceptions import NotFound
+from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.pagination import CursorPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from labeling.api.exceptions import Unprocessable
 from labeling.api.fields import query_flag
 from labeling.api.serializers import (
     DefinitionCreateSerializer,
@@ -29,6 +28,7 @@ from labeling.api.serializers import (
     ScoringJobCreateSerializer,
     ScoringJobSerializer,
 )
+from labeling.exceptions import FieldsRefused
 from labeling.models import Membership, Pair, Passage, Project, Query
 from labeling.selectors.definition_metrics import cached_metrics_by_definition, judge_metrics_by_definition
 from labeling.selectors.definitions import definition_history
@@ -47,7 +47,13 @@ from labeling.selectors.projects import (
     role_require,
 )
 from labeling.selectors.scoring import job_progress, jobs_for_project, judge_summary, judges_for_project
-from labeling.selectors.validation import ReportOptions, report_for_judges, report_options
+from labeling.selectors.validation import (
+    ReportOptions,
+    ReportOptionsError,
+    UnitKeyNotFound,
+    report_for_judges,
+    report_options,
+)
 from labeling.services.definitions import DefinitionError, definition_save
 from labeling.services.judges import judge_create
 from labeling.services.scoring import scoring_job_start
@@ -176,11 +182,16 @@ REPORT_OPTION_PARAMETERS = [
 
 
 def _report_options(request: Request, project: Project) -> ReportOptions:
-    """The report options of the query string; a metadata key no passage has is a 404 (ReportOptionsError is a
-    NotFound then), anything else refused a 400."""
+    """The report options of the query string; a metadata key no passage has is a 404 (UnitKeyNotFound), cut-offs
+    that break the schema's bounds a 400."""
     params = request.query_params
-    return report_options(project=project, all_pairs=query_flag(params, "all_pairs"), unit_key=params.get("unit_key"),
-                          cutoffs=params.get("cutoffs"))
+    try:
+        return report_options(project=project, all_pairs=query_flag(params, "all_pairs"),
+                              unit_key=params.get("unit_key"), cutoffs=params.get("cutoffs"))
+    except UnitKeyNotFound:
+        raise
+    except ReportOptionsError as exc:
+        raise ValidationError({"cutoffs": [str(exc)]}) from None
 
 
 class ValidationView(APIView):
@@ -298,7 +309,7 @@ class DefinitionListView(APIView):
         try:
             definition = definition_save(query=query, text=body.validated_data["text"], author=request.user)
         except DefinitionError as exc:
-            raise Unprocessable({"text": [str(exc)]}) from None
+            raise FieldsRefused({"text": [str(exc)]}) from None
         data = DefinitionSerializer(definition, context={"current_version": definition.version}).data
         return Response(data, status=201)
 
