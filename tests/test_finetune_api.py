@@ -60,7 +60,7 @@ def test_admins_sample_a_run_and_errors_are_400_with_the_reason():
     assert (created.json()["top_count"], created.json()["random_count"], created.json()["train_count"]) == (2, 1, 3)
     assert created.json()["parameters"]["run"] == "run-a" and created.json()["created_by"] == ADMIN
     taken = api.post(url(world.project, "training-set-list"), {"name": "sampled", "run": "run-a"}, format="json")
-    assert taken.status_code == 400
+    assert taken.status_code == 422
     assert taken.json()["message"] == f"project {world.project.slug!r} already has a training set 'sampled': choose " \
                                      "another name"
     no_dense = api.post(url(world.project, "training-set-list"), {"name": "other"}, format="json")
@@ -89,7 +89,7 @@ def test_a_diras_file_is_imported_and_a_bad_one_refused_by_line():
     bad = api.post(url(world.project, "training-set-import"), {
         "name": "bad", "file": SimpleUploadedFile("bad.csv", b"question,document,guess,confidence\nq,p,Maybe,0.5\n")},
         format="multipart")
-    assert bad.status_code == 400 and bad.json()["message"].startswith("bad.csv:2: ")
+    assert bad.status_code == 422 and bad.json()["message"].startswith("bad.csv:2: ")
     assert not TrainingSet.objects.filter(name="bad").exists()
 
 
@@ -97,7 +97,7 @@ def test_a_set_in_use_is_not_deleted():
     world = build_world()
     api = api_as(world.users[ADMIN])
     refused = api.delete(url(world.project, "training-set-detail", "set-b"))
-    assert refused.status_code == 400 and "is used by 1 fine-tuning job(s) (student-a)" in refused.json()["message"]
+    assert refused.status_code == 422 and "is used by 1 fine-tuning job(s) (student-a)" in refused.json()["message"]
     assert api.delete(url(world.project, "training-set-detail", "set-a")).status_code == 204
     assert api.delete(url(world.project, "training-set-detail", "set-a")).status_code == 404
     assert list(TrainingSet.objects.values_list("name", flat=True)) == ["set-b"]
@@ -122,7 +122,7 @@ def test_the_export_teaches_the_teachers_answers_in_the_students_template(tmp_pa
     assert len(both) == 16 and {line["split"] for line in both} == {"train", "held_out"}
 
     no_teacher = api.get(url(project, "training-set-export", "rule"))
-    assert no_teacher.status_code == 400 and "name the teacher judge" in no_teacher.json()["message"]
+    assert no_teacher.status_code == 422 and "name the teacher judge" in no_teacher.json()["message"]
     bad_split = api.get(url(project, "training-set-export", "rule", teacher="teacher", split="test"))
     assert bad_split.status_code == 400 and "split" in bad_split.json()["errors"]
     outside = api.get(url(project, "training-set-export", "rule", teacher="teacher", student="/etc"))
@@ -148,7 +148,7 @@ def test_a_fine_tuning_request_is_a_pending_job_and_a_refused_one_says_why(tmp_p
     assert [(job["student_name"], job["status"]) for job in listed] == [("pupil", "pending")]
 
     again = api.post(url(project, "finetune-list"), request, format="json")
-    assert again.status_code == 400 and again.json()["message"] == (
+    assert again.status_code == 409 and again.json()["message"] == (
         "a fine-tuning job is making a student named 'pupil' already")
     unknown = api.post(url(project, "finetune-list"), {**request, "student_name": "p2", "hyperparameters": {"rank": 8}},
                        format="json")
@@ -178,7 +178,7 @@ def test_cancel_resume_and_score_the_pool(tmp_path):
     api = api_as(world.users[ADMIN])
     job = world.finetune_job
     resumed = api.post(url(world.project, "finetune-resume", job.id))
-    assert resumed.status_code == 400 and resumed.json()["message"].startswith(
+    assert resumed.status_code == 409 and resumed.json()["message"].startswith(
         f"fine-tuning job {job.id} is running (its worker reported at")
     no_student = api.post(url(world.project, "finetune-score-pool", job.id))
     assert no_student.status_code == 400 and no_student.json()["message"] == f"fine-tuning job {job.id} has no student judge"

@@ -72,7 +72,7 @@ def test_jobs_api(project):
         scoring_chunk_run(chunk_id=chunk_id)
     status = api.get(reverse("api:job-detail", args=[project.slug, job_id])).json()
     assert (status["status"], status["done"], status["failed"]) == ("done", 6, 0)
-    assert api.post(url, {"judge": "nope"}, format="json").status_code == 400
+    assert api.post(url, {"judge": "nope"}, format="json").status_code == 404  # a judge the project lacks
     api.force_authenticate(member(project, Membership.Role.VIEWER))
     assert api.post(url, {"judge": judge.name}, format="json").status_code == 403
     assert api.get(url).status_code == 200

@@ -87,7 +87,7 @@ def test_the_api_refuses_urls_variables_and_undeclared_endpoints(project, listen
                               "base_url": listener.base_url, "api_key_env": "DATABASE_URL"}, format="json")
     assert response.status_code == 400 and set(response.json()["errors"]) == {"base_url", "api_key_env"}
     response = api.post(url, {"name": "leak", "backend": "openai", "model": "m", "endpoint": "evil"}, format="json")
-    assert response.status_code == 400 and "endpoint 'evil' is not declared" in response.json()["message"]
+    assert response.status_code == 422 and "endpoint 'evil' is not declared" in response.json()["message"]
     assert not Judge.objects.filter(name="leak").exists() and listener.bodies == []
     response = api.post(url, {"name": "ok", "backend": "openai", "model": "m", "method": "ask",
                               "endpoint": "unreachable"}, format="json")

@@ -64,4 +64,4 @@ def test_the_command_page_and_api_start_the_same_job(tmp_path, client):
     assert f"Scoring job {job.id} resumed" in answer.content.decode() and ScoringJob.objects.count() == 1
     api = client.post(reverse("api:training-set-score", args=[project.slug, "rule"]), {"judge": "teacher"},
                       content_type="application/json")
-    assert api.status_code == 400 and "has answered all 16 pairs" in api.json()["message"]
+    assert api.status_code == 422 and "has answered all 16 pairs" in api.json()["message"]

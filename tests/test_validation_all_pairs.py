@@ -276,7 +276,7 @@ def test_api_computes_other_options_on_request_and_refuses_bad_ones(sample):
     # It judged the graded pairs only, all relevant: no AUROC, whatever the option adds; rankings are there.
     assert body["judge"]["auroc"] is None and body["judge"]["ndcg@15"] is not None
     assert api.get(url, {"cutoffs": "ten"}).status_code == 400
-    assert api.get(url, {"unit_key": "nope"}).status_code == 400
+    assert api.get(url, {"unit_key": "nope"}).status_code == 404  # no passage has that key
     assert api.get(url, {"all_pairs": "true", "judge": "nobody"}).status_code == 404
 
     by_definition = reverse("api:judge-metrics-by-definition", args=["cr", LLAMA3[0]])

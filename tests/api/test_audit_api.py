@@ -90,7 +90,8 @@ def test_refusals_are_400_with_the_reason(example):
         ({"kind": "multicondition", "parameters": {"pads": ["long"]}}, "pads must be a list of word counts"),
     ):
         response = api.post(audits_url(project, judge), sent, format="json")
-        assert response.status_code == 400 and reason in response.json()["message"], response.json()
+        # Well-formed JSON whose parameters the audit refuses: 422 with the reason.
+        assert response.status_code == 422 and reason in response.json()["message"], response.json()
     assert api.post(audits_url(project, judge), {"kind": "attack"}, format="json").status_code == 400
     plain = ProjectFactory(slug="plain")
     QueryFactory(project=plain)
@@ -98,7 +99,7 @@ def test_refusals_are_400_with_the_reason(example):
     members(plain)
     admin = token_client(plain.memberships.get(role=ADMIN).user)
     refused = admin.post(audits_url(plain, plain_judge), {"kind": "multicondition", "dry_run": True}, format="json")
-    assert refused.status_code == 400 and "has no multi-condition items" in refused.json()["message"]
+    assert refused.status_code == 409 and "has no multi-condition items" in refused.json()["message"]
     assert not AuditJob.objects.exists()
 
 

@@ -81,7 +81,7 @@ def test_the_api_refuses_what_it_must(project, settings):
     assert _post(expert, b"PK").status_code == 403
     admin = _token_client(project)
     refused = _post(admin, b"{}", name="queries.jsonl")
-    assert refused.status_code == 400 and "zip or .tar.gz" in refused.json()["errors"]["file"][0]
+    assert refused.status_code == 422 and "zip or .tar.gz" in refused.json()["errors"]["file"][0]
     settings.BUNDLE_UPLOAD_MAX_BYTES = 100
     too_large = _post(admin, b"x" * 1000)
     assert too_large.status_code == 413 and "BUNDLE_UPLOAD_MAX_BYTES" in too_large.json()["message"]

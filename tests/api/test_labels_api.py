@@ -78,7 +78,7 @@ def test_a_bad_label_is_a_400_and_stores_nothing(project):
     client, _ = _client(project)
     pair = project.pairs.first()
     response = client.post(f"/api/projects/{project.slug}/labels/", {"pair_id": pair.id, "grade": 5}, format="json")
-    assert response.status_code == 400 and "not on this project's scale" in response.json()["message"]
+    assert response.status_code == 409 and "not on this project's scale" in response.json()["message"]
     response = client.post(f"/api/projects/{project.slug}/labels/", {"grade": 1}, format="json")
     assert response.status_code == 400 and response.json()["errors"] == {"pair_id": ["This field is required."]}
     assert not Label.objects.exists()

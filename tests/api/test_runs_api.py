@@ -59,8 +59,8 @@ def test_an_admin_uploads_a_run_and_a_bad_file_is_refused_line_by_line(world):
         p.id for p in passages[::-1]]
 
     bad = upload(api, world, "bad", trec(world, passages) + b"q9 Q0 x 1 nan sys\n", filename="bad.run")
-    assert bad.status_code == 400
-    assert bad.json() == {"code": "invalid", "message": "the run file has 3 problem(s)",
+    assert bad.status_code == 422
+    assert bad.json() == {"code": "unprocessable", "message": "the run file has 3 problem(s)",
                           "errors": {"file": ["bad.run:4: score must be finite, got 'nan'",
                                               "bad.run:4: unknown query 'q9'", "bad.run:4: unknown passage 'x'"]}}
     assert upload(api, world, "sys", trec(world, passages)).json()["errors"]["file"] == [
@@ -93,7 +93,7 @@ def test_an_admin_starts_a_retriever_and_members_list_the_jobs(world, django_cap
     assert (started.json()["status"], started.json()["parameters"]) == (
         "pending", {"first_depth": 50, "keep": 20, "use_definition": False})
     refused = api.post(url(world, "retrieval-list"), {"retriever": "dense", "name": "d", "k1": 1.2}, format="json")
-    assert refused.status_code == 400 and "k1 and b are BM25's" in refused.json()["message"]
+    assert refused.status_code == 422 and "k1 and b are BM25's" in refused.json()["message"]
     taken = api.post(url(world, "retrieval-list"), {"retriever": "bm25", "name": "run-a"}, format="json")
     assert taken.status_code == 400 and "has a run named 'run-a' already" in taken.json()["message"]
     assert api.post(url(world, "retrieval-list"), {"retriever": "tfidf", "name": "t"}, format="json").json()["errors"] == {
