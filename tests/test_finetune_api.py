@@ -60,13 +60,13 @@ def test_admins_sample_a_run_and_errors_are_400_with_the_reason():
     assert (created.json()["top_count"], created.json()["random_count"], created.json()["train_count"]) == (2, 1, 3)
     assert created.json()["parameters"]["run"] == "run-a" and created.json()["created_by"] == ADMIN
     taken = api.post(url(world.project, "training-set-list"), {"name": "sampled", "run": "run-a"}, format="json")
-    assert taken.status_code == 422
+    assert taken.status_code == 409
     assert taken.json()["message"] == f"project {world.project.slug!r} already has a training set 'sampled': choose " \
                                      "another name"
     no_dense = api.post(url(world.project, "training-set-list"), {"name": "other"}, format="json")
-    assert no_dense.status_code == 400 and "has no dense run to sample" in no_dense.json()["message"]
+    assert no_dense.status_code == 409 and "has no dense run to sample" in no_dense.json()["message"]
     unknown = api.post(url(world.project, "training-set-list"), {"name": "x", "run": "nope"}, format="json")
-    assert unknown.status_code == 400 and "nope" in unknown.json()["message"]
+    assert unknown.status_code == 404 and "nope" in unknown.json()["message"]
     assert api_as(world.users[VIEWER]).post(url(world.project, "training-set-list"), {"name": "v"},
                                             format="json").status_code == 403
 
@@ -126,7 +126,7 @@ def test_the_export_teaches_the_teachers_answers_in_the_students_template(tmp_pa
     bad_split = api.get(url(project, "training-set-export", "rule", teacher="teacher", split="test"))
     assert bad_split.status_code == 400 and "split" in bad_split.json()["errors"]
     outside = api.get(url(project, "training-set-export", "rule", teacher="teacher", student="/etc"))
-    assert outside.status_code == 400 and "not under a model root" in outside.json()["message"]
+    assert outside.status_code == 422 and "not under a model root" in outside.json()["message"]
     assert api_as(users[EXPERT]).get(url(project, "training-set-export", "rule")).status_code == 403
 
 
@@ -152,7 +152,7 @@ def test_a_fine_tuning_request_is_a_pending_job_and_a_refused_one_says_why(tmp_p
         "a fine-tuning job is making a student named 'pupil' already")
     unknown = api.post(url(project, "finetune-list"), {**request, "student_name": "p2", "hyperparameters": {"rank": 8}},
                        format="json")
-    assert unknown.status_code == 400 and "unknown fine-tuning settings ['rank']" in unknown.json()["message"]
+    assert unknown.status_code == 422 and "unknown fine-tuning settings ['rank']" in unknown.json()["message"]
     assert FineTuneJob.objects.count() == 1
 
 
@@ -181,11 +181,11 @@ def test_cancel_resume_and_score_the_pool(tmp_path):
     assert resumed.status_code == 409 and resumed.json()["message"].startswith(
         f"fine-tuning job {job.id} is running (its worker reported at")
     no_student = api.post(url(world.project, "finetune-score-pool", job.id))
-    assert no_student.status_code == 400 and no_student.json()["message"] == f"fine-tuning job {job.id} has no student judge"
+    assert no_student.status_code == 409 and no_student.json()["message"] == f"fine-tuning job {job.id} has no student judge"
     cancelled = api.post(url(world.project, "finetune-cancel", job.id))
     assert cancelled.status_code == 200 and cancelled.json()["status"] == "cancelled"
     finished = api.post(url(world.project, "finetune-resume", job.id))
-    assert finished.status_code == 400 and "is finished: nothing to resume" in finished.json()["message"]
+    assert finished.status_code == 409 and "is finished: nothing to resume" in finished.json()["message"]
     assert api_as(world.users[EXPERT]).post(url(world.project, "finetune-cancel", job.id)).status_code == 403
 
     project, _, _, done = done_job(tmp_path / "bundle")

@@ -2,6 +2,8 @@
 as export_qrels and the project page's download."""
 from __future__ import annotations
 
+import re
+
 from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
@@ -64,11 +66,18 @@ class QrelsView(APIView):
         project = project_for_user(user=request.user, slug=slug, need=READ_QRELS)
         params = request.query_params
         source, threshold = params.get("source", "human"), params.get("threshold", "")
+        # What the schema states is checked here (400); a judge the project lacks is a 404 (ExportSourceNotFound).
+        refused = {}
+        if params.get("format", "trec") not in list(QrelsFormat):
+            refused["format"] = [f"one of {', '.join(QrelsFormat)}, got {params.get('format')!r}"]
+        if not re.fullmatch(r"human|(judge|combined):[^\x00]+", source):
+            refused["source"] = [f"'human', 'judge:NAME' or 'combined:NAME', got {source!r}"]
         if threshold.strip() and not _is_probability(threshold):
-            raise ValidationError({"threshold": [f"a number from 0 to 1, got {threshold!r}"]})
+            refused["threshold"] = [f"a number from 0 to 1, got {threshold!r}"]
+        if refused:
+            raise ValidationError(refused)
         if source == "human":
             threshold = ""  # a judge source's threshold: the human grades have nothing to apply it to
-        # An ExportError is a 400, a judge the project lacks a 404 (labeling.api.exceptions).
         asked = qrels_request_parse(project=project, format=params.get("format", "trec"), source=source,
                                     threshold=threshold)
         return qrels_download(project=project, asked=asked)

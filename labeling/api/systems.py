@@ -1,8 +1,11 @@
 """API views of system evaluation: the project's runs under its qrels sources, as `evaluate_runs --json` prints it."""
 from __future__ import annotations
 
+import re
+
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -10,6 +13,8 @@ from rest_framework.views import APIView
 from labeling.selectors.projects import READ_REPORTS, project_for_user
 from labeling.selectors.systems import systems_report, systems_report_json
 from models_llm.retrieval.evaluation import MEASURES
+
+QRELS_PATTERN = r"(human|(judge|combined|expected):[^\x00]+)"
 
 
 class SystemsEvaluationView(APIView):
@@ -21,7 +26,7 @@ class SystemsEvaluationView(APIView):
     @extend_schema(
         parameters=[
             OpenApiParameter("qrels", {"type": "array", "items": {
-                "type": "string", "pattern": r"^(human|(judge|combined|expected):[^\x00]+)$"}},
+                "type": "string", "pattern": f"^{QRELS_PATTERN}$"}},
                 description="qrels source (repeat; default: all)"),
             OpenApiParameter("measure", str, many=True, enum=list(MEASURES),
                              description="measure (repeat; default: all; judged@10 is always given)"),
@@ -32,7 +37,16 @@ class SystemsEvaluationView(APIView):
     def get(self, request: Request, slug: str) -> Response:
         project = project_for_user(user=request.user, slug=slug, need=READ_REPORTS)
         params = request.query_params
-        # A SystemsError is a 400, a judge the project lacks a 404 (labeling.api.exceptions).
+        # What the schema states is checked here (400); a judge the project lacks is a 404 (SystemsSourceNotFound).
+        refused = {}
+        bad = [key for key in params.getlist("qrels") if not re.fullmatch(QRELS_PATTERN, key)]
+        if bad:
+            refused["qrels"] = [f"'human', 'judge:NAME', 'combined:NAME' or 'expected:NAME', got {bad[0]!r}"]
+        unknown = [name for name in params.getlist("measure") if name not in MEASURES]
+        if unknown:
+            refused["measure"] = [f"unknown measure {unknown[0]!r}: one of {', '.join(MEASURES)}"]
+        if refused:
+            raise ValidationError(refused)
         report = systems_report(project=project, sources=params.getlist("qrels") or None,
                                 measures=params.getlist("measure") or None, group_by=params.get("group_by") or None)
         return Response(systems_report_json(report))

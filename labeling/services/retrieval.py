@@ -15,7 +15,7 @@ from django.db import transaction
 from django.db.models import OuterRef, Subquery
 from django.utils import timezone
 
-from labeling.exceptions import DomainError
+from labeling.exceptions import Conflict, DomainError
 from labeling.llm_adapter import JudgeConfigError, model_folder
 from labeling.models import MAX_ERROR_CHARS, Passage, Project, Query, RelevanceDefinition, RetrievalJob, Run, RunKind
 from labeling.services.embeddings import passage_embeddings
@@ -46,6 +46,10 @@ ENCODER_BATCH = 64
 
 class RetrievalError(DomainError):
     """A retrieval job that cannot be asked for as given, or whose own configuration cannot run (its reason)."""
+
+
+class RetrievalConflict(RetrievalError, Conflict):
+    """A run name the project has already (409 in the API)."""
 
 
 class _Cancelled(DomainError):
@@ -115,7 +119,7 @@ def retrieval_create(
     # The project's row serialises two requests for one name (two clicks, the page and the command line).
     Project.objects.select_for_update().only("id").get(id=project.id)
     if Run.objects.filter(project=project, name=name).exists():
-        raise RetrievalError(f"project {project.slug!r} has a run named {name!r} already")
+        raise RetrievalConflict(f"project {project.slug!r} has a run named {name!r} already")
     writing = RetrievalJob.objects.filter(project=project, name=name, finished_at__isnull=True).first()
     if writing is not None:
         raise RetrievalError(f"job {writing.id} is writing a run named {name!r} already")

@@ -11,7 +11,7 @@ from typing import BinaryIO
 from django.conf import settings
 from django.db import IntegrityError, transaction
 
-from labeling.exceptions import DomainError, TooLarge
+from labeling.exceptions import Conflict, DomainError, TooLarge
 from labeling.models import (
     FineTuneJob,
     Judge,
@@ -59,6 +59,10 @@ class TrainingSetError(DomainError):
     sample, a file that cannot be read, a set a fine-tuning job still uses."""
 
 
+class TrainingSetConflict(TrainingSetError, Conflict):
+    """Refused by the project's state (409 in the API): a name taken, no dense run to sample."""
+
+
 def _checked_name(project: Project, name: str) -> str:
     name = (name or "").strip()
     if not name:
@@ -66,7 +70,7 @@ def _checked_name(project: Project, name: str) -> str:
     if len(name) > MAX_NAME:
         raise TrainingSetError(f"the name is {len(name)} characters; at most {MAX_NAME}")
     if TrainingSet.objects.filter(project=project, name=name).exists():
-        raise TrainingSetError(f"project {project.slug!r} already has a training set {name!r}: choose another name")
+        raise TrainingSetConflict(f"project {project.slug!r} already has a training set {name!r}: choose another name")
     return name
 
 
@@ -88,7 +92,7 @@ def _stored(project: Project, **fields) -> TrainingSet:
             return TrainingSet.objects.create(project=project, **fields)
     except IntegrityError:
         # Another request took the name between the check and the insert.
-        raise TrainingSetError(f"project {project.slug!r} already has a training set {fields['name']!r}") from None
+        raise TrainingSetConflict(f"project {project.slug!r} already has a training set {fields['name']!r}") from None
 
 
 def _stored_group(group: str) -> str:
@@ -104,7 +108,7 @@ def default_run(project: Project) -> Run:
     """The run a training set samples when none is named: the project's newest dense run."""
     run = Run.objects.filter(project=project, kind=Run.Kind.DENSE).order_by("-created_at", "-id").first()
     if run is None:
-        raise TrainingSetError(
+        raise TrainingSetConflict(
             f"project {project.slug!r} has no dense run to sample: retrieve one first "
             "(manage.py retrieve --retriever dense), or name a run"
         )

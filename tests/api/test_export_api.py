@@ -74,20 +74,20 @@ def test_combined_takes_the_gold_grade_where_there_is_one(world):
             assert record["grade"] == (1 if judgment["p_calibrated"] >= 0.5 else 0)
 
 
-@pytest.mark.parametrize(("params", "message"), [
-    ({"format": "csv"}, "format must be one of trec, beir, jsonl, got 'csv'"),
-    ({"format": "json"}, "format must be one of trec, beir, jsonl, got 'json'"),
-    ({"source": "gold"}, "source must be 'human', 'judge:NAME' or 'combined:NAME', got 'gold'"),
-    ({"source": "judge:nobody"}, f"project '{SLUG}' has no judge 'nobody' (its judges: {RAW}, {CALIBRATED})"),
-    ({"source": f"judge:{RAW}", "threshold": "high"}, "threshold must be a number within [0, 1], got 'high'"),
-    ({"source": f"judge:{RAW}", "threshold": "-0.1"}, "threshold must be within [0, 1], got -0.1"),
-    ({"source": f"judge:{RAW}", "threshold": "nan"}, "threshold must be within [0, 1], got nan"),
-    ({"threshold": "0.5"}, "threshold applies to a judge source (judge:NAME or combined:NAME), not to human labels"),
+@pytest.mark.parametrize(("params", "status", "message"), [
+    ({"format": "csv"}, 400, "format: one of trec, beir, jsonl, got 'csv'"),
+    ({"format": "json"}, 400, "format: one of trec, beir, jsonl, got 'json'"),
+    ({"source": "gold"}, 400, "source: 'human', 'judge:NAME' or 'combined:NAME', got 'gold'"),
+    ({"source": "judge:nobody"}, 404, f"project '{SLUG}' has no judge 'nobody' (its judges: {RAW}, {CALIBRATED})"),
+    ({"source": f"judge:{RAW}", "threshold": "high"}, 400, "threshold: a number from 0 to 1, got 'high'"),
+    ({"source": f"judge:{RAW}", "threshold": "-0.1"}, 400, "threshold: a number from 0 to 1, got '-0.1'"),
+    ({"source": f"judge:{RAW}", "threshold": "nan"}, 400, "threshold: a number from 0 to 1, got 'nan'"),
 ])
-def test_a_wrong_parameter_is_a_400_saying_what_is_wrong(world, params, message):
+def test_a_wrong_parameter_is_refused_saying_what_is_wrong(world, params, status, message):
+    # 400: the value breaks the schema; 404: it names a judge the project lacks.
     _, _, users = world
     response = curl(users[Membership.Role.ADMIN]).get(URL, params)
-    assert response.status_code == 400
+    assert response.status_code == status
     assert response["Content-Type"] == "application/json"
     assert message in response.json()["message"]
 
@@ -103,3 +103,11 @@ def test_an_expert_gets_403_on_the_qrels_in_every_format(world):
 def test_without_a_token_nothing_is_exported(world):
     assert Client().get(URL).status_code in {401, 403}
     assert Client(headers={"Authorization": "Token not-a-token"}).get(URL).status_code in {401, 403}
+
+
+def test_a_threshold_with_the_human_grades_is_ignored(world):
+    _, _, users = world
+    api = curl(users[Membership.Role.ADMIN])
+    plain, with_threshold = api.get(URL), api.get(URL, {"threshold": "0.9"})
+    assert plain.status_code == with_threshold.status_code == 200
+    assert b"".join(plain.streaming_content) == b"".join(with_threshold.streaming_content) != b""

@@ -95,7 +95,7 @@ def test_an_admin_starts_a_retriever_and_members_list_the_jobs(world, django_cap
     refused = api.post(url(world, "retrieval-list"), {"retriever": "dense", "name": "d", "k1": 1.2}, format="json")
     assert refused.status_code == 422 and "k1 and b are BM25's" in refused.json()["message"]
     taken = api.post(url(world, "retrieval-list"), {"retriever": "bm25", "name": "run-a"}, format="json")
-    assert taken.status_code == 400 and "has a run named 'run-a' already" in taken.json()["message"]
+    assert taken.status_code == 409 and "has a run named 'run-a' already" in taken.json()["message"]
     assert api.post(url(world, "retrieval-list"), {"retriever": "tfidf", "name": "t"}, format="json").json()["errors"] == {
         "retriever": ['"tfidf" is not a valid choice.']}
 

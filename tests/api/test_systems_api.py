@@ -67,12 +67,13 @@ def test_an_expert_is_refused_and_an_outsider_finds_no_project(built):
     assert APIClient().get(_url(built)).status_code == 401
 
 
-@pytest.mark.parametrize(("params", "message"), [
-    ({"qrels": "judge:nobody"}, "no judge 'nobody'"),
-    ({"qrels": "gold"}, "qrels source must be"),
-    ({"measure": "MRR"}, "unknown measure 'MRR'"),
+@pytest.mark.parametrize(("params", "status", "message"), [
+    ({"qrels": "judge:nobody"}, 404, "no judge 'nobody'"),
+    ({"qrels": "gold"}, 400, "qrels: 'human', 'judge:NAME'"),
+    ({"measure": "MRR"}, 400, "unknown measure 'MRR'"),
 ])
-def test_a_source_or_measure_the_project_lacks_is_a_400_naming_it(built, params, message):
+def test_a_source_or_measure_the_project_lacks_is_refused_naming_it(built, params, status, message):
+    # 400: not a source or measure the schema allows; 404: a judge the project lacks.
     response = _client(built, Membership.Role.VIEWER).get(_url(built), params)
-    assert response.status_code == 400
+    assert response.status_code == status
     assert message in response.json()["message"]
