@@ -36,6 +36,23 @@ from labeling.services.labels import (
 )
 
 
+class ItemQuerySerializer(serializers.Serializer):
+    external_id = StrictCharField()
+    text = StrictCharField()
+
+
+class ItemPassageSerializer(serializers.Serializer):
+    external_id = StrictCharField()
+    title = StrictCharField()
+    text = StrictCharField()
+
+
+class ItemDefinitionSerializer(serializers.Serializer):
+    id = StrictIntegerField()
+    version = StrictIntegerField()
+    text = StrictCharField()
+
+
 class ItemSerializer(serializers.Serializer):
     """A leased item: what the expert reads, and the lease."""
 
@@ -43,24 +60,13 @@ class ItemSerializer(serializers.Serializer):
     queue = StrictCharField()
     validation_sample = serializers.SerializerMethodField()
     lease_expires_at = serializers.DateTimeField(source="lease.expires_at")
-    query = serializers.SerializerMethodField()
-    passage = serializers.SerializerMethodField()
-    definition = serializers.SerializerMethodField()
+    query = ItemQuerySerializer(source="pair.query")
+    passage = ItemPassageSerializer(source="pair.passage")
+    definition = ItemDefinitionSerializer(allow_null=True, help_text="the query's current relevance definition, "
+                                          "null when it has none")
 
     def get_validation_sample(self, claim: Claim) -> bool:
         return claim.queue == "random"
-
-    def get_query(self, claim: Claim) -> dict:
-        return {"external_id": claim.pair.query.external_id, "text": claim.pair.query.text}
-
-    def get_passage(self, claim: Claim) -> dict:
-        passage = claim.pair.passage
-        return {"external_id": passage.external_id, "title": passage.title, "text": passage.text}
-
-    def get_definition(self, claim: Claim) -> dict | None:
-        if claim.definition is None:
-            return None
-        return {"id": claim.definition.id, "version": claim.definition.version, "text": claim.definition.text}
 
 
 class LabelInSerializer(serializers.Serializer):
