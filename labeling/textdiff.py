@@ -129,17 +129,18 @@ def _merged(pieces: list[DiffPiece]) -> tuple[DiffPiece, ...]:
     return tuple(piece for piece in out if piece.text)
 
 
-def text_diff(old: str | None, new: str) -> TextDiff:
+def text_diff(old: str | None, new: str, *, context_lines: int | None = DIFF_CONTEXT_LINES) -> TextDiff:
     """The changes from `old` (None: nothing before, all of `new` inserted) to `new`: lines are matched first,
-    then changed lines sentence by sentence and word by word. Unchanged lines further than DIFF_CONTEXT_LINES
-    from a change are left out and counted."""
+    then changed lines sentence by sentence and word by word. Unchanged lines further than `context_lines` from
+    a change are left out and counted; None keeps every line (the whole text, its changes marked)."""
     old_lines = old.splitlines(keepends=True) if old is not None else []
     new_lines = new.splitlines(keepends=True)
     keys = ([line.rstrip() for line in old_lines], [line.rstrip() for line in new_lines])
     matcher = SequenceMatcher(None, *keys, autojunk=False)
     blocks: list[DiffBlock] = []
     shown_to = 0  # index in old_lines after the last block shown
-    for group in matcher.get_grouped_opcodes(DIFF_CONTEXT_LINES):
+    keep = context_lines if context_lines is not None else max(len(old_lines), len(new_lines))
+    for group in matcher.get_grouped_opcodes(keep):
         if group[0][1] > shown_to:
             blocks.append(DiffBlock(skipped_lines=group[0][1] - shown_to))
         blocks.append(DiffBlock(pieces=_merged(_opcode_pieces(old_lines, new_lines, group, _sentence_pieces))))

@@ -29,6 +29,7 @@ urlpatterns = [
     path("projects/<slug:slug>/annotate/submit/", workspace.workspace_submit, name="workspace_submit"),
     path("projects/<slug:slug>/annotate/skip/", workspace.workspace_skip, name="workspace_skip"),
     path("projects/<slug:slug>/annotate/undo/", workspace.workspace_undo, name="workspace_undo"),
+    path("projects/<slug:slug>/annotate/summary/", workspace.workspace_summary, name="workspace_summary"),
     path("projects/<slug:slug>/adjudication/", adjudication.adjudication_page, name="adjudication"),
     path(
         "projects/<slug:slug>/adjudication/<id:pair_id>/", adjudication.adjudication_set_view, name="adjudication_set"

@@ -15,10 +15,11 @@ needs_chromium = pytest.mark.skipif(
 )
 
 
-def log_in(browser, live_server, username: str, *, init_script: str | None = None):
+def log_in(browser, live_server, username: str, *, init_script: str | None = None,
+           viewport: dict | None = None):
     """A new page logged in as `username` (password factories.PASSWORD) and the list that collects its script
-    errors and console errors."""
-    page = browser.new_page()
+    errors and console errors; `viewport` {"width", "height"} sets the window (playwright's default otherwise)."""
+    page = browser.new_page(**({"viewport": viewport} if viewport else {}))
     errors: list[str] = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))
     page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)

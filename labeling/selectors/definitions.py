@@ -7,6 +7,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import Count, Exists, IntegerField, OuterRef, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 
@@ -30,6 +31,29 @@ class DefinitionVersion:
 def definition_diff(*, older: RelevanceDefinition | None, newer: RelevanceDefinition) -> TextDiff:
     """The changes from `older` (None: the first version, all of it inserted) to `newer` (labeling.textdiff)."""
     return text_diff(older.text if older is not None else None, newer.text)
+
+
+@dataclass(frozen=True)
+class DefinitionNews:
+    """What changed in a query's definition since the version an expert last labelled under."""
+
+    since_version: int
+    diff: TextDiff
+
+
+def definition_news(*, annotator: AbstractBaseUser, definition: RelevanceDefinition) -> DefinitionNews | None:
+    """The changes an expert has not yet labelled under: the version of their latest label on the query's pairs
+    against `definition`, the whole text with its changed words marked. None once they have labelled an item
+    under `definition`, or when they never labelled under an earlier version (nothing they knew changed)."""
+    labels = Label.objects.filter(annotator=annotator, pair__query_id=definition.query_id, definition__isnull=False)
+    if labels.filter(definition=definition).exists():
+        return None
+    known = (labels.filter(definition__version__lt=definition.version).select_related("definition")
+             .order_by("-definition__version").first())
+    if known is None:
+        return None
+    return DefinitionNews(since_version=known.definition.version,
+                          diff=text_diff(known.definition.text, definition.text, context_lines=None))
 
 
 def current_definition(*, query: Query | int) -> RelevanceDefinition | None:

@@ -74,3 +74,17 @@ def labels_visible_to(*, project: Project, user: AbstractBaseUser, role: str | N
     if item_disclosure(project=project, role=role, labelled=True).others_labels:
         return labels
     return labels.filter(annotator=user)
+
+
+# Below this many items labelled by another expert too, a count of agreements would tell an expert the other's
+# grade on a given item, which blind first hides; from it on, the count is an aggregate.
+AGREEMENT_MIN_ITEMS = 3
+
+
+def agreement_shown(*, project: Project, role: str | None, overlap_items: int) -> bool:
+    """Whether a member is shown how many of the items they just labelled other experts graded alike: a count
+    over items already labelled, which cannot steer a label. Experts see it only from AGREEMENT_MIN_ITEMS
+    overlapping items on; members who may see others' labels always."""
+    if item_disclosure(project=project, role=role, labelled=True).others_labels:
+        return True
+    return overlap_items >= AGREEMENT_MIN_ITEMS

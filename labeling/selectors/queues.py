@@ -248,9 +248,11 @@ def strategy_order(*, project: Project, annotator: AbstractBaseUser) -> list[str
     return sorted(shares, key=lambda name: (-deficit[name], -shares[name], name))
 
 
-def queue_progress(*, project: Project, annotator: AbstractBaseUser, now: datetime) -> QueueProgress:
+def queue_progress(*, project: Project, annotator: AbstractBaseUser, now: datetime,
+                   shown: int | None = None) -> QueueProgress:
     """Labels the expert gave in the project today (local time, undone ones not counted) and the items still
-    open to them (counted up to LEFT_COUNT_CAP)."""
+    open to them (counted up to LEFT_COUNT_CAP): those they may be handed and those leased to them but not
+    labelled (the workspace prefetches one), except `shown`, the item on their screen."""
     midnight = timezone.make_aware(datetime.combine(timezone.localtime(now).date(), time.min))
     # Current labels only: an undone label is withdrawn, and a changed one counts once.
     done_today = Label.objects.filter(
@@ -258,5 +260,7 @@ def queue_progress(*, project: Project, annotator: AbstractBaseUser, now: dateti
         created_at__gte=midnight,
     ).count()
     open_ids = eligible_pairs(project=project, annotator=annotator, now=now).values("id")[: LEFT_COUNT_CAP + 1]
-    left = Pair.objects.filter(id__in=open_ids).count()
+    held_ids = (Lease.objects.filter(annotator=annotator, pair__project=project, skipped=False, expires_at__gt=now)
+                .exclude(pair_id=shown).values("pair_id"))
+    left = Pair.objects.filter(Q(id__in=open_ids) | Q(id__in=held_ids)).count()
     return QueueProgress(done_today=done_today, left=min(left, LEFT_COUNT_CAP), left_capped=left > LEFT_COUNT_CAP)

@@ -61,11 +61,17 @@ def _claim_for(lease: Lease) -> Claim:
     return Claim(lease=lease, pair=pair, definition=current_definition(query=pair.query_id))
 
 
-def _held_lease(*, project: Project, annotator: AbstractBaseUser, strategy: str | None, now: datetime) -> Lease | None:
+def _held(*, project: Project, annotator: AbstractBaseUser, strategy: str | None, now: datetime) -> QuerySet[Lease]:
+    """The expert's unexpired, unskipped leases in the project (of one queue when `strategy` is given), oldest
+    claim first."""
     held = Lease.objects.filter(annotator=annotator, pair__project=project, skipped=False, expires_at__gt=now)
     if strategy is not None:
         held = held.filter(queue=strategy)
-    return held.order_by("claimed_at", "id").first()
+    return held.order_by("claimed_at", "id")
+
+
+def _held_lease(*, project: Project, annotator: AbstractBaseUser, strategy: str | None, now: datetime) -> Lease | None:
+    return _held(project=project, annotator=annotator, strategy=strategy, now=now).first()
 
 
 def _try_claim(*, project: Project, annotator: AbstractBaseUser, strategy: str, pair_id: int,
@@ -86,17 +92,14 @@ def _try_claim(*, project: Project, annotator: AbstractBaseUser, strategy: str, 
         return lease
 
 
-def queue_next_for_annotator(*, project: Project, annotator: AbstractBaseUser, strategy: str | None = None,
-                             now: datetime | None = None) -> Claim | None:
-    """The item the expert should label next, leased to them: an unexpired lease they already hold (a reload,
-    an undo) first, else the first claimable candidate of the asked strategy, or of the project's mix in the
-    order of the strategies furthest below their share. None when every queue is empty for them."""
-    now = now or timezone.now()
+def _strategy_check(strategy: str | None) -> None:
     if strategy is not None and strategy not in QUEUE_STRATEGIES:
         raise LabelError(f"unknown strategy {strategy!r}; one of {', '.join(QUEUE_STRATEGIES)}")
-    held = _held_lease(project=project, annotator=annotator, strategy=strategy, now=now)
-    if held is not None:
-        return _claim_for(held)
+
+
+def _claim_new(*, project: Project, annotator: AbstractBaseUser, strategy: str | None, now: datetime) -> Claim | None:
+    """Lease one more item: the first claimable candidate of the asked strategy, or of the project's mix in the
+    order of the strategies furthest below their share. An item the expert already holds is not eligible."""
     strategies = [strategy] if strategy is not None else strategy_order(project=project, annotator=annotator)
     for name in strategies:
         eligible = eligible_pairs(project=project, annotator=annotator, now=now, for_review=name == "conflict")
@@ -115,6 +118,43 @@ def queue_next_for_annotator(*, project: Project, annotator: AbstractBaseUser, s
                 if lease is not None:
                     return _claim_for(lease)
     return None
+
+
+def queue_next_for_annotator(*, project: Project, annotator: AbstractBaseUser, strategy: str | None = None,
+                             now: datetime | None = None) -> Claim | None:
+    """The item the expert should label next, leased to them: an unexpired lease they already hold (a reload,
+    an undo) first, else the first claimable candidate of the asked strategy, or of the project's mix in the
+    order of the strategies furthest below their share. None when every queue is empty for them."""
+    now = now or timezone.now()
+    _strategy_check(strategy)
+    held = _held_lease(project=project, annotator=annotator, strategy=strategy, now=now)
+    if held is not None:
+        return _claim_for(held)
+    return _claim_new(project=project, annotator=annotator, strategy=strategy, now=now)
+
+
+def queue_prefetch_for_annotator(*, project: Project, annotator: AbstractBaseUser, shown: int,
+                                 strategy: str | None = None, now: datetime | None = None) -> Claim | None:
+    """The item after `shown` (the pair on the expert's screen), leased now so that the workspace can show it
+    the moment the expert labels `shown`: the next lease they hold besides `shown` (a reload keeps the same
+    next item), else one more claimed. At most two items are held this way. None when the queues are empty."""
+    now = now or timezone.now()
+    _strategy_check(strategy)
+    other = _held(project=project, annotator=annotator, strategy=strategy, now=now).exclude(pair_id=shown).first()
+    if other is not None:
+        return _claim_for(other)
+    return _claim_new(project=project, annotator=annotator, strategy=strategy, now=now)
+
+
+@transaction.atomic
+def lease_restart(*, project: Project, annotator: AbstractBaseUser, pair_id: int,
+                  now: datetime | None = None) -> bool:
+    """The expert now looks at `pair_id`, which was leased to them ahead of time (prefetched): its lease runs
+    from now, so the time spent on it and its expiry count from when they saw it. False when they no longer
+    hold it (it expired and went to someone else, or was never theirs): the screen must be refreshed."""
+    now = now or timezone.now()
+    shown = _held(project=project, annotator=annotator, strategy=None, now=now).filter(pair_id=pair_id)
+    return bool(shown.update(claimed_at=now, expires_at=now + timedelta(minutes=project.lease_minutes)))
 
 
 def _time_spent_check(seconds: float | None) -> None:

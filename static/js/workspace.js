@@ -1,8 +1,23 @@
-// Keyboard for the annotation workspace: digits pick a grade, s skips, u undoes the last label, ? toggles the
-// help. Keys typed into the note (or any text field) are left alone. The buttons do the work, so the page works
-// the same with the mouse and without this script.
+// The annotation workspace. Keys: digits pick a grade, s skips, u undoes the last label, d opens or folds the
+// relevance definition, n goes to the note, f finishes the session, ? toggles the help. Keys typed into a text
+// field are left alone. The buttons and links do the work, so the page works the same with the mouse, and
+// without this script (plain forms).
+//
+// No wait between items: the page carries the next item, already leased to the expert, in <template
+// id="ws-next">. A grade shows that item at once and posts the label in the background, naming the item now
+// shown (X-Workspace-Shown); the answer brings the item after it ("advance"), or the whole workspace when
+// something went wrong (a refused label, an item lost meanwhile), which then replaces the page's.
 (function () {
   "use strict";
+
+  const DEFINITION_KEY = "annotator:definition-open:";
+  // Each action waits for the one before it: a grade pressed while a label is on its way waits for the item
+  // that the answer brings.
+  let chain = Promise.resolve();
+
+  function enqueue(action) {
+    chain = chain.then(action).catch(function () { /* reported by the action */ });
+  }
 
   function typing(target) {
     if (!target) return false;
@@ -11,6 +26,142 @@
     if (tag === "TEXTAREA" || tag === "SELECT") return true;
     return tag === "INPUT" && !["checkbox", "radio", "button", "submit"].includes(target.type);
   }
+
+  function byId(id) {
+    return document.getElementById(id);
+  }
+
+  function current(selector) {
+    const box = byId("ws-current");
+    return box ? box.querySelector(selector) : null;
+  }
+
+  // The definition beside the passage shows its first lines, or all of it; the choice is kept per question.
+  function definitionSet(aside, open) {
+    aside.classList.toggle("collapsed", !open);
+    const toggle = aside.querySelector(".ws-definition-toggle");
+    if (toggle) toggle.setAttribute("aria-expanded", open ? "true" : "false");
+  }
+
+  function definitionRestore() {
+    const grid = current(".ws-grid");
+    const aside = current(".ws-definition");
+    if (!grid || !aside || aside.querySelector(".ws-news")) return; // changes are shown whole, the first time
+    let open = null;
+    try {
+      open = window.localStorage.getItem(DEFINITION_KEY + grid.dataset.query);
+    } catch (error) {
+      open = null; // storage refused (private mode): folded by default
+    }
+    definitionSet(aside, open === "1");
+  }
+
+  function definitionToggle(aside) {
+    const open = aside.classList.contains("collapsed");
+    definitionSet(aside, open);
+    const grid = aside.closest(".ws-grid");
+    try {
+      if (grid) window.localStorage.setItem(DEFINITION_KEY + grid.dataset.query, open ? "1" : "0");
+    } catch (error) {
+      // not remembered, still toggled
+    }
+  }
+
+  function settled() {
+    definitionRestore();
+    const passage = current(".ws-passage");
+    if (passage && (!document.activeElement || document.activeElement === document.body)) {
+      passage.focus({ preventScroll: true });
+    }
+  }
+
+  function csrf(form) {
+    const input = form.querySelector("input[name=csrfmiddlewaretoken]");
+    return input ? input.value : "";
+  }
+
+  function replaceWorkspace(html) {
+    const fresh = new DOMParser().parseFromString(html, "text/html").getElementById("workspace");
+    const old = byId("workspace");
+    if (!fresh || !old) {
+      window.location.reload();
+      return;
+    }
+    old.replaceWith(fresh);
+    if (window.htmx) window.htmx.process(fresh);
+    settled();
+  }
+
+  function replaceParts(html) {
+    const doc = new DOMParser().parseFromString(html, "text/html");
+    ["ws-progress", "ws-messages", "ws-next"].forEach(function (id) {
+      const fresh = doc.getElementById(id);
+      const old = byId(id);
+      if (fresh && old) old.replaceWith(fresh);
+    });
+  }
+
+  // Show the prefetched item and post the label of the one it replaces; false when there is nothing
+  // prefetched (the form then posts as usual, and the answer is the whole workspace).
+  function advance(form, grade) {
+    const next = byId("ws-next");
+    const box = byId("ws-current");
+    const item = next && next.content.firstElementChild;
+    if (!box || !item) return false;
+    const data = new FormData(form);
+    data.set("grade", grade);
+    const shown = item.dataset.pair;
+    box.replaceChildren(document.importNode(next.content, true));
+    next.replaceChildren();
+    if (window.htmx) window.htmx.process(box);
+    document.activeElement && document.activeElement.blur && document.activeElement.blur();
+    settled();
+    return fetch(form.action, {
+      method: "POST",
+      body: data,
+      credentials: "same-origin",
+      headers: { "X-CSRFToken": csrf(form), "X-Workspace-Shown": shown, "HX-Request": "true" },
+    }).then(function (response) {
+      return response.text().then(function (html) {
+        if (response.headers.get("X-Workspace") === "advance") {
+          replaceParts(html);
+        } else {
+          replaceWorkspace(html);
+        }
+      });
+    }, function () {
+      // Not sent (the network): reload, which shows the item the label was for again, still leased.
+      window.location.reload();
+    });
+  }
+
+  // A grade button, clicked or pressed by key: the prefetched item comes at once.
+  document.addEventListener("submit", function (event) {
+    const form = event.target;
+    if (!form || form.id !== "label-form" || !byId("ws-current") || !byId("ws-current").contains(form)) return;
+    const button = event.submitter;
+    if (!button || button.name !== "grade") return;
+    const next = byId("ws-next");
+    if (!next || !next.content.firstElementChild) return; // nothing prefetched: htmx posts it
+    event.preventDefault();
+    event.stopImmediatePropagation();
+    const grade = button.value;
+    enqueue(function () {
+      // The item may have changed while an earlier label was on its way: label what is shown now.
+      const shownForm = current("#label-form");
+      if (!shownForm) return undefined;
+      const sent = advance(shownForm, grade);
+      if (sent === false) {
+        const again = shownForm.querySelector('button[name="grade"][value="' + grade + '"]');
+        if (again) {
+          if (window.htmx) window.htmx.process(shownForm);
+          again.click();
+        }
+        return undefined;
+      }
+      return sent;
+    });
+  }, true);
 
   function click(selector) {
     const element = document.querySelector(selector);
@@ -24,23 +175,49 @@
     return false;
   }
 
+  document.addEventListener("click", function (event) {
+    const toggle = event.target.closest && event.target.closest(".ws-definition-toggle");
+    if (toggle) definitionToggle(toggle.closest(".ws-definition"));
+  });
+
   document.addEventListener("keydown", function (event) {
-    if (!document.getElementById("workspace") || typing(event.target)) return;
-    if (event.ctrlKey || event.metaKey || event.altKey) return;
-    let handled = false;
-    if (/^[0-9]$/.test(event.key)) {
-      handled = click('#label-form button[name="grade"][value="' + event.key + '"]');
-    } else if (event.key === "s") {
-      handled = click("#skip-button");
-    } else if (event.key === "u") {
-      handled = click("#undo-button");
-    } else if (event.key === "?") {
-      const help = document.getElementById("shortcut-help");
-      if (help) {
-        help.hidden = !help.hidden;
-        handled = true;
-      }
+    if (!byId("workspace")) return;
+    if (event.key === "Escape" && typing(event.target)) {
+      event.target.blur();
+      return;
+    }
+    if (typing(event.target) || event.ctrlKey || event.metaKey || event.altKey) return;
+    let handled = true;
+    const key = event.key;
+    if (/^[0-9]$/.test(key)) {
+      handled = Boolean(document.querySelector('#label-form button[name="grade"][value="' + key + '"]'));
+      if (handled) enqueue(function () { click('#ws-current #label-form button[name="grade"][value="' + key + '"]'); });
+    } else if (key === "s") {
+      enqueue(function () { click("#ws-current #skip-button"); });
+    } else if (key === "u") {
+      enqueue(function () { click("#undo-button"); });
+    } else if (key === "f") {
+      enqueue(function () { click("#finish-link"); });
+    } else if (key === "d") {
+      const aside = current(".ws-definition");
+      if (aside) definitionToggle(aside);
+    } else if (key === "n") {
+      const note = current("input[name=note]");
+      if (note) note.focus();
+    } else if (key === "?") {
+      const help = byId("shortcut-help");
+      if (help) help.hidden = !help.hidden;
+    } else {
+      handled = false;
     }
     if (handled) event.preventDefault();
   });
+
+  // htmx swaps (skip, undo, a label posted without a prefetched item) bring a new workspace.
+  document.addEventListener("htmx:afterSettle", settled);
+  if (document.readyState === "loading") {
+    document.addEventListener("DOMContentLoaded", settled);
+  } else {
+    settled();
+  }
 })();
