@@ -29,20 +29,21 @@ def _inside(box: dict | None) -> bool:
         and box["y"] + box["height"] <= SCREEN["height"]
 
 
-def _sample_project() -> Project:
+def _expert_on_the_sample(browser, live_server):
+    """The sample project (sequential queue), an expert of it, and their browser page on its workspace."""
     bundle_import(path=SAMPLE, project_slug="climretrieve")
     project = Project.objects.get(slug="climretrieve")
     project.queue_mix = {"sequential": 100}
     project.save()
-    return project
-
-
-def test_an_expert_labels_twenty_sample_items_by_keyboard_with_each_passage_on_screen(browser, live_server):
-    project = _sample_project()
     expert = UserFactory(username="erin")
     MembershipFactory(project=project, user=expert, role="expert")
     page, errors = log_in(browser, live_server, "erin", viewport=SCREEN)
     page.goto(f"{live_server.url}/projects/{project.slug}/annotate/")
+    return expert, page, errors
+
+
+def test_an_expert_labels_twenty_sample_items_by_keyboard_with_each_passage_on_screen(browser, live_server):
+    expert, page, errors = _expert_on_the_sample(browser, live_server)
     grades = [str(i % 4) for i in range(ITEMS)]
     shown, waits, longest = [], [], 0
     for i, key in enumerate(grades):
@@ -95,11 +96,7 @@ def test_an_expert_labels_twenty_sample_items_by_keyboard_with_each_passage_on_s
 def test_the_workspace_passes_an_axe_audit_and_the_definition_folds_by_key(browser, live_server):
     from axe_playwright_python.sync_playwright import Axe
 
-    project = _sample_project()
-    expert = UserFactory(username="erin")
-    MembershipFactory(project=project, user=expert, role="expert")
-    page, errors = log_in(browser, live_server, "erin", viewport=SCREEN)
-    page.goto(f"{live_server.url}/projects/{project.slug}/annotate/")
+    _, page, errors = _expert_on_the_sample(browser, live_server)
     aside = page.locator("#ws-current .ws-definition")
     assert "collapsed" in aside.get_attribute("class")
     page.keyboard.press("d")

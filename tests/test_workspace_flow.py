@@ -8,14 +8,12 @@ import statistics
 from datetime import timedelta
 
 import pytest
-from django.urls import reverse
 from django.utils import timezone
 
 from labeling.models import Label, Lease
 from labeling.selectors.queues import queue_progress
 from labeling.services.labels import label_submit, lease_restart, queue_next_for_annotator, queue_prefetch_for_annotator
 from tests.factories import (
-    PASSWORD,
     MembershipFactory,
     PairFactory,
     PassageFactory,
@@ -24,6 +22,7 @@ from tests.factories import (
     RelevanceDefinitionFactory,
     UserFactory,
 )
+from tests.workspace_fixtures import login_member, workspace_url
 
 pytestmark = pytest.mark.django_db
 
@@ -39,15 +38,7 @@ def project():
     return project
 
 
-def _login(client, project, role="expert", name="alice"):
-    user = UserFactory(username=name)
-    MembershipFactory(project=project, user=user, role=role)
-    client.login(username=name, password=PASSWORD)
-    return user
-
-
-def _url(project, name="workspace"):
-    return reverse(f"labeling:{name}", kwargs={"slug": project.slug})
+_login, _url = login_member, workspace_url
 
 
 def _parts(html: str) -> tuple[dict, dict]:
@@ -129,11 +120,11 @@ def test_a_shown_item_lost_meanwhile_or_a_refused_label_brings_the_whole_workspa
 
 
 def test_changed_definition_words_are_marked_until_the_expert_labels_under_the_new_version(client, project):
-    alice = _login(client, project)
+    _login(client, project)
     query = project.queries.get()
     html = client.get(_url(project)).content.decode()
     assert 'data-testid="definition-news"' not in html  # never labelled under an earlier version
-    shown, upcoming = _parts(html)
+    shown, _ = _parts(html)
     client.post(_url(project, "workspace_submit"), {**shown, "grade": "1"})
     RelevanceDefinitionFactory(query=query, version=2,
                                text="Targets for cutting greenhouse gas emissions.\nWith a year and a baseline.")

@@ -4,14 +4,12 @@ from __future__ import annotations
 import re
 
 import pytest
-from django.urls import reverse
 
 from labeling.models import Label, Lease
 from tests.factories import (
     PASSWORD,
     JudgeFactory,
     JudgmentFactory,
-    MembershipFactory,
     PairFactory,
     PassageFactory,
     ProjectFactory,
@@ -19,6 +17,7 @@ from tests.factories import (
     RelevanceDefinitionFactory,
     UserFactory,
 )
+from tests.workspace_fixtures import login_member, workspace_url
 
 pytestmark = pytest.mark.django_db
 
@@ -34,15 +33,7 @@ def project():
     return project
 
 
-def _login(client, project, role="expert", name="alice"):
-    user = UserFactory(username=name)
-    MembershipFactory(project=project, user=user, role=role)
-    client.login(username=name, password=PASSWORD)
-    return user
-
-
-def _url(project, name="workspace"):
-    return reverse(f"labeling:{name}", kwargs={"slug": project.slug})
+_login, _url = login_member, workspace_url
 
 
 def _form_fields(html: str) -> dict:
