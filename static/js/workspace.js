@@ -195,9 +195,9 @@
     } else if (key === "s") {
       enqueue(function () { click("#ws-current #skip-button"); });
     } else if (key === "u") {
-      enqueue(function () { click("#undo-button"); });
+      enqueue(function () { click("#workspace #undo-button"); });
     } else if (key === "f") {
-      enqueue(function () { click("#finish-link"); });
+      enqueue(function () { click("#workspace #finish-link"); });
     } else if (key === "d") {
       const aside = current(".ws-definition");
       if (aside) definitionToggle(aside);
