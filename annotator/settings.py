@@ -244,6 +244,21 @@ AXES_VERBOSE = False
 AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
 AXES_LOCKOUT_CALLABLE = "labeling.login_throttle.lockout_page"
 AXES_CLIENT_IP_CALLABLE = "labeling.login_throttle.client_address"
+
+# Invitations (a project admin brings an expert in by a one-time link): how long a link stays valid. The link
+# is shown once to the admin; it is also e-mailed when EMAIL_BACKEND names a backend (with EMAIL_HOST, EMAIL_PORT,
+# EMAIL_HOST_USER, EMAIL_HOST_PASSWORD, EMAIL_USE_TLS for SMTP); empty: no e-mail is sent.
+INVITATION_DAYS = env_int("INVITATION_DAYS", 7)
+if INVITATION_DAYS < 1:
+    raise ImproperlyConfigured(f"INVITATION_DAYS={INVITATION_DAYS} must be at least 1")
+INVITATION_EMAIL = bool(env_str("EMAIL_BACKEND"))
+EMAIL_BACKEND = env_str("EMAIL_BACKEND") or "django.core.mail.backends.locmem.EmailBackend"
+EMAIL_HOST = env_str("EMAIL_HOST", "localhost")
+EMAIL_PORT = env_int("EMAIL_PORT", 25)
+EMAIL_HOST_USER = env_str("EMAIL_HOST_USER")
+EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "annotator@localhost")
 # Behind a reverse proxy every connection comes from the proxy, which would lock everybody out together: name
 # the header it puts the client's address in (X-Forwarded-For, X-Real-IP); its last address is used, the one the
 # proxy added. Empty: the connection's address (REMOTE_ADDR). Only when the proxy is the only way in.

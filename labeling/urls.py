@@ -36,6 +36,12 @@ urlpatterns = [
     ),
     path("projects/<slug:slug>/members/", members.members_page, name="members"),
     path("projects/<slug:slug>/members/<id:user_id>/remove/", members.member_remove_view, name="member_remove"),
+    path("projects/<slug:slug>/members/invitations/", members.invitation_create_view, name="invitation_create"),
+    path(
+        "projects/<slug:slug>/members/invitations/<id:invitation_id>/revoke/", members.invitation_revoke_view,
+        name="invitation_revoke",
+    ),
+    path("invite/<str:token>/", members.invitation_accept_view, name="invitation_accept"),
     path("projects/<slug:slug>/settings/", settings.queue_settings_page, name="settings"),
     path("projects/<slug:slug>/validation/", validation.validation_dashboard, name="validation"),
     path("projects/<slug:slug>/validation/refresh/", validation.validation_refresh, name="validation_refresh"),

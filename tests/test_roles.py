@@ -14,7 +14,7 @@ from tests.url_matrix import ADMIN, ANONYMOUS, EXPERT, OUTSIDER, ROLES, VIEWER, 
 pytestmark = pytest.mark.django_db
 
 # Who may use an endpoint, from the most open to the most closed.
-PUBLIC = "public"  # anyone, logged in or not: the API's token login
+PUBLIC = "public"  # anyone, logged in or not: the API's token login, an invitation link
 LOGGED_IN = "logged-in"  # any logged-in user; no project in the URL
 MEMBER = "member"  # viewers, experts and admins of the project
 ANNOTATOR = "annotator"  # experts and admins: the annotation workspace and the label/queue API
@@ -43,10 +43,15 @@ MATRIX: dict[str, dict[str, str]] = {
     "labeling:workspace_submit": {"POST": ANNOTATOR},
     "labeling:workspace_skip": {"POST": ANNOTATOR},
     "labeling:workspace_undo": {"POST": ANNOTATOR},
+    "labeling:workspace_summary": {"GET": ANNOTATOR, "POST": ANNOTATOR},
     "labeling:adjudication": {"GET": ADMIN_ONLY},
     "labeling:adjudication_set": {"POST": ADMIN_ONLY},
     "labeling:members": {"GET": ADMIN_ONLY, "POST": ADMIN_ONLY},
     "labeling:member_remove": {"POST": ADMIN_ONLY},
+    "labeling:invitation_create": {"POST": ADMIN_ONLY},
+    "labeling:invitation_revoke": {"POST": ADMIN_ONLY},
+    # The invitation link's own page: whoever holds the link (an empty form is refused, 400).
+    "labeling:invitation_accept": {"GET": PUBLIC, "POST": PUBLIC},
     "labeling:settings": {"GET": ADMIN_ONLY, "POST": ADMIN_ONLY},
     "labeling:validation": {"GET": READER},
     # The qrels are the gold grades and judges' P of items experts have not labelled (blind first).

@@ -14,6 +14,7 @@ from labeling.models import (
     AuditJob,
     BundleImportJob,
     FineTuneJob,
+    Invitation,
     Judge,
     Membership,
     Pair,
@@ -26,6 +27,7 @@ from labeling.models import (
     TrainingExample,
     TrainingSet,
 )
+from labeling.services.invitations import invitation_create
 from labeling.services.validation import validation_result_ensure
 from tests.factories import (
     JudgeFactory,
@@ -93,6 +95,8 @@ class World:
     bundle_job: BundleImportJob  # failed, with a problem naming its file and line
     audit: AuditJob  # a running perturbation audit of the judge
     member: object  # an expert other than the role users: the one a member removal targets
+    invitation: Invitation  # open: its link's token is `invitation_token`
+    invitation_token: str
     users: dict[str, object] = field(default_factory=dict)
 
     def kwargs(self, route: Route) -> dict[str, object]:
@@ -110,6 +114,8 @@ class World:
             "finetune_job_id": self.finetune_job.id,
             "bundle_job_id": self.bundle_job.id,
             "audit_id": self.audit.id,
+            "invitation_id": self.invitation.id,
+            "token": self.invitation_token,
         }
         missing = set(route.pattern.pattern.converters) - set(values)
         assert not missing, f"{route.name}: no fixture value for URL argument(s) {sorted(missing)}; add them to World"
@@ -182,8 +188,10 @@ def build_world(
     audit = AuditJob.objects.create(project=project, judge=judge, kind=AuditJob.Kind.PERTURBATION, total=9, done=3,
                                     status=AuditJob.Status.RUNNING, started_at=now, heartbeat_at=now,
                                     parameters={"sample": 1, "seed": 0}, requested_by=users[ADMIN])
+    invited = invitation_create(project=project, username="newcomer", role=EXPERT, by=users[ADMIN])
     if with_report:
         validation_result_ensure(project=project)
     return World(project=project, query=query, pair=pairs[0], conflict=pairs[1], judge=judge, job=job, run=run,
                  retrieval_job=retrieval_job, training_set=training_set, finetune_job=finetune_job,
-                 bundle_job=bundle_job, audit=audit, member=alice, users=users)
+                 bundle_job=bundle_job, audit=audit, member=alice, invitation=invited.invitation,
+                 invitation_token=invited.token, users=users)

@@ -1,10 +1,11 @@
-"""Reads for the members page: a project's members with their roles and how many labels each has given."""
+"""Reads for the members page: a project's members with their roles and how many labels each has given, and its
+invitations."""
 from __future__ import annotations
 
 from django.db.models import Count, IntegerField, OuterRef, QuerySet, Subquery, Value
 from django.db.models.functions import Coalesce
 
-from labeling.models import Label, Membership, Project
+from labeling.models import Invitation, Label, Membership, Project
 
 
 def project_members(*, project: Project) -> QuerySet[Membership]:
@@ -23,3 +24,8 @@ def project_members(*, project: Project) -> QuerySet[Membership]:
         .annotate(n_labels=Coalesce(Subquery(labels, output_field=IntegerField()), Value(0)))
         .order_by("role", "user__username")
     )
+
+
+def project_invitations(*, project: Project) -> QuerySet[Invitation]:
+    """The project's invitations, newest first, with who made them and who used them."""
+    return Invitation.objects.filter(project=project).select_related("created_by", "used_by")

@@ -15,7 +15,7 @@ class MembershipError(DomainError):
     """A membership change that cannot be made (unknown user or role, the last admin, not an admin...)."""
 
 
-def _locked_by_admin(project: Project, by: AbstractBaseUser) -> None:
+def locked_by_admin(project: Project, by: AbstractBaseUser) -> None:
     if project_role(user=by, project=project) != Membership.Role.ADMIN:
         raise MembershipError("only a project admin can change the project's members")
     # Locking the project row serializes membership changes of the project, so two admins demoting each
@@ -38,7 +38,7 @@ def membership_set(*, project: Project, username: str, role: str, by: AbstractBa
     """Give the user with `username` the role in the project, adding them as a member if they are not one."""
     if role not in Membership.Role.values:
         raise MembershipError(f"unknown role {role!r}; one of {', '.join(Membership.Role.values)}")
-    _locked_by_admin(project, by)
+    locked_by_admin(project, by)
     user = get_user_model().objects.filter(**{get_user_model().USERNAME_FIELD: username.strip()}).first()
     if user is None:
         raise MembershipError(f"there is no user named {username.strip()!r}; an administrator creates accounts")
@@ -56,7 +56,7 @@ def membership_set(*, project: Project, username: str, role: str, by: AbstractBa
 def membership_remove(*, project: Project, user_id: int, by: AbstractBaseUser) -> Membership:
     """Remove a member from the project. Their labels stay; the items they held go back to the others.
     Returns the removed membership."""
-    _locked_by_admin(project, by)
+    locked_by_admin(project, by)
     membership = Membership.objects.filter(project=project, user_id=user_id).select_related("user").first()
     if membership is None:
         raise MembershipError(f"user {user_id!r} is not a member of project {project.slug!r}")
