@@ -128,7 +128,9 @@ def _accept_page(request: HttpRequest, invitation: Invitation | None, status: in
     response = render(request, "registration/invitation_accept.html", {
         "invitation": invitation, "password_help": password_validators_help_text_html(), **extra,
     }, status=status)
-    response["Referrer-Policy"] = "no-referrer"  # the link's secret is in this page's address
+    # The link's secret is in this page's address: no other site may get it as a referrer. (Not "no-referrer":
+    # Chromium then sends "Origin: null" with the form, which Django's CSRF check rightly refuses.)
+    response["Referrer-Policy"] = "same-origin"
     return response
 
 
