@@ -171,9 +171,11 @@ def test_untrusted_query_passage_and_note_are_escaped(client):
 def test_the_project_page_links_admins_to_adjudication_with_the_conflict_count_and_to_members(client, project):
     login(client, project, "admin")
     html = client.get(reverse("labeling:project_detail", args=[project.slug])).content.decode()
-    assert "Adjudication (1 conflict)" in html
+    # The project header's Adjudicate tab carries the conflict count; the Members tab is there for admins.
+    assert 'data-tab="adjudicate"' in html
+    assert 'title="conflicts to adjudicate"><span class="visually-hidden">(</span>1<' in html
     assert reverse("labeling:members", args=[project.slug]) in html
     client.logout()
     login(client, project, "expert", name="eve")
     html = client.get(reverse("labeling:project_detail", args=[project.slug])).content.decode()
-    assert "Adjudication (" not in html and reverse("labeling:members", args=[project.slug]) not in html
+    assert 'data-tab="adjudicate"' not in html and reverse("labeling:members", args=[project.slug]) not in html

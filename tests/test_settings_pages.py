@@ -175,7 +175,7 @@ def test_the_project_page_shows_the_mix_in_one_line_and_links_admins(client, pro
     login(client, project, "admin")
     page = html.unescape(client.get(reverse("labeling:project_detail", args=[project.slug])).content.decode())
     assert "Queues: 80% uncertain, 20% random (queue judge gpt); k=2 on 20% of items" in page
-    assert f'href="{url(project)}"' in page and "Queue settings" in page
+    assert f'href="{url(project)}" class="project-tab" data-tab="settings"' in page
     login(client, project, "expert")
     page = html.unescape(client.get(reverse("labeling:project_detail", args=[project.slug])).content.decode())
     assert "Queues: 80% uncertain, 20% random" in page and url(project) not in page

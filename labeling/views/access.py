@@ -28,6 +28,10 @@ def project_view(need: Need | None = None) -> Callable:
             except Forbidden as exc:
                 raise PermissionDenied(str(exc)) from None
 
+        # The project header asks it which of its tabs a member may open (labeling.views.navigation): the rule
+        # stays the one the view applies. functools.wraps in the decorators above copies it along.
+        wrapped.project_need = need
+        wrapped.project_scoped = True
         return wrapped
 
     return decorate

@@ -8,7 +8,6 @@ from django.shortcuts import render
 
 from labeling.forms import ProjectCreateForm
 from labeling.models import Membership, Project
-from labeling.selectors.adjudication import adjudication_counts
 from labeling.selectors.definitions import stale_counts_for_queries
 from labeling.selectors.disclosure import sees_reports
 from labeling.selectors.projects import (
@@ -56,6 +55,4 @@ def project_detail(request: HttpRequest, project: Project) -> HttpResponse:
         "sees_reports": sees_reports(project=project, role=role),
         "queue_summary": queue_settings_summary(project=project),
     }
-    if context["is_admin"]:
-        context["adjudication_counts"] = adjudication_counts(project=project)
     return render(request, "labeling/project_detail.html", context)
