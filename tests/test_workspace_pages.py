@@ -53,7 +53,7 @@ def test_the_page_shows_definition_question_and_passage_with_highlights_and_a_bu
     for value, name in ((0, "irrelevant"), (1, "partially relevant"), (2, "relevant")):
         assert re.search(rf'name="grade" value="{value}"[^>]*><kbd[^>]*>{value}</kbd> {name}</button>', html)
     assert "Done today: <strong data-count=\"done-today\">0</strong>" in html
-    assert "Left in this queue: <strong data-count=\"left\">2</strong>" in html  # the third is leased to her
+    assert "Left after this one: <strong data-count=\"left\">2</strong>" in html
 
 
 def test_submitting_with_htmx_stores_the_label_and_swaps_in_the_next_item(client, project):

@@ -105,6 +105,7 @@ def _context(request: HttpRequest, project: Project, claim: Claim | None, upcomi
         "progress": queue_progress(project=project, annotator=request.user, now=now, shown=shown),
         "queue_param": request.GET.get("queue", "") or request.POST.get("queue", ""),
         "agreement_min_items": AGREEMENT_MIN_ITEMS,
+        "shown_pair": shown,
         **extra,
     }
     if shown is None:
