@@ -119,3 +119,22 @@ def test_llm_endpoints_declare_assistant_prefill_as_true_or_false(monkeypatch, t
     with pytest.raises(ImproperlyConfigured, match=r"LLM_ENDPOINTS\['vllm'\].prefill must be true or false"):
         load_settings(monkeypatch, DEBUG="1", VAR_DIR=str(tmp_path),
                       LLM_ENDPOINTS='{"vllm": {"base_url": "http://gpu1.internal:8001/v1", "prefill": "yes"}}')
+
+
+def test_invitation_links_last_invitation_days_and_are_emailed_only_with_an_email_backend(monkeypatch, tmp_path):
+    for name in ("INVITATION_DAYS", "EMAIL_BACKEND", "DEFAULT_FROM_EMAIL"):
+        monkeypatch.delenv(name, raising=False)
+    config = load_settings(monkeypatch, DEBUG="1", VAR_DIR=str(tmp_path))
+    assert (config["INVITATION_DAYS"], config["INVITATION_EMAIL"]) == (7, False)
+
+    config = load_settings(monkeypatch, DEBUG="1", VAR_DIR=str(tmp_path), INVITATION_DAYS="2",
+                           EMAIL_BACKEND="django.core.mail.backends.smtp.EmailBackend",
+                           DEFAULT_FROM_EMAIL="labels@example.org")
+    assert (config["INVITATION_DAYS"], config["INVITATION_EMAIL"]) == (2, True)
+    assert (config["EMAIL_BACKEND"], config["DEFAULT_FROM_EMAIL"]) == (
+        "django.core.mail.backends.smtp.EmailBackend", "labels@example.org")
+
+    with pytest.raises(ImproperlyConfigured, match="INVITATION_DAYS=0 must be at least 1"):
+        load_settings(monkeypatch, DEBUG="1", VAR_DIR=str(tmp_path), INVITATION_DAYS="0")
+    with pytest.raises(ImproperlyConfigured, match="INVITATION_DAYS='a week' is not an integer"):
+        load_settings(monkeypatch, DEBUG="1", VAR_DIR=str(tmp_path), INVITATION_DAYS="a week")

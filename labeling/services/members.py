@@ -41,7 +41,7 @@ def membership_set(*, project: Project, username: str, role: str, by: AbstractBa
     locked_by_admin(project, by)
     user = get_user_model().objects.filter(**{get_user_model().USERNAME_FIELD: username.strip()}).first()
     if user is None:
-        raise MembershipError(f"there is no user named {username.strip()!r}; an administrator creates accounts")
+        raise MembershipError(f"there is no user named {username.strip()!r}: invite them to create the account")
     membership = Membership.objects.filter(project=project, user=user).select_related("user").first()
     if membership is None:
         return Membership.objects.create(project=project, user=user, role=role)
