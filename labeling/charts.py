@@ -7,6 +7,7 @@ import math
 from dataclasses import dataclass
 
 WIDTH, HEIGHT, PAD = 260, 220, 34
+TOP = 22  # above the plot: room for the y axis's label, clear of the top tick's
 
 
 @dataclass(frozen=True)
@@ -45,7 +46,7 @@ def _x(value: float) -> float:
 
 
 def _y(value: float) -> float:
-    return HEIGHT - PAD - value * (HEIGHT - PAD - 10)
+    return HEIGHT - PAD - value * (HEIGHT - PAD - TOP)
 
 
 def _ticks() -> tuple[list[Tick], list[Tick]]:

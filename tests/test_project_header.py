@@ -11,7 +11,8 @@ from django.utils import timezone
 from labeling.selectors.adjudication import adjudication_counts
 from labeling.selectors.queues import queue_progress
 from labeling.views.navigation import TABS
-from tests.url_matrix import ADMIN, EXPERT, VIEWER, build_world
+from tests.test_roles import ALLOWED, MATRIX
+from tests.url_matrix import ADMIN, EXPERT, OUTSIDER, VIEWER, build_world
 
 pytestmark = pytest.mark.django_db
 
@@ -24,6 +25,8 @@ def test_each_role_sees_the_tabs_it_may_open_and_no_other(client, role):
     shown = re.findall(r'<a href="([^"]+)" class="project-tab" data-tab="(\w+)"', html)
     assert shown and shown[0][1] == "overview"
     shown_keys = {key for _, key in shown}
+    # The role matrix says the same: a tab shows exactly where its page's GET is allowed to the role.
+    assert shown_keys == {key for key, _, name in TABS if role in ALLOWED[MATRIX[name]["GET"]]}
     for key, _, name in TABS:
         url = reverse(name, args=[world.project.slug])
         status = client.get(url).status_code
@@ -32,6 +35,14 @@ def test_each_role_sees_the_tabs_it_may_open_and_no_other(client, role):
         else:
             assert status in (403, 404), f"{role} is not shown the {key} tab but opens it ({status})"
     assert 'data-tab="overview" aria-current="page"' in html
+
+
+def test_a_non_member_gets_no_header_of_the_project(client):
+    world = build_world()
+    client.force_login(world.users[OUTSIDER])
+    response = client.get(reverse("labeling:project_detail", args=[world.project.slug]))
+    assert response.status_code == 404
+    assert world.project.name not in response.content.decode()
 
 
 def test_the_counts_are_the_items_waiting_and_the_conflicts(client):
