@@ -247,8 +247,11 @@ def test_progress_counts_todays_current_labels_and_the_items_left():
     for pair in pairs[1:4]:
         label_submit(project=project, annotator=alice, pair_id=pair.id, grade=1)
     label_undo(project=project, annotator=alice)  # pair 3 comes back, leased to her
-    progress = queue_progress(project=project, annotator=alice, now=timezone.now())
+    # On her screen: pair 3; left after it: pair 4.
+    progress = queue_progress(project=project, annotator=alice, now=timezone.now(), shown=pairs[3].id)
     assert (progress.done_today, progress.left, progress.left_capped) == (2, 1, False)
+    # Waiting for her (the project header's count): the item she holds counts too.
+    assert queue_progress(project=project, annotator=alice, now=timezone.now()).left == 2
 
 
 def test_progress_stops_counting_at_the_cap():
