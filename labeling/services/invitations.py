@@ -46,6 +46,11 @@ def token_digest(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
+def _account_exists(username: str) -> bool:
+    user_model = get_user_model()
+    return user_model.objects.filter(**{f"{user_model.USERNAME_FIELD}__iexact": username}).exists()
+
+
 def _send(invitation: Invitation, link: str) -> None:
     send_mail(
         subject=f"You are invited to label for {invitation.project.name}",
@@ -71,11 +76,10 @@ def invitation_create(*, project: Project, username: str, role: str, by: Abstrac
         UnicodeUsernameValidator()(username)
     except ValidationError:
         raise InvitationError(f"{username!r} is not a user name: letters, digits and @ . + - _ only") from None
-    if not username or len(username) > 150:
+    if len(username) > 150:  # the validator refuses an empty name already
         raise InvitationError("a user name has 1 to 150 characters")
     locked_by_admin(project, by)
-    user_model = get_user_model()
-    if user_model.objects.filter(**{f"{user_model.USERNAME_FIELD}__iexact": username}).exists():
+    if _account_exists(username):
         raise InvitationError(f"there is already an account named {username!r}: add it with 'Add a member' instead")
     open_ones = Invitation.objects.filter(project=project, username=username, used_at=None, revoked_at=None)
     if open_ones.filter(expires_at__gt=now).exists():
@@ -143,7 +147,7 @@ def invitation_accept(*, token: str, password: str, password_again: str,
         password_validation.validate_password(password, user=user)
     except ValidationError as exc:
         raise InvitationError(" ".join(exc.messages)) from None
-    if user_model.objects.filter(**{f"{user_model.USERNAME_FIELD}__iexact": invitation.username}).exists():
+    if _account_exists(invitation.username):
         raise InvitationGone(f"an account named {invitation.username!r} was made meanwhile: ask the admin to add it")
     user.set_password(password)
     user.save()

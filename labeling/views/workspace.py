@@ -103,7 +103,7 @@ def _context(request: HttpRequest, project: Project, claim: Claim | None, upcomi
         "current": _item_view(request, project, claim),
         "upcoming": _item_view(request, project, upcoming),
         "progress": queue_progress(project=project, annotator=request.user, now=now, shown=shown),
-        "queue_param": request.GET.get("queue", "") or request.POST.get("queue", ""),
+        "queue_param": _queue(request) or "",
         "agreement_min_items": AGREEMENT_MIN_ITEMS,
         "shown_pair": shown,
         **extra,
