@@ -2,6 +2,7 @@
 project, so `PairFactory()` builds one consistent project with a query and a passage."""
 from __future__ import annotations
 
+from datetime import timedelta
 from functools import cache
 
 import factory
@@ -14,6 +15,7 @@ from labeling.models import (
     Judge,
     Judgment,
     Label,
+    Lease,
     Membership,
     Pair,
     PairSource,
@@ -120,6 +122,20 @@ class LabelFactory(factory.django.DjangoModelFactory):
     annotator = factory.SubFactory(UserFactory)
     grade = 1
     created_at = factory.LazyFunction(timezone.now)
+
+
+class LeaseFactory(factory.django.DjangoModelFactory):
+    """An item handed to an expert by a queue (experts label only what they were given)."""
+
+    class Meta:
+        model = Lease
+        django_get_or_create = ("pair", "annotator")  # one lease per expert and item
+
+    pair = factory.SubFactory(PairFactory)
+    annotator = factory.SubFactory(UserFactory)
+    queue = "sequential"
+    claimed_at = factory.LazyFunction(timezone.now)
+    expires_at = factory.LazyFunction(lambda: timezone.now() + timedelta(minutes=30))
 
 
 class JudgeFactory(factory.django.DjangoModelFactory):

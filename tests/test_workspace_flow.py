@@ -14,6 +14,7 @@ from labeling.models import Label, Lease
 from labeling.selectors.queues import queue_progress
 from labeling.services.labels import label_submit, lease_restart, queue_next_for_annotator, queue_prefetch_for_annotator
 from tests.factories import (
+    LeaseFactory,
     MembershipFactory,
     PairFactory,
     PassageFactory,
@@ -139,6 +140,7 @@ def test_changed_definition_words_are_marked_until_the_expert_labels_under_the_n
 
 
 def _label(project, user, pair, grade, seconds, now):
+    LeaseFactory(pair=pair, annotator=user)  # the queue gave it to them
     label = label_submit(project=project, annotator=user, pair_id=pair.id, grade=grade, now=now).label
     Label.objects.filter(id=label.id).update(time_spent_seconds=seconds)
 
@@ -157,14 +159,15 @@ def test_the_session_summary_counts_items_times_and_agreement_only_where_blind_f
     html = client.get(_url(project, "workspace_summary")).content.decode()
     assert 'data-count="session-items">4<' in html
     assert f'data-count="session-median">{statistics.median([4, 10, 6, 30]):.0f} s<' in html
-    assert 'data-count="session-overlap">2<' in html
-    # Two items in common: a count of agreements would tell Alice Bob's grades, so an expert is not shown it.
-    assert "Agreement with the other experts is shown from 3 items" in html and "same grade on" not in html
+    # Two items in common: a count of them, or of agreements, would tell Alice Bob's grades: she is shown neither.
+    assert 'data-count="session-overlap"' not in html
+    assert "Agreement with the other experts is shown once 3 of the items" in html and "the same on" not in html
 
     _label(project, bob, pairs[2], 0, 5, now)
     html = client.get(_url(project, "workspace_summary")).content.decode()
     # Same grade on pairs[0] (2, 2) and pairs[2] (0, 0); same side (relevant from 1) on those two only.
-    assert "you gave the same grade on <strong>2</strong> and the same relevant / not relevant answer on " \
+    assert 'data-count="session-overlap">3<' in html
+    assert "your first grade was the same on <strong>2</strong> and on the same relevant / not relevant side on " \
            "<strong>2</strong>" in html
 
     # A new session starts from zero.
@@ -179,3 +182,17 @@ def test_an_empty_queue_shows_the_session_summary(client, project):
         client.post(_url(project, "workspace_submit"), {**shown, "grade": "1"})
     html = client.get(_url(project)).content.decode()
     assert "Nothing left to label" in html and 'data-count="session-items">4<' in html
+
+
+@pytest.mark.parametrize("queue", ["conflict", "uncertain", "stratified"])
+def test_an_expert_naming_a_queue_in_the_workspace_is_refused_and_an_admin_previews_it(client, project, queue):
+    alice = _login(client, project)
+    response = client.get(_url(project) + f"?queue={queue}")
+    html = response.content.decode()
+    assert response.status_code == 403 and "only a project admin may ask for the" in html
+    assert 'data-testid="queue-refused"' in html and not Lease.objects.filter(annotator=alice).exists()
+    assert client.post(_url(project, "workspace_skip"), {"pair_id": project.pairs.first().id,
+                                                         "queue": queue}, HTTP_HX_REQUEST="true").status_code == 403
+    admin = _login(client, project, role="admin", name="root")
+    assert client.get(_url(project) + f"?queue={queue}").status_code == 200
+    assert not Lease.objects.filter(annotator=admin, queue="sequential").exists()

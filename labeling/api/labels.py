@@ -29,6 +29,7 @@ from labeling.services.labels import (
     MAX_TIME_SPENT_SECONDS,
     Claim,
     LabelError,
+    QueueForbidden,
     item_skip,
     label_submit,
     label_undo,
@@ -111,11 +112,13 @@ def _project_for_annotating(request: Request, slug: str) -> Project:
 
 class QueueNextView(APIView):
     """Lease the next item for the caller (an expert or admin) and return it with its current definition. An
-    item the caller already holds comes back first. 204 when the queue has nothing left for them."""
+    item the caller already holds comes back first. 204 when the queue has nothing left for them. Experts get the
+    project's mix; only admins may name one queue."""
 
     @extend_schema(
         parameters=[OpenApiParameter("strategy", str, enum=list(QUEUE_STRATEGIES),
-                                     description="one queue (default: the project's mix)")],
+                                     description="one queue, for project admins previewing it (default: the "
+                                                 "project's mix); an expert naming one is refused (403)")],
         responses={200: ItemSerializer, 204: None},
     )
     def get(self, request: Request, slug: str) -> Response:
@@ -124,6 +127,8 @@ class QueueNextView(APIView):
             claim = queue_next_for_annotator(
                 project=project, annotator=request.user, strategy=request.query_params.get("strategy")
             )
+        except QueueForbidden:
+            raise  # an expert naming a queue: 403 (labeling.api.exceptions)
         except LabelError as exc:
             raise ValidationError({"strategy": str(exc)}) from None
         if claim is None:

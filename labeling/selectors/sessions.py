@@ -19,37 +19,53 @@ class SessionSummary:
     items: int
     median_seconds: float | None
     total_seconds: float
-    overlap_items: int  # items of the session that at least one other expert labelled too
+    # Of the items first labelled in the session, those at least one other expert labelled too; None: not shown.
+    overlap_items: int | None
     same_grade: int | None  # of those, how many every other expert gave the same grade; None: not shown
     same_relevance: int | None  # ... the same side of relevant / not relevant; None: not shown
 
 
+def _session_labels(project: Project, annotator: AbstractBaseUser,
+                    started_at: datetime) -> tuple[dict[int, tuple[datetime, int]], dict[int, float | None]]:
+    """For each item the expert labelled since `started_at`: their first label on it ever (created_at, grade), and
+    the time spent on their first label of it in the session. Undone and changed labels included: what came first
+    stays first."""
+    labels = Label.objects.filter(pair__project=project, annotator=annotator, role=Label.Role.ANNOTATOR)
+    rows = (labels.filter(pair_id__in=labels.filter(created_at__gte=started_at).values("pair_id"))
+            .order_by("pair_id", "created_at", "id").values_list("pair_id", "created_at", "grade", "time_spent_seconds"))
+    first_ever: dict[int, tuple[datetime, int]] = {}
+    session_seconds: dict[int, float | None] = {}
+    for pair_id, created_at, grade, seconds in rows:
+        first_ever.setdefault(pair_id, (created_at, grade))
+        if created_at >= started_at:
+            session_seconds.setdefault(pair_id, seconds)
+    return first_ever, session_seconds
+
+
 def session_summary(*, project: Project, annotator: AbstractBaseUser, role: str | None,
                     started_at: datetime) -> SessionSummary:
-    """The expert's current labels in the project made since `started_at` (undone and changed ones count once
-    or not at all), with their time per item from the lease, and the agreement with the other experts' current
-    labels on the same items when agreement_shown allows it."""
-    mine = list(
-        Label.objects.filter(pair__project=project, annotator=annotator, role=Label.Role.ANNOTATOR,
-                             superseded_at__isnull=True, created_at__gte=started_at)
-        .values_list("pair_id", "grade", "time_spent_seconds")
-    )
+    """The items the expert labelled in the project since `started_at`, each counted once with the first label
+    they gave it in the session (its time from the lease), and, where agreement_shown allows, the agreement of the
+    other experts' current labels with the expert's first label ever on the items they first labelled in this
+    session. Nothing here moves when the expert changes or undoes a label, so no sequence of their own actions can
+    probe another expert's grade: only a first label, given blind, is ever compared."""
+    first_ever, session_seconds = _session_labels(project, annotator, started_at)
+    new = {pair_id: grade for pair_id, (created_at, grade) in first_ever.items() if created_at >= started_at}
     others: dict[int, list[int]] = defaultdict(list)
-    rows = (Label.objects.filter(pair_id__in=[pair for pair, _, _ in mine], role=Label.Role.ANNOTATOR,
-                                 superseded_at__isnull=True)
+    rows = (Label.objects.filter(pair_id__in=list(new), role=Label.Role.ANNOTATOR, superseded_at__isnull=True)
             .exclude(annotator=annotator).values_list("pair_id", "grade"))
     for pair_id, grade in rows:
         others[pair_id].append(grade)
     scale = project.label_scale
-    overlap = [(grade, others[pair]) for pair, grade, _ in mine if others[pair]]
+    overlap = [(grade, others[pair_id]) for pair_id, grade in new.items() if others[pair_id]]
     shown = agreement_shown(project=project, role=role, overlap_items=len(overlap))
-    seconds = [spent for _, _, spent in mine if spent is not None]
+    seconds = [spent for spent in session_seconds.values() if spent is not None]
     return SessionSummary(
         started_at=started_at,
-        items=len(mine),
+        items=len(session_seconds),
         median_seconds=statistics.median(seconds) if seconds else None,
         total_seconds=sum(seconds),
-        overlap_items=len(overlap),
+        overlap_items=len(overlap) if shown else None,
         same_grade=sum(all(g == grade for g in theirs) for grade, theirs in overlap) if shown else None,
         same_relevance=sum(all(scale.is_relevant(g) == scale.is_relevant(grade) for g in theirs)
                            for grade, theirs in overlap) if shown else None,

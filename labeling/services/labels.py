@@ -11,10 +11,11 @@ from django.db import IntegrityError, transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from labeling.exceptions import Conflict, DomainError, NotFound
-from labeling.models import Label, Lease, Pair, Project, RelevanceDefinition
+from labeling.exceptions import Conflict, DomainError, Forbidden, NotFound
+from labeling.models import Label, Lease, Membership, Pair, Project, RelevanceDefinition
 from labeling.models.project import QUEUE_STRATEGIES
 from labeling.selectors.definitions import current_definition
+from labeling.selectors.projects import project_role
 from labeling.selectors.queues import eligible_pairs, queue_candidates, strategy_order
 from labeling.services.validation import validation_request_refresh_soon
 
@@ -33,7 +34,12 @@ class LabelItemNotFound(LabelError, NotFound):
 
 
 class LabelConflict(LabelError, Conflict):
-    """Well formed, but refused by the project's state: a grade off its scale, a key used for another item (409)."""
+    """Well formed, but refused by the project's state: a grade off its scale, a key used for another item, an item
+    an expert was not given (409)."""
+
+
+class QueueForbidden(LabelError, Forbidden):
+    """An expert asked for one queue by name: experts get the project's mix (403 in the API)."""
 
 
 @dataclass(frozen=True)
@@ -92,9 +98,21 @@ def _try_claim(*, project: Project, annotator: AbstractBaseUser, strategy: str, 
         return lease
 
 
-def _strategy_check(strategy: str | None) -> None:
-    if strategy is not None and strategy not in QUEUE_STRATEGIES:
+def _is_expert(project: Project, user: AbstractBaseUser) -> bool:
+    return project_role(user=user, project=project) == Membership.Role.EXPERT
+
+
+def _strategy_check(project: Project, annotator: AbstractBaseUser, strategy: str | None) -> None:
+    """A queue named by `strategy` is for admins previewing it. An expert is refused: the conflict queue would hand
+    them exactly the items where another expert contradicted the judge, and the uncertain and stratified ones the
+    order of the judge's P, before they label them."""
+    if strategy is None:
+        return
+    if strategy not in QUEUE_STRATEGIES:
         raise LabelError(f"unknown strategy {strategy!r}; one of {', '.join(QUEUE_STRATEGIES)}")
+    if _is_expert(project, annotator):
+        raise QueueForbidden(f"experts label the project's mix of queues; only a project admin may ask for the "
+                             f"{strategy!r} queue alone")
 
 
 def _claim_new(*, project: Project, annotator: AbstractBaseUser, strategy: str | None, now: datetime) -> Claim | None:
@@ -126,7 +144,7 @@ def queue_next_for_annotator(*, project: Project, annotator: AbstractBaseUser, s
     an undo) first, else the first claimable candidate of the asked strategy, or of the project's mix in the
     order of the strategies furthest below their share. None when every queue is empty for them."""
     now = now or timezone.now()
-    _strategy_check(strategy)
+    _strategy_check(project, annotator, strategy)
     held = _held_lease(project=project, annotator=annotator, strategy=strategy, now=now)
     if held is not None:
         return _claim_for(held)
@@ -139,7 +157,7 @@ def queue_prefetch_for_annotator(*, project: Project, annotator: AbstractBaseUse
     the moment the expert labels `shown`: the next lease they hold besides `shown` (a reload keeps the same
     next item), else one more claimed. At most two items are held this way. None when the queues are empty."""
     now = now or timezone.now()
-    _strategy_check(strategy)
+    _strategy_check(project, annotator, strategy)
     other = _held(project=project, annotator=annotator, strategy=strategy, now=now).exclude(pair_id=shown).first()
     if other is not None:
         return _claim_for(other)
@@ -182,12 +200,25 @@ def _by_key(annotator: AbstractBaseUser, client_key: str, pair_id: int) -> Label
     return existing
 
 
+def _given_check(*, project: Project, annotator: AbstractBaseUser, pair: Pair, lease: Lease | None) -> None:
+    """An expert labels only what the queue gave them (a lease they did not pass on, expired or not) or what they
+    labelled before: choosing items by id would let them pick the items the queues keep for review. Admins, who
+    adjudicate, label any item."""
+    if lease is not None and not lease.skipped:
+        return
+    if not _is_expert(project, annotator) or Label.objects.filter(pair=pair, annotator=annotator).exists():
+        return
+    raise LabelConflict(f"item {pair.id} was not given to you: experts label the items their queue hands them "
+                        "(GET .../queue/next/) and may change their own labels")
+
+
 def label_submit(*, project: Project, annotator: AbstractBaseUser, pair_id: int, grade: int, note: str = "",
                  unsure: bool = False, time_spent_seconds: float | None = None, time_spent_from_lease: bool = False,
                  client_key: str = "", definition_id: int | None = None, now: datetime | None = None) -> SubmitResult:
     """Store the expert's label on a pair of the project and release their lease on it. A label they gave the
-    pair before is superseded (history is kept). With a `client_key`, submitting the same key again returns
-    the stored label and writes nothing. `definition_id` is the definition version the expert was shown
+    pair before is superseded (history is kept). An expert may label only a pair leased to them or one they
+    labelled before (LabelConflict otherwise); admins any pair. With a `client_key`, submitting the same key again
+    returns the stored label and writes nothing. `definition_id` is the definition version the expert was shown
     (default: the current one). `time_spent_from_lease`: the time spent is the time since the expert's lease on
     the item was claimed (none without a lease), for a client that does not measure it (the workspace page)."""
     now = now or timezone.now()
@@ -209,6 +240,7 @@ def label_submit(*, project: Project, annotator: AbstractBaseUser, pair_id: int,
                 if definition is None:
                     raise LabelItemNotFound(f"definition {definition_id!r} is not a version of this item's query")
             lease = Lease.objects.filter(pair=pair, annotator=annotator).first()
+            _given_check(project=project, annotator=annotator, pair=pair, lease=lease)
             if time_spent_from_lease and lease is not None and not lease.skipped:
                 time_spent_seconds = (now - lease.claimed_at).total_seconds()
                 _time_spent_check(time_spent_seconds)

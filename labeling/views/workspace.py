@@ -15,6 +15,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from django.views.decorators.http import require_http_methods, require_POST
 
+from labeling.exceptions import Forbidden
 from labeling.highlight import Segment, highlight_segments
 from labeling.ids import IdError, parse_id
 from labeling.models import Project
@@ -123,7 +124,9 @@ def _render_next(request: HttpRequest, project: Project, status: int = 200, **ex
         upcoming = None if claim is None else queue_prefetch_for_annotator(
             project=project, annotator=request.user, shown=claim.pair.id, strategy=queue)
     except LabelError as exc:
-        claim, upcoming, status, extra = None, None, 400, {**extra, "error": str(exc)}
+        # An expert naming one queue is refused (403): they get the project's mix, as in the API.
+        status = 403 if isinstance(exc, Forbidden) else 400
+        claim, upcoming, extra = None, None, {**extra, "error": str(exc), "queue_refused": status == 403}
     context = _context(request, project, claim, upcoming, **extra)
     template = "labeling/workspace.html#item" if htmx_partial(request) else "labeling/workspace.html"
     response = render(request, template, context, status=status)

@@ -50,9 +50,38 @@ def test_next_leases_an_item_and_returns_it_with_its_definition(project):
 
 
 def test_random_items_are_marked_as_the_validation_sample(project):
+    project.queue_mix = {"random": 100}
+    project.save()
     client, _ = _client(project)
-    body = client.get(f"/api/projects/{project.slug}/queue/next/?strategy=random").json()
+    body = client.get(f"/api/projects/{project.slug}/queue/next/").json()
     assert body["queue"] == "random" and body["validation_sample"] is True
+
+
+@pytest.mark.parametrize("strategy", ["conflict", "uncertain", "stratified", "random", "sequential"])
+def test_an_expert_naming_a_queue_is_refused_and_an_admin_previews_it(project, strategy):
+    client, _ = _client(project)
+    response = client.get(f"/api/projects/{project.slug}/queue/next/?strategy={strategy}")
+    assert response.status_code == 403 and response.json()["code"] == "permission_denied"
+    assert "experts label the project's mix" in response.json()["message"]
+    assert not Lease.objects.exists()
+    admin, _ = _client(project, role="admin", name="root")
+    response = admin.get(f"/api/projects/{project.slug}/queue/next/?strategy={strategy}")
+    assert response.status_code in (200, 204)
+
+
+def test_an_expert_cannot_label_an_item_by_id_that_the_queue_did_not_give_them(project):
+    client, alice = _client(project)
+    first, second = project.pairs.order_by("id")
+    given = client.get(f"/api/projects/{project.slug}/queue/next/").json()["pair_id"]
+    assert given == first.id
+    response = client.post(f"/api/projects/{project.slug}/labels/", {"pair_id": second.id, "grade": 1}, format="json")
+    assert response.status_code == 409 and "was not given to you" in response.json()["message"]
+    assert not Label.objects.exists()
+    assert client.post(f"/api/projects/{project.slug}/labels/", {"pair_id": first.id, "grade": 1},
+                       format="json").status_code == 201
+    # Her own label she may change, with no lease.
+    assert client.post(f"/api/projects/{project.slug}/labels/", {"pair_id": first.id, "grade": 2},
+                       format="json").status_code == 201
 
 
 def test_an_unknown_strategy_is_a_400_naming_the_valid_ones(project):

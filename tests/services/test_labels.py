@@ -8,8 +8,18 @@ from django.utils import timezone
 
 from labeling.models import Label, Lease, ValidationResult
 from labeling.services import validation
-from labeling.services.labels import LabelError, item_skip, label_submit, label_undo, queue_next_for_annotator
+from labeling.services.labels import (
+    LabelConflict,
+    LabelError,
+    QueueForbidden,
+    item_skip,
+    label_submit,
+    label_undo,
+    queue_next_for_annotator,
+    queue_prefetch_for_annotator,
+)
 from tests.factories import (
+    LeaseFactory,
     MembershipFactory,
     PairFactory,
     ProjectFactory,
@@ -77,6 +87,8 @@ def test_submit_stores_the_label_with_the_definition_shown_and_releases_the_leas
 def test_the_same_client_key_twice_stores_one_label():
     project, _, pairs = _project()
     alice = _expert(project, "alice")
+    for pair in pairs[:2]:
+        LeaseFactory(pair=pair, annotator=alice)
     first = label_submit(project=project, annotator=alice, pair_id=pairs[0].id, grade=1, client_key="abc")
     again = label_submit(project=project, annotator=alice, pair_id=pairs[0].id, grade=1, client_key="abc")
     assert first.created and not again.created and again.label.id == first.label.id
@@ -171,6 +183,7 @@ def test_labels_mark_the_validation_report_stale_but_enqueue_one_recomputation_w
     project, _, pairs = _project()
     alice = _expert(project, "alice")
     for pair in pairs[:3]:
+        LeaseFactory(pair=pair, annotator=alice)
         with django_capture_on_commit_callbacks(execute=True):
             label_submit(project=project, annotator=alice, pair_id=pair.id, grade=1)
     assert sent == [project.id]
@@ -185,7 +198,48 @@ def test_time_spent_from_the_lease_is_the_time_since_the_item_was_claimed():
     label = label_submit(project=project, annotator=alice, pair_id=pairs[0].id, grade=1, time_spent_from_lease=True,
                          now=claimed + timedelta(seconds=42)).label
     assert label.time_spent_seconds == 42.0
-    # No lease on the item: nothing measured.
-    unleased = label_submit(project=project, annotator=alice, pair_id=pairs[1].id, grade=1,
+    # No lease on the item (an admin labels any item): nothing measured.
+    admin = UserFactory(username="root")
+    MembershipFactory(project=project, user=admin, role="admin")
+    unleased = label_submit(project=project, annotator=admin, pair_id=pairs[1].id, grade=1,
                             time_spent_from_lease=True).label
     assert unleased.time_spent_seconds is None
+
+
+def test_an_expert_labels_only_items_given_to_them_or_labelled_before_and_admins_any():
+    project, _, pairs = _project()
+    alice = _expert(project, "alice")
+    with pytest.raises(LabelConflict, match=f"item {pairs[1].id} was not given to you"):
+        label_submit(project=project, annotator=alice, pair_id=pairs[1].id, grade=2)
+    item_skip(project=project, annotator=alice, pair_id=pairs[2].id)  # a skip is not a lease to label under
+    with pytest.raises(LabelConflict, match="was not given to you"):
+        label_submit(project=project, annotator=alice, pair_id=pairs[2].id, grade=2)
+    assert not Label.objects.exists()
+    # Given by the queue: labelled; then changed without a lease (it is hers); an expired lease still counts.
+    claim = queue_next_for_annotator(project=project, annotator=alice)
+    label_submit(project=project, annotator=alice, pair_id=claim.pair.id, grade=1)
+    assert label_submit(project=project, annotator=alice, pair_id=claim.pair.id, grade=2).created
+    LeaseFactory(pair=pairs[3], annotator=alice, expires_at=timezone.now() - timedelta(minutes=1))
+    label_submit(project=project, annotator=alice, pair_id=pairs[3].id, grade=0)
+    admin = UserFactory(username="root")
+    MembershipFactory(project=project, user=admin, role="admin")
+    label_submit(project=project, annotator=admin, pair_id=pairs[1].id, grade=2)
+    assert sorted(Label.objects.filter(superseded_at__isnull=True).values_list("annotator__username", "grade")) == [
+        ("alice", 0), ("alice", 2), ("root", 2)]
+
+
+def test_an_expert_may_not_name_a_queue_and_an_admin_previews_one():
+    project, _, pairs = _project()
+    project.queue_mix = {"random": 100}
+    project.save()
+    alice = _expert(project, "alice")
+    for strategy in ("conflict", "uncertain", "stratified", "random"):
+        with pytest.raises(QueueForbidden, match=f"only a project admin may ask for the '{strategy}' queue"):
+            queue_next_for_annotator(project=project, annotator=alice, strategy=strategy)
+        with pytest.raises(QueueForbidden):
+            queue_prefetch_for_annotator(project=project, annotator=alice, shown=pairs[0].id, strategy=strategy)
+    assert not Lease.objects.exists()
+    admin = UserFactory(username="root")
+    MembershipFactory(project=project, user=admin, role="admin")
+    assert queue_next_for_annotator(project=project, annotator=admin, strategy="sequential").pair == pairs[0]
+    assert queue_next_for_annotator(project=project, annotator=alice).queue == "random"
