@@ -1,42 +1,49 @@
-"""Unpacking an uploaded bundle archive (.zip, .tar.gz) that nobody vouches for into a fresh folder. Every member
-is checked before a byte of it is written: a path that leaves the folder, a link, a device, an encrypted member,
-too many members, too many bytes (declared and actually unpacked) or an absurd expansion ratio stops the
-extraction with a message naming the member. Plain Python: the limits come from the caller."""
+"""Unpacking an uploaded bundle archive (.zip, .tar.gz) that nobody vouches for into a fresh folder, in a child
+process where a parser bomb costs a bounded time and nothing else: it runs labeling.archive_unpack (which checks
+each header and member before acting on it) under a cap on its memory and CPU time, and is killed past a wall-clock
+deadline. Whatever stops it ends as ArchiveRefused naming the reason, with the folder left empty. Plain Python: the
+limits come from the caller."""
 from __future__ import annotations
 
-import gzip
-import re
-import stat
-import tarfile
-import zipfile
-import zlib
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
-from typing import BinaryIO
+import json
+import os
+import resource
+import selectors
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
 
 from labeling.exceptions import DomainError
 
-ARCHIVE_SUFFIXES = (".zip", ".tar.gz", ".tgz")
-CHUNK = 1 << 20
-# Below this many bytes a member's ratio is not judged: a small file of blanks compresses a thousandfold honestly.
-RATIO_FLOOR = 1 << 20
-# What macOS's archiver adds beside the files (resource forks, folder settings): skipped, never written.
-_MAC_LITTER = "__MACOSX"
-_DRIVE = re.compile(r"^[A-Za-z]:")
+# The child's exit status when it ran out of memory (RLIMIT_AS) and could not say so on stdout.
+EXIT_NO_MEMORY = 86
+_CHILD = "labeling.archive_unpack"
+# The child finds the labeling package from the folder that holds it.
+_PROJECT_ROOT = Path(__file__).resolve().parent.parent
+# Of the child's stderr, the end is kept: its last line says why it stopped when it did not say so itself.
+_STDERR_KEPT = 4096
 
-ProgressFn = Callable[[int, int], None]  # (members written, bytes written) so far
+ProgressFn = Callable[[int, int], None]  # (members read, bytes written) so far
 
 
 class ArchiveRefused(DomainError):
-    """The archive is not unpacked (the message says why, naming the member); the folder may hold a part of it."""
+    """The archive is not unpacked: the message says why, naming the member or the limit."""
 
 
 @dataclass(frozen=True)
 class ArchiveLimits:
-    max_bytes: int  # all members together, unpacked
-    max_members: int
-    max_ratio: float  # unpacked bytes per compressed byte, for a member (zip) or the whole stream (tar.gz)
+    max_bytes: int  # all members together, unpacked; for a tar.gz, every byte gunzipped (BUNDLE_EXPAND_MAX_BYTES)
+    max_members: int  # every header, skipped members included (BUNDLE_MAX_MEMBERS)
+    max_ratio: float  # unpacked bytes per compressed byte: a zip's member and whole archive, a tar.gz's stream
+    max_header_bytes: int  # a tar's extended header (pax, GNU long name), read whole by tarfile
+    seconds: int  # wall clock, from the child's start
+    cpu_seconds: int
+    memory_mb: int  # the child's address space
 
 
 def archive_kind(name: str) -> str | None:
@@ -49,163 +56,20 @@ def archive_kind(name: str) -> str | None:
     return None
 
 
-def member_path(name: str) -> PurePosixPath | None:
-    """The member's path inside the bundle, or None for a member that is skipped (macOS's litter, the folder '.');
-    ArchiveRefused for a path that could land outside the folder."""
-    if "\x00" in name or "\\" in name:
-        raise ArchiveRefused(f"{name!r}: a path with a backslash or NUL; bundles use '/' between folders")
-    if name.startswith("/") or _DRIVE.match(name):
-        raise ArchiveRefused(f"{name!r}: an absolute path; bundle members are relative to the bundle")
-    parts = [part for part in PurePosixPath(name).parts if part != "."]
-    if ".." in parts:
-        raise ArchiveRefused(f"{name!r}: a path with '..', which would leave the bundle's folder")
-    if not parts or parts[0] == _MAC_LITTER or parts[-1] == ".DS_Store":
-        return None
-    return PurePosixPath(*parts)
-
-
-class _Writer:
-    """Writes members into `root`, counting members and bytes against the limits as the bytes come."""
-
-    def __init__(self, root: Path, limits: ArchiveLimits, progress: ProgressFn | None) -> None:
-        self.root, self.limits, self.progress = root, limits, progress
-        self.members = 0
-        self.written = 0
-        self.seen: set[PurePosixPath] = set()
-
-    def target(self, name: str, path: PurePosixPath) -> Path:
-        if path in self.seen:
-            raise ArchiveRefused(f"{name!r}: the archive holds this path twice")
-        self.seen.add(path)
-        self.members += 1
-        if self.members > self.limits.max_members:
-            raise ArchiveRefused(f"{name!r}: more than {self.limits.max_members:,} members (BUNDLE_MAX_MEMBERS)")
-        target = self.root.joinpath(*path.parts)
-        # member_path refused '..' and absolute paths; a folder of the bundle that is a file is refused here.
-        for parent in reversed(target.relative_to(self.root).parents[:-1]):
-            if (self.root / parent).is_file():
-                raise ArchiveRefused(f"{name!r}: {parent.as_posix()!r} is a file, not a folder")
-        return target
-
-    def folder(self, name: str, path: PurePosixPath) -> None:
-        self.target(name, path).mkdir(parents=True, exist_ok=True)
-
-    def file(self, name: str, path: PurePosixPath, chunks: Iterator[bytes], *, declared: int,
-             compressed: Callable[[], int], whole_stream: bool) -> None:
-        """Write the member from `chunks`, stopping at the limits. The ratio is the member's (zip: `compressed()` is
-        its compressed size) or, with `whole_stream`, the archive's so far (tar.gz: `compressed()` is how far the
-        gzip stream has been read)."""
-        target = self.target(name, path)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        size = 0
-        with target.open("xb") as handle:
-            for chunk in chunks:
-                size += len(chunk)
-                self.written += len(chunk)
-                if size > declared:
-                    raise ArchiveRefused(f"{name!r}: unpacks to more bytes than its header declares ({declared:,})")
-                self._check_total(name)
-                self._check_ratio(name, self.written if whole_stream else size, compressed())
-                handle.write(chunk)
-        if self.progress is not None:
-            self.progress(self.members, self.written)
-
-    def _check_total(self, name: str) -> None:
-        if self.written > self.limits.max_bytes:
-            raise ArchiveRefused(f"{name!r}: the archive unpacks to more than {self.limits.max_bytes:,} bytes "
-                                 "(BUNDLE_EXPAND_MAX_BYTES)")
-
-    def _check_ratio(self, name: str, unpacked: int, compressed: int) -> None:
-        if unpacked > RATIO_FLOOR and unpacked > self.limits.max_ratio * max(compressed, 1):
-            raise ArchiveRefused(f"{name!r}: expands more than {self.limits.max_ratio:g} times its compressed size "
-                                 "(BUNDLE_MAX_RATIO): refused as a zip bomb")
-
-
-def _chunks(handle: BinaryIO) -> Iterator[bytes]:
-    while chunk := handle.read(CHUNK):
-        yield chunk
-
-
-def _file_type(info: zipfile.ZipInfo) -> int:
-    """The member's file type bits (stat.S_IFMT): Unix archivers keep st_mode in the high 16 bits of external_attr;
-    others, and writers that keep only permissions there, leave 0 (a plain file or folder)."""
-    return stat.S_IFMT(info.external_attr >> 16) if info.create_system == 3 else 0
-
-
-def _extract_zip(source: Path, writer: _Writer) -> None:
-    with zipfile.ZipFile(source) as archive:
-        infos = archive.infolist()
-        if len(infos) > writer.limits.max_members:
-            raise ArchiveRefused(f"the archive has {len(infos):,} members, more than {writer.limits.max_members:,} "
-                                 "(BUNDLE_MAX_MEMBERS)")
-        declared = sum(info.file_size for info in infos)
-        if declared > writer.limits.max_bytes:
-            raise ArchiveRefused(f"the archive declares {declared:,} bytes unpacked, more than "
-                                 f"{writer.limits.max_bytes:,} (BUNDLE_EXPAND_MAX_BYTES)")
-        for info in infos:
-            path = member_path(info.filename)
-            kind = _file_type(info)
-            if kind == stat.S_IFLNK:
-                raise ArchiveRefused(f"{info.filename!r}: a symbolic link; bundles hold only files and folders")
-            if kind not in (0, stat.S_IFREG, stat.S_IFDIR):
-                raise ArchiveRefused(f"{info.filename!r}: a device, pipe or socket; bundles hold only files and "
-                                     "folders")
-            if info.flag_bits & 0x1:
-                raise ArchiveRefused(f"{info.filename!r}: encrypted; upload the bundle without a password")
-            if path is None:
-                continue
-            if info.is_dir():
-                writer.folder(info.filename, path)
-                continue
-            if info.file_size > writer.limits.max_ratio * max(info.compress_size, 1) and info.file_size > RATIO_FLOOR:
-                raise ArchiveRefused(f"{info.filename!r}: declares {info.file_size:,} bytes from "
-                                     f"{info.compress_size:,} compressed, more than {writer.limits.max_ratio:g} "
-                                     "times (BUNDLE_MAX_RATIO): refused as a zip bomb")
-            with archive.open(info) as handle:
-                # A member's own ratio: the bytes read from the archive are at most its compressed size.
-                writer.file(info.filename, path, _chunks(handle), declared=info.file_size,
-                            compressed=lambda size=info.compress_size: size, whole_stream=False)
-
-
-def _extract_tar(source: Path, writer: _Writer) -> None:
-    with source.open("rb") as raw, tarfile.open(fileobj=raw, mode="r|gz") as archive:
-        for member in archive:
-            path = member_path(member.name)
-            if member.issym() or member.islnk():
-                kind = "symbolic" if member.issym() else "hard"
-                raise ArchiveRefused(f"{member.name!r}: a {kind} link to {member.linkname!r}; bundles hold only "
-                                     "files and folders")
-            if member.isdev():
-                raise ArchiveRefused(f"{member.name!r}: a device or pipe; bundles hold only files and folders")
-            if not (member.isreg() or member.isdir()):
-                raise ArchiveRefused(f"{member.name!r}: not a plain file or folder")
-            if path is None:
-                continue
-            if member.isdir():
-                writer.folder(member.name, path)
-                continue
-            handle = archive.extractfile(member)
-            writer.file(member.name, path, _chunks(handle), declared=member.size, compressed=raw.tell,
-                        whole_stream=True)
-
-
 def archive_extract(*, source: Path, name: str, into: Path, limits: ArchiveLimits,
                     progress: ProgressFn | None = None) -> Path:
-    """Unpack the archive at `source` (its kind from the uploaded file's `name`) into the empty folder `into` and
-    return the bundle's folder: `into` itself, or the one folder at its top when everything sits inside one.
-    ArchiveRefused says why an archive is not unpacked, naming the member; `progress(members, bytes)` is called
-    after each file."""
-    kind = archive_kind(name)
-    if kind is None:
+    """Unpack the archive at `source` (its kind from the uploaded file's `name`) into the empty folder `into` in a
+    child process, and return the bundle's folder: `into` itself, or the one folder at its top when everything sits
+    inside one. ArchiveRefused says why an archive is not unpacked, naming the member or the limit, with `into`
+    emptied; `progress(members, bytes)` is called after each file."""
+    if archive_kind(name) is None:
         raise ArchiveRefused(f"{name}: not a .zip or .tar.gz file")
-    writer = _Writer(into, limits, progress)
     try:
-        if kind == "zip":
-            _extract_zip(source, writer)
-        else:
-            _extract_tar(source, writer)
-    except (zipfile.BadZipFile, tarfile.TarError, gzip.BadGzipFile, zlib.error, EOFError, NotImplementedError) as exc:
-        raise ArchiveRefused(f"{name}: not a readable {kind} archive ({exc})") from None
+        _unpack_in_child(source=source, name=name, into=into, limits=limits, progress=progress)
+    except BaseException:
+        # A part of a refused archive is of no use, and an error the task retries needs the folder empty again.
+        _empty(into)
+        raise
     return bundle_folder(into)
 
 
@@ -215,3 +79,79 @@ def bundle_folder(root: Path) -> Path:
     if len(entries) == 1 and entries[0].is_dir():
         return entries[0]
     return root
+
+
+def _empty(folder: Path) -> None:
+    for entry in folder.iterdir():
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _unpack_in_child(*, source: Path, name: str, into: Path, limits: ArchiveLimits,
+                     progress: ProgressFn | None) -> None:
+    request = json.dumps({"source": str(source.resolve()), "name": name, "into": str(into.resolve()),
+                          "limits": asdict(limits)})
+    # -E -s and an empty environment: no PYTHON* variable, user site or secret of the worker reaches the child.
+    command = [sys.executable, "-E", "-s", "-X", "utf8", "-m", _CHILD, request]
+    cpu_before = _children_cpu()
+    deadline = time.monotonic() + limits.seconds
+    with subprocess.Popen(command, cwd=_PROJECT_ROOT, env={}, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE) as child:
+        try:
+            outcome, errors = _follow(child, deadline=deadline, progress=progress)
+            status = child.wait(timeout=max(deadline - time.monotonic(), 0))
+        except subprocess.TimeoutExpired:
+            raise ArchiveRefused(f"{name}: unpacking took longer than {limits.seconds:,} s "
+                                 "(BUNDLE_UNPACK_SECONDS)") from None
+        finally:
+            if child.poll() is None:
+                child.kill()
+                child.wait()
+    if outcome is not None and status == 0:
+        if "refused" in outcome:
+            raise ArchiveRefused(outcome["refused"])
+        return
+    if status == -signal.SIGXCPU or _children_cpu() - cpu_before >= limits.cpu_seconds:
+        raise ArchiveRefused(f"{name}: unpacking used more than {limits.cpu_seconds:,} s of CPU "
+                             "(BUNDLE_UNPACK_CPU_SECONDS)")
+    if status == EXIT_NO_MEMORY or b"MemoryError" in errors:
+        raise ArchiveRefused(f"{name}: unpacking needed more than {limits.memory_mb:,} MB of memory "
+                             "(BUNDLE_UNPACK_MEMORY_MB)")
+    last = errors.decode("utf-8", "replace").strip().rsplit("\n", 1)[-1]
+    raise ArchiveRefused(f"{name}: unpacking stopped unexpectedly ({last or f'exit status {status}'})")
+
+
+def _follow(child: subprocess.Popen, *, deadline: float,
+            progress: ProgressFn | None) -> tuple[dict | None, bytes]:
+    """Read the child's stdout and stderr until both end, passing its progress on: (its last message, the end of
+    its stderr). subprocess.TimeoutExpired past the deadline."""
+    outcome, pending, errors = None, b"", b""
+    with selectors.DefaultSelector() as selector:
+        selector.register(child.stdout, selectors.EVENT_READ)
+        selector.register(child.stderr, selectors.EVENT_READ)
+        while selector.get_map():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise subprocess.TimeoutExpired(child.args, 0)
+            for key, _ in selector.select(left):
+                chunk = os.read(key.fd, 1 << 16)
+                if not chunk:
+                    selector.unregister(key.fileobj)
+                elif key.fileobj is child.stderr:
+                    errors = (errors + chunk)[-_STDERR_KEPT:]
+                else:
+                    *lines, pending = (pending + chunk).split(b"\n")
+                    for line in lines:
+                        message = json.loads(line)
+                        if "members" not in message:
+                            outcome = message
+                        elif progress is not None:
+                            progress(message["members"], message["bytes"])
+    return outcome, errors

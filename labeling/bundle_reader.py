@@ -9,7 +9,9 @@ import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
+
+from labeling.decompress import ExpansionLimits, ExpansionRefused, gzip_bounded
 
 MAX_ID_LENGTH = 200
 SHOWN_PROBLEMS = 20
@@ -37,38 +39,58 @@ class Problems:
         return "\n".join(lines)
 
 
-def iter_lines(path: Path, name: str, problems: Problems, *, max_line_bytes: int) -> Iterator[tuple[int, str]]:
+def _open(path: Path, name: str, expand_limits: ExpansionLimits | None) -> BinaryIO:
+    if path.suffix != ".gz":
+        return path.open("rb")
+    if expand_limits is None:
+        return gzip.open(path, "rb")
+    return gzip_bounded(path.open("rb"), name=name, limits=expand_limits)
+
+
+def iter_lines(
+    path: Path, name: str, problems: Problems, *, max_line_bytes: int, expand_limits: ExpansionLimits | None = None
+) -> Iterator[tuple[int, str]]:
     """Yield (line number, text) for each non-blank line, decoded as strict UTF-8.
 
     A line that is not UTF-8 or longer than max_line_bytes is reported and skipped; an over-long line is
-    never held in memory whole. A file whose name ends in .gz is read through gzip."""
-    with gzip.open(path, "rb") if path.suffix == ".gz" else path.open("rb") as handle:
-        number = 0
-        while True:
-            raw = handle.readline(max_line_bytes + 1)
-            if not raw:
-                return
-            number += 1
-            if len(raw) > max_line_bytes and not raw.endswith(b"\n"):
-                while raw and not raw.endswith(b"\n"):
-                    raw = handle.readline(1 << 20)
-                problems.add(f"{name}:{number}", f"line longer than {max_line_bytes} bytes")
-                continue
-            try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                problems.add(f"{name}:{number}", f"bytes that are not UTF-8 (byte {exc.start + 1} of the line)")
-                continue
-            if number == 1 and text.startswith("\ufeff"):
-                text = text[1:]
-            text = text.rstrip("\r\n")
-            if text.strip():
-                yield number, text
+    never held in memory whole. A file whose name ends in .gz is read through gzip: with `expand_limits` (an
+    upload's), one that expands past them is reported as a problem at `name` and read no further."""
+    with _open(path, name, expand_limits) as handle:
+        try:
+            yield from _lines(handle, name, problems, max_line_bytes=max_line_bytes)
+        except ExpansionRefused as exc:
+            problems.add(name, exc.reason)
 
 
-def iter_jsonl(path: Path, name: str, problems: Problems, *, max_line_bytes: int) -> Iterator[tuple[str, dict]]:
+def _lines(handle: BinaryIO, name: str, problems: Problems, *, max_line_bytes: int) -> Iterator[tuple[int, str]]:
+    number = 0
+    while True:
+        raw = handle.readline(max_line_bytes + 1)
+        if not raw:
+            return
+        number += 1
+        if len(raw) > max_line_bytes and not raw.endswith(b"\n"):
+            while raw and not raw.endswith(b"\n"):
+                raw = handle.readline(1 << 20)
+            problems.add(f"{name}:{number}", f"line longer than {max_line_bytes} bytes")
+            continue
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            problems.add(f"{name}:{number}", f"bytes that are not UTF-8 (byte {exc.start + 1} of the line)")
+            continue
+        if number == 1 and text.startswith("\ufeff"):
+            text = text[1:]
+        text = text.rstrip("\r\n")
+        if text.strip():
+            yield number, text
+
+
+def iter_jsonl(
+    path: Path, name: str, problems: Problems, *, max_line_bytes: int, expand_limits: ExpansionLimits | None = None
+) -> Iterator[tuple[str, dict]]:
     """Yield ("file:line", object) for each line that holds a JSON object."""
-    for number, text in iter_lines(path, name, problems, max_line_bytes=max_line_bytes):
+    for number, text in iter_lines(path, name, problems, max_line_bytes=max_line_bytes, expand_limits=expand_limits):
         where = f"{name}:{number}"
         try:
             record = json.loads(text)
@@ -83,11 +105,11 @@ def iter_jsonl(path: Path, name: str, problems: Problems, *, max_line_bytes: int
 
 def iter_tsv(
     path: Path, name: str, problems: Problems, *, required: tuple[str, ...], optional: tuple[str, ...] = (),
-    max_line_bytes: int,
+    max_line_bytes: int, expand_limits: ExpansionLimits | None = None,
 ) -> Iterator[tuple[str, dict[str, str]]]:
     """Yield ("file:line", {column: value}) for each data row of a tab-separated file with a header."""
     columns: list[str] | None = None
-    for number, text in iter_lines(path, name, problems, max_line_bytes=max_line_bytes):
+    for number, text in iter_lines(path, name, problems, max_line_bytes=max_line_bytes, expand_limits=expand_limits):
         where = f"{name}:{number}"
         cells = text.split("\t")
         if columns is None:
