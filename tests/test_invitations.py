@@ -135,6 +135,14 @@ def test_only_admins_invite_and_names_must_be_new_and_not_invited_twice(client, 
     assert Invitation.objects.filter(revoked_at__isnull=True, used_at__isnull=True).count() == 1
 
 
+def test_a_full_width_look_alike_of_an_existing_account_is_not_invited(client, project, admin):
+    """Issue 30, finding 10, through the members page."""
+    response = _invite(client, project, admin, username="\uff42oss")  # a full-width b: "boss", the admin
+    assert response.status_code == 400
+    assert "there is already an account named &#x27;boss&#x27;" in response.content.decode()
+    assert not Invitation.objects.exists()
+
+
 def test_the_link_is_emailed_only_when_the_operator_configured_email(client, project, admin, settings,
                                                                      django_capture_on_commit_callbacks):
     settings.INVITATION_EMAIL = False

@@ -18,10 +18,12 @@ from django.utils import timezone
 
 from labeling.exceptions import Conflict, DomainError, NotFound
 from labeling.models import Invitation, Membership, Project
+from labeling.names import NameRefused, clean_name
 from labeling.services.members import locked_by_admin
 
 # 256 random bits: a link cannot be guessed, so failed tries need no throttling of their own.
 TOKEN_BYTES = 32
+USERNAME_MAX_LENGTH = Invitation._meta.get_field("username").max_length
 
 
 class InvitationError(DomainError):
@@ -44,6 +46,21 @@ class Invited:
 
 def token_digest(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
+
+
+def _username_clean(username: str) -> str:
+    """The user name the account will have: normalised as the user model and its login form normalise it (NFKC
+    for Django's), so that a look-alike of an existing name is that name, then checked as every name is
+    (labeling.names) and by Django's username rules. InvitationError saying what is wrong."""
+    try:
+        username = clean_name(get_user_model().normalize_username(username), what="user name",
+                              max_length=USERNAME_MAX_LENGTH)
+        UnicodeUsernameValidator()(username)
+    except NameRefused as exc:
+        raise InvitationError(str(exc)) from None
+    except ValidationError:
+        raise InvitationError(f"{username!r} is not a user name: letters, digits and @ . + - _ only") from None
+    return username
 
 
 def _account_exists(username: str) -> bool:
@@ -69,15 +86,10 @@ def invitation_create(*, project: Project, username: str, role: str, by: Abstrac
     """Invite `username` (a new account) to the project with `role`. `link_for(token)` turns the token into the
     absolute link that is e-mailed when the operator configured e-mail and the invitation has an address."""
     now = now or timezone.now()
-    username, email = username.strip(), email.strip()
+    email = email.strip()
     if role not in Membership.Role.values:
         raise InvitationError(f"unknown role {role!r}; one of {', '.join(Membership.Role.values)}")
-    try:
-        UnicodeUsernameValidator()(username)
-    except ValidationError:
-        raise InvitationError(f"{username!r} is not a user name: letters, digits and @ . + - _ only") from None
-    if len(username) > 150:  # the validator refuses an empty name already
-        raise InvitationError("a user name has 1 to 150 characters")
+    username = _username_clean(username)
     locked_by_admin(project, by)
     if _account_exists(username):
         raise InvitationError(f"there is already an account named {username!r}: add it with 'Add a member' instead")

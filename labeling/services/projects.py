@@ -12,6 +12,7 @@ from django.db import IntegrityError, transaction
 from labeling.exceptions import DomainError, Forbidden
 from labeling.models import Judge, Membership, Project
 from labeling.models.project import QUEUE_STRATEGIES
+from labeling.names import NameRefused, clean_name
 from labeling.scale import DEFAULT_SCALE, LabelScale
 from labeling.selectors.projects import project_role
 from labeling.selectors.queue_settings import STRATEGIES_NEEDING_JUDGE
@@ -62,16 +63,18 @@ def project_create(
     taken slug or a bad name is a ProjectCreateError naming the field. `scale` None: the default scale."""
     if not may_create_projects(by):
         raise ProjectCreateForbidden(PROJECT_CREATE_REFUSED)
-    name, slug = name.strip(), slug.strip()
     errors = {}
-    if not 0 < len(name) <= NAME_MAX_LENGTH:
-        errors["name"] = f"a name of 1 to {NAME_MAX_LENGTH} characters"
     try:
+        name = clean_name(name, what="project name", max_length=NAME_MAX_LENGTH)
+    except NameRefused as exc:
+        errors["name"] = str(exc)
+    try:
+        slug = clean_name(slug, what="slug", max_length=SLUG_MAX_LENGTH)
         validate_slug(slug)
+    except NameRefused as exc:
+        errors["slug"] = str(exc)
     except ValidationError:
         errors["slug"] = f"{slug!r} is not a slug: letters, digits, '-' and '_'"
-    if len(slug) > SLUG_MAX_LENGTH:
-        errors["slug"] = f"a slug of at most {SLUG_MAX_LENGTH} characters"
     if "slug" not in errors and Project.objects.filter(slug=slug).exists():
         errors["slug"] = f"a project named {slug!r} exists already"
     if errors:

@@ -95,6 +95,34 @@ def test_a_name_taken_after_the_invitation_is_refused_and_its_password_is_left_a
     assert Invitation.objects.get().used_at is None
 
 
+def test_a_full_width_look_alike_of_an_account_is_that_account(project, admin):
+    """Issue 30, finding 10: an invitation for "\uff41dmin" (a full-width a) made an account that looks like admin,
+    whose failed logins django-axes counted against the real admin (the login form NFKC-normalises the name)."""
+    UserFactory(username="admin")
+    with pytest.raises(InvitationError, match="there is already an account named 'admin'"):
+        invitation_create(project=project, username="\uff41dmin", role="expert", by=admin)
+    assert not Invitation.objects.exists()
+
+
+def test_a_new_full_width_name_is_invited_and_its_account_made_nfkc_normalised(project, admin):
+    invited = invitation_create(project=project, username="\uff43\uff41\uff52\uff4f\uff4c", role="expert", by=admin)
+    assert invited.invitation.username == "carol"
+    user = invitation_accept(token=invited.token, password=PASSWORD, password_again=PASSWORD)
+    assert user.get_username() == "carol"
+
+
+@pytest.mark.parametrize(("username", "message"), [
+    ("car\u200bol", r"the user name holds an invisible format character \(U\+200B\) at position 4"),
+    ("car\nol", r"the user name holds a control character \(U\+000A\) at position 4"),
+    ("  ", "the user name is empty"),
+    ("x" * 151, "the user name has 151 characters: at most 150"),
+])
+def test_a_user_name_that_breaks_the_rule_for_names_is_refused(project, admin, username, message):
+    with pytest.raises(InvitationError, match=message):
+        invitation_create(project=project, username=username, role="expert", by=admin)
+    assert not Invitation.objects.exists()
+
+
 def test_only_an_admin_of_the_project_invites_or_revokes(project, admin):
     invited = invitation_create(project=project, username="carol", role="expert", by=admin)
     expert = UserFactory()

@@ -5,7 +5,13 @@ from __future__ import annotations
 import pytest
 
 from labeling.models import Judgment, Membership, Project
-from labeling.services.projects import ProjectSettingsError, ProjectSettingsForbidden, project_queue_settings_update
+from labeling.services.projects import (
+    ProjectCreateError,
+    ProjectSettingsError,
+    ProjectSettingsForbidden,
+    project_create,
+    project_queue_settings_update,
+)
 from tests.factories import JudgeFactory, JudgmentFactory, MembershipFactory, PairFactory, ProjectFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
@@ -184,3 +190,18 @@ def test_a_superuser_may_change_any_project(project):
     root = UserFactory(username="root", is_superuser=True)
     project_queue_settings_update(project=project, by=root, **arguments(lease_minutes=60))
     assert row(project)["lease_minutes"] == 60
+
+
+def test_a_new_projects_name_and_slug_are_stored_nfkc_normalised():
+    staff = UserFactory(is_staff=True)
+    project = project_create(by=staff, name=" \uff22\uff2d25 re\u0301gle\u0301 ", slug="\uff46lood")
+    assert (project.name, project.slug) == ("BM25 réglé", "flood")
+
+
+def test_a_project_name_or_slug_that_breaks_the_rule_for_names_is_refused_by_field():
+    staff = UserFactory(is_staff=True)
+    with pytest.raises(ProjectCreateError) as refused:
+        project_create(by=staff, name="Flood\u2028plans", slug="flood\n")
+    assert refused.value.errors["name"].startswith("the project name holds a line separator (U+2028) at position 6")
+    assert refused.value.errors["slug"].startswith("the slug holds a control character (U+000A) at position 6")
+    assert not Project.objects.filter(slug__startswith="flood").exists()
