@@ -10,9 +10,10 @@ from django.db.models import QuerySet
 from labeling.models import Judge, Project, RunKind
 from labeling.models.project import QUEUE_STRATEGIES
 from labeling.scale import DEFAULT_SCALE, LabelScale
+from labeling.selectors.distill import STUDENT_NAME_MAX_LENGTH
 from labeling.selectors.queue_settings import queue_mix_percentages
 from labeling.services.projects import LABELS_PER_ITEM_MAX, LEASE_MINUTES_MAX
-from labeling.services.retrieval import MAX_DEPTH
+from labeling.services.retrieval import DEFAULT_DEPTH, DEFAULT_FIRST_DEPTH, DEFAULT_KEEP, MAX_DEPTH
 from labeling.services.training_sets import MAX_HELD_OUT
 from models_llm.audit.types import PAD_WORDS, PERTURBATION_TESTS
 from models_llm.ensembles import STRATEGIES
@@ -24,7 +25,9 @@ class JudgeForm(forms.Form):
     backend = forms.ChoiceField(choices=[(backend.value, backend.label) for backend in Judge.Backend.creatable()])
     model = forms.CharField(max_length=300, required=False,
                             help_text="a model folder (hf, embedding) or a model name (openai); none for an ensemble")
-    method = forms.ChoiceField(choices=[(method.value, method.label) for method in Judge.Method.prompting()],
+    # A blank first choice: a select always posts one, and an embedding judge refuses a prompting method.
+    method = forms.ChoiceField(choices=[("", "(default: Tok; none for an embedding judge)")]
+                               + [(method.value, method.label) for method in Judge.Method.prompting()],
                                required=False)
     strategies = forms.MultipleChoiceField(
         choices=[(name, name) for name in STRATEGIES], required=False, widget=forms.CheckboxSelectMultiple,
@@ -98,7 +101,7 @@ class JudgeForm(forms.Form):
             "backend": backend,
             "model": data["model"],
             "template": template,
-            # judge_create gives an embedding judge the embedding method whatever was chosen.
+            # None chosen: the backend's own (judge_create refuses a prompting method for an embedding judge).
             "method": data["method"] or Judge.Method.default_for(backend),
             "cot": data["cot"] or None,
             "use_definition": False if data["no_definition"] or (preset and not preset.use_definition) else None,
@@ -216,26 +219,27 @@ class RunUploadForm(forms.Form):
 
 
 class RetrievalForm(forms.Form):
-    """Start a built-in retriever over the project's passages; the cascade fields only matter for a cascade."""
+    """Start a built-in retriever over the project's passages. The page shows every size, so the form passes on
+    only those of the chosen retriever: the service refuses the others."""
 
     retriever = forms.ChoiceField(choices=[(kind.value, kind.label) for kind in RunKind if kind != RunKind.IMPORTED])
     name = forms.CharField(max_length=200, help_text="the run it writes")
-    depth = forms.IntegerField(min_value=1, max_value=MAX_DEPTH, initial=1000,
+    depth = forms.IntegerField(min_value=1, max_value=MAX_DEPTH, initial=DEFAULT_DEPTH,
                                help_text="passages ranked per query (bm25, dense)")
     use_definition = forms.BooleanField(required=False, label="Query with its relevance definition",
                                         help_text="the query text is the question and its current definition")
-    first_depth = forms.IntegerField(min_value=1, max_value=MAX_DEPTH, initial=200, label="Cascade: candidates (N)",
+    first_depth = forms.IntegerField(min_value=1, max_value=MAX_DEPTH, initial=DEFAULT_FIRST_DEPTH,
+                                     label="Cascade: candidates (N)",
                                      help_text="BM25's N best passages per query go to the dense re-ranker")
-    keep = forms.IntegerField(min_value=1, max_value=MAX_DEPTH, initial=60, label="Cascade: kept (M)",
+    keep = forms.IntegerField(min_value=1, max_value=MAX_DEPTH, initial=DEFAULT_KEEP, label="Cascade: kept (M)",
                               help_text="the re-ranker's M best of them are the run (M <= N)")
 
     def service_arguments(self) -> dict:
         data = self.cleaned_data
-        arguments = {"retriever": data["retriever"], "name": data["name"], "depth": data["depth"],
-                     "use_definition": data["use_definition"]}
+        arguments = {"retriever": data["retriever"], "name": data["name"], "use_definition": data["use_definition"]}
         if data["retriever"] == RunKind.CASCADE:
-            arguments |= {"first_depth": data["first_depth"], "keep": data["keep"]}
-        return arguments
+            return arguments | {"first_depth": data["first_depth"], "keep": data["keep"]}
+        return arguments | {"depth": data["depth"]}
 
 
 class PoolForm(forms.Form):
@@ -294,7 +298,7 @@ class FinetuneForm(forms.Form):
     teacher = forms.ChoiceField(choices=[], required=False,
                                 help_text="whose judgments of the set's pairs are the answers; none for a file's set")
     base_model = forms.CharField(max_length=300, label="Base model folder", help_text="under a model root")
-    student_name = forms.CharField(max_length=180, help_text="the judge it makes")
+    student_name = forms.CharField(max_length=STUDENT_NAME_MAX_LENGTH, help_text="the judge it makes")
     r = forms.IntegerField(label="LoRA r")
     alpha = forms.IntegerField(label="LoRA alpha")
     dropout = forms.FloatField(label="LoRA dropout")

@@ -57,6 +57,7 @@ urlpatterns = [
     path("projects/<slug:slug>/audits/<id:audit_id>/cancel/", audit.audit_cancel_view, name="audit_cancel"),
     path("projects/<slug:slug>/bundles/", bundles.bundles_page, name="bundles"),
     path("projects/<slug:slug>/bundles/upload/", bundles.bundle_upload_view, name="bundle_upload"),
+    path("projects/<slug:slug>/bundles/<id:bundle_job_id>/cancel/", bundles.bundle_cancel_view, name="bundle_cancel"),
     path("projects/<slug:slug>/systems/", systems.systems_page, name="systems"),
     path("projects/<slug:slug>/systems/runs/upload/", systems.run_upload_view, name="run_upload"),
     path("projects/<slug:slug>/systems/runs/<id:run_id>/delete/", systems.run_delete_view, name="run_delete"),

@@ -4,21 +4,26 @@ line fails the job with `file:line` and stores nothing, a hostile archive is ref
 upload is gone when the job ends, and the Import page shows each outcome."""
 from __future__ import annotations
 
+import gzip
 import io
 import json
 import zipfile
 from pathlib import Path
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.core.files.storage import default_storage
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
+from django.utils import timezone
 
 from labeling.exceptions import Forbidden
-from labeling.models import BundleImportJob, Judgment, Membership, Pair, Passage, Project, Query
+from labeling.models import BundleImportJob, Judgment, Label, Membership, Pair, Passage, Project, Query
 from labeling.services import bundle_upload
 from labeling.services.bundle_upload import (
+    BundleImportFinished,
     BundleUploadError,
+    bundle_import_cancel,
     bundle_import_fail,
     bundle_import_request,
     bundle_import_run,
@@ -250,3 +255,140 @@ def test_staff_create_a_project_from_the_list_and_others_are_refused(client):
     assert client.post(reverse("labeling:project_create"), {"name": "Y", "slug": "y"}).status_code == 403
     assert set(Project.objects.values_list("slug", flat=True)) == {"climate"}
 
+
+
+def _labels_bundle(labels: list[dict]) -> bytes:
+    files = {
+        "queries.jsonl": '{"_id": "q1", "text": "Which targets?"}\n',
+        "corpus.jsonl": "".join(f'{{"_id": "d{i}", "text": "passage {i}"}}\n' for i in range(3)),
+        "labels.jsonl": "".join(json.dumps(label) + "\n" for label in labels),
+    }
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for name, text in files.items():
+            archive.writestr(name, text)
+    return buffer.getvalue()
+
+
+def _upload_as(user, project, data: bytes, django_capture_on_commit_callbacks) -> BundleImportJob:
+    with django_capture_on_commit_callbacks(execute=True):
+        job = bundle_import_request(project=project, upload=_upload(data), user=user)
+    return bundle_import_run(job_id=job.id)
+
+
+def test_an_uploaded_bundle_writes_labels_only_as_members_or_as_imported_annotators(
+        queued, django_capture_on_commit_callbacks):
+    """The review's forgery: a project admin (not staff) uploads labels in the name of the server's superuser and of
+    a user of another project. They are written as import:NAME (inactive, no password), never as those accounts;
+    a member of the project keeps their name."""
+    project = ProjectFactory(slug="cr")
+    owner = UserFactory(username="owner")
+    MembershipFactory(project=project, user=owner, role="admin")
+    root = UserFactory(username="root", is_superuser=True, is_staff=True)
+    stranger = UserFactory(username="stranger")
+    bob = UserFactory(username="bob")
+    MembershipFactory(project=project, user=bob, role="expert")
+    labels = [{"query_id": "q1", "doc_id": "d0", "annotator": "root", "label": 2},
+              {"query_id": "q1", "doc_id": "d1", "annotator": "stranger", "label": 0},
+              {"query_id": "q1", "doc_id": "d2", "annotator": "bob", "label": 1},
+              {"query_id": "q1", "doc_id": "d2", "annotator": "newcomer", "label": 1}]
+    job = _upload_as(owner, project, _labels_bundle(labels), django_capture_on_commit_callbacks)
+    assert job.status == "done", job.problems
+    assert not Label.objects.filter(annotator__in=[root, stranger]).exists()
+    stored = dict(Label.objects.filter(pair__project=project).values_list("annotator__username", "grade")
+                  .order_by("annotator__username"))
+    assert stored == {"bob": 1, "import:newcomer": 1, "import:root": 2, "import:stranger": 0}
+    imported = get_user_model().objects.filter(username__startswith="import:")
+    assert imported.count() == 3 and not any(user.is_active or user.has_usable_password() for user in imported)
+    assert job.written["annotators imported as import:NAME"] == 3
+    # The same upload again writes nothing (the imported annotators are members now).
+    again = _upload_as(owner, project, _labels_bundle(labels), django_capture_on_commit_callbacks)
+    assert again.status == "done" and not again.written.get("labels") and not again.written.get("annotators")
+
+
+def test_adjudicator_rows_in_an_upload_need_staff_and_nothing_is_stored_without(
+        queued, django_capture_on_commit_callbacks):
+    project = ProjectFactory(slug="cr")
+    owner = UserFactory(username="owner")
+    MembershipFactory(project=project, user=owner, role="admin")
+    labels = [{"query_id": "q1", "doc_id": "d0", "annotator": "owner", "label": 2, "role": "adjudicator"}]
+    job = _upload_as(owner, project, _labels_bundle(labels), django_capture_on_commit_callbacks)
+    assert job.status == "failed"
+    assert job.problems == ["labels.jsonl:1: an adjudicator label (gold) needs a staff account to upload; ask staff, "
+                            "or import the bundle on the server with manage.py import_bundle"]
+    assert not Query.objects.filter(project=project).exists() and not Label.objects.exists()
+    staff = UserFactory(username="staffer", is_staff=True)
+    MembershipFactory(project=project, user=staff, role="admin")
+    job = _upload_as(staff, project, _labels_bundle(labels), django_capture_on_commit_callbacks)
+    assert job.status == "done", job.problems
+    assert Label.objects.get().role == "adjudicator"
+
+
+def test_a_cancelled_import_stores_nothing_and_loses_its_upload(queued, django_capture_on_commit_callbacks):
+    project = ProjectFactory(slug="cr")
+    job = _request(project, zip_folder(SAMPLE), django_capture_on_commit_callbacks)
+    stored = job.upload
+    job = bundle_import_cancel(job=job)
+    assert (job.status, job.stage, job.upload) == ("cancelled", "finished", "")
+    assert not default_storage.exists(stored)
+    # Its message still reaches a worker: the job is finished, nothing runs.
+    assert bundle_import_run(job_id=job.id).status == "cancelled"
+    assert not Query.objects.filter(project=project).exists()
+    with pytest.raises(BundleImportFinished, match=f"import {job.id} had finished \\(cancelled\\)"):
+        bundle_import_cancel(job=job)
+
+
+def test_an_import_cancelled_while_it_imports_is_rolled_back(queued, monkeypatch, django_capture_on_commit_callbacks):
+    """The cancel lands while the worker checks and writes every line (here: as the import starts, from what a
+    test's one connection can do): the import's last act before it commits finds it and rolls everything back."""
+    project = ProjectFactory(slug="cr")
+    job = _request(project, zip_folder(SAMPLE), django_capture_on_commit_callbacks)
+    real_import = bundle_upload.bundle_import
+
+    def cancelled_meanwhile(**kwargs):
+        BundleImportJob.objects.filter(id=job.id).update(status="cancelled", finished_at=timezone.now())
+        return real_import(**kwargs)
+
+    monkeypatch.setattr(bundle_upload, "bundle_import", cancelled_meanwhile)
+    job = bundle_import_run(job_id=job.id)
+    assert job.status == "cancelled" and job.upload == ""
+    assert not Query.objects.filter(project=project).exists() and not Pair.objects.filter(project=project).exists()
+
+
+def test_the_import_page_and_the_api_cancel_an_unfinished_import(client, queued, django_capture_on_commit_callbacks):
+    project = ProjectFactory(slug="cr")
+    admin = UserFactory(username="owner")
+    MembershipFactory(project=project, user=admin, role="admin")
+    first = _request(project, zip_folder(SAMPLE), django_capture_on_commit_callbacks)
+    second = _request(project, zip_folder(SAMPLE), django_capture_on_commit_callbacks)
+    client.force_login(admin)
+    html = client.get(reverse("labeling:bundles", kwargs={"slug": project.slug})).content.decode()
+    assert f'data-cancel-import="{first.id}"' in html and 'hx-trigger="every 2s"' in html
+    response = client.post(reverse("labeling:bundle_cancel", kwargs={"slug": project.slug, "bundle_job_id": first.id}),
+                           follow=True)
+    assert f"Import {first.id} cancelled: nothing of it was stored." in response.content.decode()
+    url = f"/api/projects/{project.slug}/bundles/{second.id}/cancel/"
+    answer = client.post(url)
+    assert answer.status_code == 200 and answer.json()["status"] == "cancelled"
+    again = client.post(url)
+    assert again.status_code == 409 and "had finished (cancelled)" in again.json()["message"]
+    # Nothing is left unfinished: the list stops polling.
+    html = client.get(reverse("labeling:bundles", kwargs={"slug": project.slug})).content.decode()
+    assert 'hx-trigger="every 2s"' not in html and html.count("data-cancelled") == 2
+    expert = UserFactory(username="expert")
+    MembershipFactory(project=project, user=expert, role="expert")
+    client.force_login(expert)
+    assert client.post(url).status_code == 403
+
+
+def test_a_gzip_bomb_run_in_an_uploaded_bundle_fails_the_job_naming_the_file(queued, django_capture_on_commit_callbacks):
+    # The archive is honest; the run file in it expands 20 MB from 20 KB: read within the upload's limits.
+    project = ProjectFactory(slug="cr")
+    buffer = io.BytesIO(zip_folder(SAMPLE))
+    with zipfile.ZipFile(buffer, "a") as archive:
+        archive.writestr("runs/bm25.trec.gz", gzip.compress(b"\n" * (20 << 20)))
+    job = bundle_import_run(job_id=_request(project, buffer.getvalue(), django_capture_on_commit_callbacks).id)
+    assert job.status == "failed"
+    assert ("runs/bm25.trec.gz: unpacks to more than 200 times its compressed size (BUNDLE_MAX_RATIO): refused as a "
+            "decompression bomb") in job.problems
+    assert not Query.objects.filter(project=project).exists()

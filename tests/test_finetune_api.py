@@ -93,6 +93,24 @@ def test_a_diras_file_is_imported_and_a_bad_one_refused_by_line():
     assert not TrainingSet.objects.filter(name="bad").exists()
 
 
+def test_a_training_set_name_that_is_not_one_line_is_refused():
+    """Issue 30, finding 7, through the API: the sample and the import answer 422 naming the character."""
+    world = build_world()
+    api = api_as(world.users[ADMIN])
+    name = "nl\r\nSet-Cookie: x=1"
+    sampled = api.post(url(world.project, "training-set-list"), {"name": name, "run": "run-a"}, format="json")
+    assert sampled.status_code == 422 and sampled.json()["message"].startswith(
+        "the training set name holds a control character (U+000D) at position 3")
+    imported = api.post(url(world.project, "training-set-import"), {
+        "name": name, "file": SimpleUploadedFile("rag.csv", (DATA / "rag_bench_train_data.csv").read_bytes())},
+        format="multipart")
+    assert imported.status_code == 422 and "(U+000D) at position 3" in imported.json()["message"]
+    full_width = api.post(url(world.project, "training-set-list"), {"name": "\uff53et-a", "run": "run-a"},
+                          format="json")
+    assert full_width.status_code == 409 and "already has a training set 'set-a'" in full_width.json()["message"]
+    assert set(TrainingSet.objects.values_list("name", flat=True)) == {"set-a", "set-b"}
+
+
 def test_a_set_in_use_is_not_deleted():
     world = build_world()
     api = api_as(world.users[ADMIN])
@@ -154,6 +172,37 @@ def test_a_fine_tuning_request_is_a_pending_job_and_a_refused_one_says_why(tmp_p
                        format="json")
     assert unknown.status_code == 422 and "unknown fine-tuning settings ['rank']" in unknown.json()["message"]
     assert FineTuneJob.objects.count() == 1
+
+
+@pytest.mark.parametrize("endpoint", ["finetune-list", "training-set-export"])
+def test_a_teacher_for_a_set_imported_with_its_answers_is_refused(tmp_path, endpoint):
+    # The file holds the teacher's answers: a judge named as the teacher would teach nothing, yet be recorded (and
+    # compared with the student) as the teacher.
+    project, _, _ = rule_project(tmp_path / "bundle")
+    api = api_as(members(project)[ADMIN])
+    imported = api.post(url(project, "training-set-import"), {
+        "name": "diras", "file": SimpleUploadedFile("qampari.csv", (DATA / "qampari_train_data.csv").read_bytes())},
+        format="multipart")
+    assert imported.status_code == 201, imported.json()
+
+    def ask(**teacher):
+        if endpoint == "finetune-list":
+            return api.post(url(project, endpoint), {"training_set": "diras", "student_name": "pupil",
+                                                     "hyperparameters": {"r": 8, "max_steps": 3}, **teacher},
+                            format="json")
+        return api.get(url(project, endpoint, "diras", student=base_folder(), **teacher))
+
+    refused = ask(teacher="teacher")
+    assert refused.status_code == 422 and refused.json()["code"] == "unprocessable"
+    assert refused.json()["message"] == ("training set 'diras' was imported with its teacher's answers and holds no "
+                                         "pair for judge 'teacher' to answer: leave the teacher out")
+    assert not FineTuneJob.objects.exists()
+    answered = ask()
+    assert answered.status_code == (202 if endpoint == "finetune-list" else 200)
+    if endpoint == "finetune-list":
+        assert answered.json()["teacher"] is None and answered.json()["examples"] > 0
+    else:
+        assert len(lines(answered)) == TrainingExample.objects.filter(training_set__name="diras", split="train").count()
 
 
 def test_a_done_job_shows_its_loss_and_the_side_by_side_to_readers_only(tmp_path):

@@ -216,6 +216,38 @@ def test_a_refused_sample_says_why_and_stores_nothing(client):
     assert TrainingSet.objects.filter(project=world.project).count() == 2
 
 
+def test_a_training_set_name_that_is_not_one_line_is_refused_and_the_page_still_answers(client):
+    """Issue 30, finding 7: a set named "nl\r\nSet-Cookie: x=1" broke the Fine-tuning page (its delete and score
+    links hold the name, and <path:training_set> matches no line break) and could be neither addressed nor
+    deleted."""
+    world = build_world()
+    client.force_login(world.users[ADMIN])
+    name = "nl\r\nSet-Cookie: x=1"
+    sampled = client.post(reverse("labeling:training_set_sample", args=[world.project.slug]),
+                          {"name": name, "run": "run-a", "top": 2, "random": 1, "seed": 0, "held_out": 0})
+    assert sampled.status_code == 400
+    assert "the training set name holds a control character (U+000D) at position 3" in sampled.content.decode()
+    content = (DATA / "rag_bench_train_data.csv").read_bytes()
+    imported = client.post(reverse("labeling:training_set_import", args=[world.project.slug]), {
+        "name": name, "held_out": 0, "seed": 0, "file": SimpleUploadedFile("rag_bench.csv", content)})
+    assert imported.status_code == 400 and "(U+000D) at position 3" in imported.content.decode()
+    assert set(TrainingSet.objects.filter(project=world.project).values_list("name", flat=True)) == {"set-a", "set-b"}
+    assert client.get(page(world.project)).status_code == 200
+
+
+def test_a_training_set_name_keeps_its_inner_spaces_and_accents_and_can_be_deleted(client):
+    world = build_world()
+    client.force_login(world.users[ADMIN])
+    response = client.post(reverse("labeling:training_set_sample", args=[world.project.slug]),
+                           {"name": "BM25 re\u0301gle\u0301", "run": "run-a", "top": 2, "random": 1, "seed": 0,
+                            "held_out": 0})
+    assert response.status_code == 302
+    delete = reverse("labeling:training_set_delete", args=[world.project.slug, "BM25 réglé"])
+    assert delete in client.get(page(world.project)).content.decode()
+    assert client.post(delete).status_code == 302
+    assert not TrainingSet.objects.filter(project=world.project, name="BM25 réglé").exists()
+
+
 def test_a_diras_file_is_imported(client):
     world = build_world()
     client.force_login(world.users[ADMIN])
@@ -282,6 +314,7 @@ def test_a_fine_tuning_request_is_stored_as_a_pending_job(client, tmp_path):
     ({"micro_batch": 5}, "the batch size must be a multiple of the micro batch"),
     ({"base_model": "/etc"}, "is not under a model root"),
     ({"teacher": ""}, "choose a teacher whose judgments are the answers"),
+    ({"student_name": "pupil\u2028two"}, "the student name holds a line separator (U+2028) at position 6"),
 ])
 def test_a_refused_request_says_why(client, tmp_path, changes, message):
     project, _, _ = rule_project(tmp_path / "bundle")

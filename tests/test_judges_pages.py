@@ -126,3 +126,56 @@ def test_a_model_folder_that_cannot_load_is_an_error_on_the_page_not_a_500(clien
     assert response.status_code == 302
     response = client.get(reverse("labeling:judge_estimate", args=[project.slug, "broken"]))
     assert response.status_code == 200 and "holds no loadable tokenizer" in response.content.decode()
+
+
+def test_a_judge_name_with_a_line_break_is_refused_and_the_judges_page_still_answers(client, project):
+    """Issue 30, finding 7: the API stored a judge named "nl\\njudge", and the Judges page, whose links hold the
+    name (<path:judge> matches no line break), answered 500 to every member from then on."""
+    admin = member(project, Membership.Role.ADMIN)
+    api = APIClient()
+    api.force_authenticate(admin)
+    body = {"name": "nl\njudge", "backend": "embedding", "model": str(minilm_folder())}
+    refused = api.post(reverse("api:judge-list", args=[project.slug]), body, format="json")
+    assert refused.status_code == 422 and refused.json()["code"] == "unprocessable"
+    assert refused.json()["message"].startswith("the judge name holds a control character (U+000A) at position 3")
+    client.force_login(admin)
+    form = client.post(reverse("labeling:judge_create", args=[project.slug]), {**body, "name": "rlo\u202ejudge"})
+    assert form.status_code == 400
+    assert "the judge name holds an invisible format character (U+202E) at position 4" in form.content.decode()
+    assert not Judge.objects.filter(project=project).exists()
+    assert client.get(reverse("labeling:judges", args=[project.slug])).status_code == 200
+
+
+def test_a_judge_name_keeps_its_inner_spaces_and_accents_and_a_look_alike_is_the_same_name(client, project):
+    admin = member(project, Membership.Role.ADMIN)
+    api = APIClient()
+    api.force_authenticate(admin)
+    url = reverse("api:judge-list", args=[project.slug])
+    body = {"backend": "embedding", "model": str(minilm_folder())}
+    created = api.post(url, {**body, "name": " BM25 re\u0301gle\u0301 "}, format="json")  # decomposed accents
+    assert created.status_code == 201 and created.json()["name"] == "BM25 réglé"
+    twin = api.post(url, {**body, "name": "\uff22\uff2d\uff12\uff15 réglé"}, format="json")  # full-width "BM25"
+    assert twin.status_code == 422 and twin.json()["message"] == f"project {project.slug!r} already has a judge " \
+                                                                 "'BM25 réglé'"
+    client.force_login(admin)
+    html = client.get(reverse("labeling:judges", args=[project.slug])).content.decode()
+    assert reverse("labeling:job_start", args=[project.slug, "BM25 réglé"]) in html
+
+
+@pytest.mark.parametrize(("fields", "refused"), [
+    ({"method": "tok"}, "leave out method"),
+    ({"max_new_tokens": "64"}, "leave out max_new_tokens"),
+    ({"preset": "diras-definition"}, "leave out template"),
+    ({"method": ""}, None),  # the select's blank default: the embedding judge's own method
+])
+def test_the_form_gets_the_services_refusal_of_a_field_an_embedding_judge_never_reads(client, project, fields,
+                                                                                       refused):
+    client.force_login(member(project, Membership.Role.ADMIN))
+    response = client.post(reverse("labeling:judge_create", args=[project.slug]),
+                           {"name": "mini", "backend": "embedding", "model": str(minilm_folder()), **fields})
+    if refused is None:
+        assert response.status_code == 302
+        assert Judge.objects.get(project=project, name="mini").parameters == {"method": "embedding"}
+    else:
+        assert response.status_code == 400 and refused in response.content.decode()
+        assert not Judge.objects.filter(project=project, name="mini").exists()

@@ -156,6 +156,19 @@ def test_a_started_retriever_is_polled_until_done_and_its_run_is_listed(client, 
     assert 'data-run="bm25"' in client.get(page(world)).content.decode()
 
 
+@pytest.mark.parametrize(("retriever", "parameters"), [
+    ("bm25", {"depth": 5, "use_definition": False}),
+    ("cascade", {"first_depth": 50, "keep": 20, "use_definition": False}),
+])
+def test_the_form_passes_on_only_the_chosen_retrievers_sizes(client, world, retriever, parameters):
+    # The page shows every size; the service refuses a size of another retriever, so the form leaves those out.
+    client.force_login(world.users[ADMIN])
+    response = client.post(reverse("labeling:retrieval_start", args=[world.project.slug]),
+                           {"retriever": retriever, "name": "new", "depth": 5, "first_depth": 50, "keep": 20})
+    assert response.status_code == 302
+    assert RetrievalJob.objects.get(project=world.project, name="new").parameters == parameters
+
+
 def test_a_retriever_for_a_taken_name_is_refused_with_the_reason(client, world):
     client.force_login(world.users[ADMIN])
     response = client.post(reverse("labeling:retrieval_start", args=[world.project.slug]),

@@ -16,7 +16,12 @@ from labeling.exceptions import FieldsRefused, TooLarge
 from labeling.models import BundleImportJob
 from labeling.selectors.bundle_imports import bundle_import_of_project, bundle_imports
 from labeling.selectors.projects import admin_to, project_for_user
-from labeling.services.bundle_upload import BundleUploadError, bundle_import_request, bundle_upload_refusal
+from labeling.services.bundle_upload import (
+    BundleUploadError,
+    bundle_import_cancel,
+    bundle_import_request,
+    bundle_upload_refusal,
+)
 
 IMPORT_ADMIN = admin_to("import bundles")
 
@@ -29,9 +34,9 @@ class BundleImportJobSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = BundleImportJob
-        fields = ("id", "url", "file_name", "size", "all_pairs", "status", "stage", "members", "unpacked_bytes",
-                  "written", "problems", "problems_total", "error", "attempts", "requested_by", "created_at",
-                  "started_at", "finished_at")
+        fields = ("id", "url", "file_name", "size", "all_pairs", "run_name", "status", "stage", "members",
+                  "unpacked_bytes", "written", "problems", "problems_total", "error", "attempts", "requested_by",
+                  "created_at", "started_at", "heartbeat_at", "finished_at")
 
     def get_url(self, job: BundleImportJob) -> str:
         return reverse("api:bundle-detail", kwargs={"slug": job.project.slug, "bundle_job_id": job.id},
@@ -89,4 +94,17 @@ class BundleDetailView(APIView):
     def get(self, request: Request, slug: str, bundle_job_id: int) -> Response:
         project = project_for_user(user=request.user, slug=slug, need=IMPORT_ADMIN)
         job = bundle_import_of_project(project=project, job_id=bundle_job_id)
+        return Response(BundleImportJobSerializer(job, context={"request": request}).data)
+
+
+class BundleCancelView(APIView):
+    """POST cancels an unfinished bundle import: cancelled, nothing of it stored, the upload removed (a running
+    worker stops at its next progress report, or rolls its import back before it commits). 200 with the job; 409
+    when it had finished already. Project admins only."""
+
+    @extend_schema(request=None, responses={200: BundleImportJobSerializer})
+    def post(self, request: Request, slug: str, bundle_job_id: int) -> Response:
+        project = project_for_user(user=request.user, slug=slug, need=IMPORT_ADMIN)
+        # A finished import is a 409 (BundleImportFinished, labeling.api.exceptions).
+        job = bundle_import_cancel(job=bundle_import_of_project(project=project, job_id=bundle_job_id))
         return Response(BundleImportJobSerializer(job, context={"request": request}).data)

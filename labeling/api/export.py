@@ -37,7 +37,8 @@ def _is_probability(text: str) -> bool:
 class QrelsView(APIView):
     """The project's qrels from a grade source, streamed as an attachment named for the project, the source and
     the day. Admins and viewers only: the qrels are the gold grades and judges' P of items experts have not
-    labelled (blind first). 400 says what is wrong with `format`, `source` or `threshold`."""
+    labelled (blind first). 400 says what is wrong with `format`, `source` or `threshold`; 422 refuses a
+    `threshold` with the human source, which has nothing to apply it to."""
 
     renderer_classes = (JSONRenderer,)
     content_negotiation_class = FormatIsTheQrelsFormat
@@ -54,7 +55,7 @@ class QrelsView(APIView):
                                                         "one, else the judge's)"),
             OpenApiParameter("threshold", {"type": "number", "minimum": 0, "maximum": 1},
                              description="judge sources: the P from which a pair is relevant (default 0.5); "
-                                         "ignored for human"),
+                                         "refused with human (422)"),
         ],
         responses={
             (200, "text/plain"): OpenApiResponse(OpenApiTypes.STR, description="trec: the export's lines"),
@@ -76,8 +77,7 @@ class QrelsView(APIView):
             refused["threshold"] = [f"a number from 0 to 1, got {threshold!r}"]
         if refused:
             raise ValidationError(refused)
-        if source == "human":
-            threshold = ""  # a judge source's threshold: the human grades have nothing to apply it to
+        # A threshold with the human source is the selector's refusal (422), as on the page and in export_qrels.
         asked = qrels_request_parse(project=project, format=params.get("format", "trec"), source=source,
                                     threshold=threshold)
         return qrels_download(project=project, asked=asked)

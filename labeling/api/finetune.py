@@ -24,7 +24,7 @@ from labeling.exceptions import TooLarge
 from labeling.llm_adapter import model_folder
 from labeling.models import Membership, Project, TrainingSet
 from labeling.selectors.disclosure import sees_reports
-from labeling.selectors.distill import distill_comparison
+from labeling.selectors.distill import STUDENT_NAME_MAX_LENGTH, distill_comparison
 from labeling.selectors.finetune_jobs import FineTuneJobRow, finetune_job_of_project, finetune_job_row, finetune_jobs
 from labeling.selectors.lookups import judge_by_name
 from labeling.selectors.projects import READ_REPORTS, admin_to, project_for_user, project_role
@@ -166,10 +166,11 @@ class FineTuneJobDetailSerializer(FineTuneJobSerializer):
 class FineTuneCreateSerializer(serializers.Serializer):
     training_set = StrictCharField(max_length=200, help_text="the training set's name")
     teacher = StrictCharField(max_length=200, required=False, allow_blank=True, default="",
-                              help_text="the judge whose judgments are the answers; empty for a file's set")
+                              help_text="the judge whose judgments are the answers; a file's set, which holds "
+                                        "its answers, refuses one")
     base_model = StrictCharField(max_length=300, required=False, allow_blank=True, default="",
                                  help_text="the base model's folder under a model root (default SmolLM2)")
-    student_name = StrictCharField(max_length=180, help_text="the judge it makes")
+    student_name = StrictCharField(max_length=STUDENT_NAME_MAX_LENGTH, help_text="the judge it makes")
     hyperparameters = serializers.DictField(required=False, default=dict,
                                             help_text="LoRA settings (r, alpha, dropout, learning_rate, ...); "
                                                       "the rest keep DIRAS's values")
@@ -290,7 +291,8 @@ class TrainingSetExportView(APIView):
         parameters=[
             OpenApiParameter("student", str, description="the student model's folder, for its chat template "
                                                          "(default: the bundled SmolLM2)"),
-            OpenApiParameter("teacher", str, description="the judge whose answers the pairs learn"),
+            OpenApiParameter("teacher", str, description="the judge whose answers the pairs learn; a file's set, "
+                                                         "which holds its answers, refuses one"),
             OpenApiParameter("split", str, enum=list(EXPORT_SPLITS), description="default train"),
         ],
         responses={(200, "application/x-ndjson"): OpenApiResponse(OpenApiTypes.STR, description="JSON lines"),

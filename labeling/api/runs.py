@@ -11,16 +11,24 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from labeling.api.bundles import BundleImportJobSerializer
 from labeling.api.fields import StrictBooleanField, StrictCharField, StrictFloatField, StrictIntegerField
 from labeling.exceptions import FieldsRefused, TooLarge
-from labeling.models import Membership, Project, Run
+from labeling.models import BundleImportJob, Membership, Project, Run
 from labeling.run_upload import run_import_upload, upload_refusal
 from labeling.selectors.lookups import judge_by_name, run_of_project
 from labeling.selectors.projects import admin_to, project_for_user, project_role
 from labeling.selectors.retrieval_jobs import retrieval_job_row, retrieval_jobs
 from labeling.selectors.runs import project_runs, run_by_name
 from labeling.services.pooling import PoolPreview, pool_add, pool_preview
-from labeling.services.retrieval import MAX_DEPTH, RETRIEVERS, retrieval_request
+from labeling.services.retrieval import (
+    DEFAULT_DEPTH,
+    DEFAULT_FIRST_DEPTH,
+    DEFAULT_KEEP,
+    MAX_DEPTH,
+    RETRIEVERS,
+    retrieval_request,
+)
 from labeling.services.runs import RunImportError, run_delete
 
 RUN_ADMIN = admin_to("change the project's runs")
@@ -62,18 +70,24 @@ class RetrievalJobSerializer(serializers.Serializer):
 class RetrievalCreateSerializer(serializers.Serializer):
     retriever = serializers.ChoiceField(choices=RETRIEVERS)
     name = StrictCharField(max_length=200, help_text="the run it writes, new in the project")
-    depth = StrictIntegerField(min_value=1, max_value=MAX_DEPTH, default=1000,
-                               help_text="passages per query (bm25, dense)")
+    depth = StrictIntegerField(min_value=1, max_value=MAX_DEPTH, required=False, allow_null=True, default=None,
+                               help_text=f"bm25, dense: passages per query (default {DEFAULT_DEPTH}); a cascade "
+                                         "refuses it")
     use_definition = StrictBooleanField(default=False,
                                         help_text="the query text is the question and its current definition")
-    k1 = StrictFloatField(required=False, allow_null=True, default=None, help_text="BM25's k1")
-    b = StrictFloatField(required=False, allow_null=True, default=None, help_text="BM25's b")
-    first_depth = StrictIntegerField(min_value=1, max_value=MAX_DEPTH, default=200,
-                                     help_text="cascade: BM25's candidates per query")
-    keep = StrictIntegerField(min_value=1, max_value=MAX_DEPTH, default=60,
-                              help_text="cascade: passages per query after dense re-ranking")
+    k1 = StrictFloatField(required=False, allow_null=True, default=None,
+                          help_text="bm25, cascade: BM25's k1 (default 1.5); dense refuses it")
+    b = StrictFloatField(required=False, allow_null=True, default=None,
+                         help_text="bm25, cascade: BM25's b (default 0.75); dense refuses it")
+    first_depth = StrictIntegerField(min_value=1, max_value=MAX_DEPTH, required=False, allow_null=True, default=None,
+                                     help_text=f"cascade: BM25's candidates per query (default {DEFAULT_FIRST_DEPTH}); "
+                                               "bm25 and dense refuse it")
+    keep = StrictIntegerField(min_value=1, max_value=MAX_DEPTH, required=False, allow_null=True, default=None,
+                              help_text=f"cascade: passages per query after dense re-ranking (default {DEFAULT_KEEP}); "
+                                        "bm25 and dense refuse it")
     model = StrictCharField(required=False, allow_blank=True, default="",
-                            help_text="dense, cascade: an encoder folder under a model root (default MiniLM)")
+                            help_text="dense, cascade: an encoder folder under a model root (default MiniLM); bm25 "
+                                      "refuses it")
 
 
 class PoolSerializer(serializers.Serializer):
@@ -81,7 +95,8 @@ class PoolSerializer(serializers.Serializer):
     depth = StrictIntegerField(min_value=1, default=10, help_text="each run's top k per query")
     dry_run = StrictBooleanField(default=False, help_text="preview only: write nothing")
     judge = StrictCharField(required=False, allow_blank=True, default="",
-                            help_text="dry run: the judge whose prices give the cost of judging the new pairs")
+                            help_text="dry run: the judge whose prices give the cost of judging the new pairs; "
+                                      "refused without dry_run")
 
 
 def _is_admin(request: Request, project: Project) -> bool:
@@ -90,8 +105,10 @@ def _is_admin(request: Request, project: Project) -> bool:
 
 class RunListView(APIView):
     """GET the project's runs (any member). POST uploads a TREC run file as a new run (project admins; multipart:
-    `name`, `description`, `file`): 201 with the run, or 400 listing each problem as `file:line: what is wrong`
-    with nothing stored. A request over RUN_UPLOAD_MAX_BYTES is refused with 413 before it is read."""
+    `name`, `description`, `file`): 201 with the run, or 422 listing each problem as `file:line: what is wrong`
+    with nothing stored. A file larger than RUN_UPLOAD_INLINE_MAX_BYTES (a .gz once decompressed) is stored by a
+    worker: 202 with its import job (poll its `url`: done with the rows written, or failed with the problems). A
+    request over RUN_UPLOAD_MAX_BYTES is refused with 413 before it is read."""
 
     parser_classes = (MultiPartParser,)
 
@@ -107,7 +124,8 @@ class RunListView(APIView):
         return Response(RunSerializer(project_runs(project).select_related("created_by"), many=True).data)
 
     @extend_schema(request={"multipart/form-data": RunUploadSerializer},
-                   responses={201: RunSerializer, 413: OpenApiResponse(description="Over RUN_UPLOAD_MAX_BYTES.")})
+                   responses={201: RunSerializer, 202: BundleImportJobSerializer,
+                              413: OpenApiResponse(description="Over RUN_UPLOAD_MAX_BYTES.")})
     def post(self, request: Request, slug: str) -> Response:
         project = project_for_user(user=request.user, slug=slug, need=RUN_ADMIN)
         body = RunUploadSerializer(data=request.data)
@@ -121,6 +139,9 @@ class RunListView(APIView):
             raise FieldsRefused({"detail": f"the run file has {total} problem(s)"
                                              + (f"; the first {len(shown)} are listed" if total > len(shown) else ""),
                                    "file": shown}) from None
+        if isinstance(run, BundleImportJob):
+            run.refresh_from_db()  # an eager worker (tests, CELERY_TASK_ALWAYS_EAGER) may have finished it already
+            return Response(BundleImportJobSerializer(run, context={"request": request}).data, status=202)
         return Response(RunSerializer(run).data, status=201)
 
 
@@ -174,6 +195,12 @@ class PoolView(APIView):
         body = PoolSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         data = body.validated_data
+        if data["judge"] and not data["dry_run"]:
+            # Here, not in a service: only this endpoint answers either a preview or the counts written, so only
+            # here would the judge be dropped (manage.py pool prints the priced preview before it writes).
+            raise FieldsRefused({"detail": "judge prices the preview of a dry run: pooling answers the counts "
+                                           "written, with no cost; ask with dry_run true first, or leave judge out",
+                                 "judge": ["goes with dry_run true only"]})
         runs = [run_by_name(project=project, name=name) for name in data["runs"]]
         if not data["dry_run"]:
             written = pool_add(project=project, runs=runs, depth=data["depth"])

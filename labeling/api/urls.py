@@ -34,6 +34,8 @@ urlpatterns = [
     path("projects/<slug:slug>/bundles/", bundles.BundleListView.as_view(), name="bundle-list"),
     path("projects/<slug:slug>/bundles/<id:bundle_job_id>/", bundles.BundleDetailView.as_view(),
          name="bundle-detail"),
+    path("projects/<slug:slug>/bundles/<id:bundle_job_id>/cancel/", bundles.BundleCancelView.as_view(),
+         name="bundle-cancel"),
     path("projects/<slug:slug>/runs/", runs.RunListView.as_view(), name="run-list"),
     path("projects/<slug:slug>/runs/<id:run_id>/", runs.RunDetailView.as_view(), name="run-detail"),
     path("projects/<slug:slug>/runs/<id:run_id>/multicondition/", audit.RunMulticonditionView.as_view(),

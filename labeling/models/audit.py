@@ -28,7 +28,6 @@ class AuditJob(MeteredJob):
     total = models.PositiveIntegerField(default=0, help_text="probes to score")
     done = models.PositiveIntegerField(default=0, help_text="probes scored")
     calls = models.PositiveIntegerField(default=0, help_text="model calls made")
-    heartbeat_at = models.DateTimeField(null=True, blank=True, help_text="the worker's last sign of life")
     report = models.JSONField(default=dict, blank=True)
 
     class Meta(MeteredJob.Meta):

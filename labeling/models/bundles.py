@@ -17,7 +17,8 @@ class BundleImportStage(models.TextChoices):
 class BundleImportJob(Job):
     """An uploaded bundle archive for `project`, kept in the storage under `upload` (any worker can read it) until
     the job ends; then `upload` is emptied. Done: `written` counts the rows it stored. Failed: nothing was stored,
-    and `problems` lists the first problems found (`problems_total` of them in all)."""
+    and `problems` lists the first problems found (`problems_total` of them in all). With a `run_name`, the upload
+    is a TREC run file too large to read in a web request, stored as that run."""
 
     Stage = BundleImportStage
 
@@ -26,6 +27,9 @@ class BundleImportJob(Job):
     size = models.PositiveBigIntegerField(default=0, help_text="bytes uploaded")
     upload = models.CharField(max_length=500, blank=True, help_text="its name in the storage; empty once removed")
     all_pairs = models.BooleanField(default=False, help_text="complete the pool to every query x passage")
+    run_name = models.CharField(max_length=200, blank=True,
+                                help_text="a TREC run file stored as this run; empty: a bundle archive")
+    run_description = models.TextField(blank=True)
     stage = models.CharField(max_length=16, choices=BundleImportStage.choices, default=BundleImportStage.QUEUED)
     members = models.PositiveIntegerField(default=0, help_text="files and folders unpacked so far")
     unpacked_bytes = models.PositiveBigIntegerField(default=0)

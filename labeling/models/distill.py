@@ -93,7 +93,6 @@ class FineTuneJob(Job):
     loss_history = models.JSONField(default=list, blank=True, help_text="[[step, loss], ...]")
     examples_per_s = models.FloatField(null=True, blank=True)
     eta_s = models.FloatField(null=True, blank=True)
-    heartbeat_at = models.DateTimeField(null=True, blank=True, help_text="the running worker's last sign of life")
     checkpoint = models.CharField(max_length=500, blank=True, help_text="storage folder of the last checkpoint")
     checkpoint_step = models.PositiveIntegerField(default=0)
     resumed_from_step = models.PositiveIntegerField(null=True, blank=True)

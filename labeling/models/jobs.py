@@ -25,8 +25,9 @@ class JobStatus(models.TextChoices):
 
 class Job(models.Model):
     """Background work asked for and run by Celery workers. `attempts` counts the times a worker took the job (a
-    retry and a redelivered message included), `started_at` is when the first of them did, `error` is the reason
-    a failed job stopped (or, for work that goes on past failures, the last one)."""
+    retry and a redelivered message included), `started_at` is when the first of them did, `heartbeat_at` when its
+    worker last showed it lives, `error` is the reason a failed job stopped (or, for work that goes on past
+    failures, the last one)."""
 
     Status = JobStatus
 
@@ -40,6 +41,9 @@ class Job(models.Model):
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
     error = models.TextField(blank=True)
     attempts = models.PositiveIntegerField(default=0, help_text="times a worker took this job")
+    # Written when a worker takes the job and then every JOB_HEARTBEAT_SECONDS while it runs (and by kinds that
+    # report progress, at each report): the sweep (labeling/services/job_sweep.py) reads a stale one as a lost worker.
+    heartbeat_at = models.DateTimeField(null=True, blank=True, help_text="the worker's last sign of life")
 
     class Meta:
         abstract = True

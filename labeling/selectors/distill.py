@@ -144,6 +144,10 @@ def base_judge_name(student_name: str) -> str:
     return f"{student_name} (base)"
 
 
+# A student's name leaves room in a judge's name for the suffix of its base model's judge.
+STUDENT_NAME_MAX_LENGTH = Judge._meta.get_field("name").max_length - len(base_judge_name(""))
+
+
 # The side-by-sides a page computes on each visit (each reads the judgments of three judges).
 COMPARED_JOBS = 5
 

@@ -46,6 +46,16 @@ def training_set_by_name(project: Project, name: str) -> TrainingSet:
     return found
 
 
+def teacher_refusal(training_set: TrainingSet, teacher: Judge | None) -> str | None:
+    """Why `teacher` may not be named for the set, or None. A set imported from a file holds its examples with the
+    teacher's answers and no pair for a judge to answer: a judge named as its teacher would teach nothing, and yet
+    be recorded (and compared with the student) as the teacher."""
+    if teacher is None or TrainingExample.objects.filter(training_set=training_set, pair__isnull=False).exists():
+        return None
+    return (f"training set {training_set.name!r} was imported with its teacher's answers and holds no pair for "
+            f"judge {teacher.name!r} to answer: leave the teacher out")
+
+
 def _checked_split(split: str | None) -> str | None:
     if split not in SPLITS:
         raise TrainingExportError(f"the split must be one of {', '.join(TrainingExample.Split.values)}, got {split!r}")
@@ -111,6 +121,8 @@ def training_set_jsonl(training_set: TrainingSet, *, tokenizer, teacher: Judge |
     _checked_split(split)
     if teacher is not None and teacher.project_id != training_set.project_id:
         raise TrainingExportError(f"judge {teacher.name!r} is not a judge of the training set's project")
+    if (refusal := teacher_refusal(training_set, teacher)) is not None:
+        raise TrainingExportError(refusal)
     if teacher is None:
         pairs = TrainingExample.objects.filter(training_set=training_set, pair__isnull=False)
         if split is not None:

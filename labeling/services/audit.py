@@ -21,7 +21,7 @@ from labeling.llm_adapter import JudgeConfigError, judge_config, prompt_token_co
 from labeling.models import AuditJob, Judge, Project
 from labeling.services import audit_multicondition, audit_perturbation
 from labeling.services.audit_errors import AuditConflict, AuditError
-from labeling.services.jobs import job_fail, job_take
+from labeling.services.jobs import job_fail, job_heartbeat, job_take
 from labeling.tasks import audit_task
 from models_llm.audit.robustness import samples_text
 from models_llm.audit.types import Probe
@@ -127,10 +127,11 @@ def audit_run(*, job_id: int) -> None:
         return
     owned = AuditJob.objects.filter(id=job_id, status=AuditJob.Status.RUNNING, attempts=attempt)
     try:
-        job = AuditJob.objects.select_related("project", "judge").get(id=job_id)
-        spec = _kind(job.kind)
-        probes = spec.probes(project=job.project, judge=job.judge, parameters=job.parameters)
-        verdicts = _score(job, probes, owned)
+        with job_heartbeat(owned):
+            job = AuditJob.objects.select_related("project", "judge").get(id=job_id)
+            spec = _kind(job.kind)
+            probes = spec.probes(project=job.project, judge=job.judge, parameters=job.parameters)
+            verdicts = _score(job, probes, owned)
     except BaseException:
         owned.update(heartbeat_at=None)  # its retry (or another worker) may take it at once
         raise

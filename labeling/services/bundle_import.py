@@ -5,6 +5,7 @@ as it was and is reported as `file:line: what is wrong`. Importing the same bund
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -16,11 +17,18 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from labeling.bundle_reader import Problems
+from labeling.decompress import ExpansionLimits
 from labeling.exceptions import DomainError
-from labeling.models import Judge, Membership, Passage, Project, Query, Run
+from labeling.models import Judge, Label, Membership, Passage, Project, Query, Run
 from labeling.scale import DEFAULT_SCALE, LabelScale, ScaleError
 from labeling.services.bundle_merge import BundleMerger
-from labeling.services.bundle_stage import BundleLayout, BundleLayoutError, BundleStager, staging_tables
+from labeling.services.bundle_stage import (
+    MAX_USERNAME_LENGTH,
+    BundleLayout,
+    BundleLayoutError,
+    BundleStager,
+    staging_tables,
+)
 from labeling.services.runs import run_file_matches, run_file_store
 from labeling.services.validation import validation_request_refresh
 from labeling.staging import StagingTable
@@ -49,17 +57,37 @@ class ImportReport:
 
 
 @dataclass(frozen=True)
+class UploadRights:
+    """What a bundle uploaded through the pages or the API may write, against the operator's `import_bundle`
+    (which passes no rights and may write anything): its labels are attributed to members of the project, or to
+    imported annotators of their own (IMPORTED_PREFIX + name, who cannot log in), never to other accounts; and
+    adjudicator labels, which become gold, only when `adjudicator_labels` (the uploader is staff)."""
+
+    adjudicator_labels: bool
+
+
+# No account can be given such a name otherwise: Django's user name validator refuses ':'.
+IMPORTED_PREFIX = "import:"
+
+
+@dataclass(frozen=True)
 class _ProjectFields:
     name: str | None
     description: str | None
     scale: LabelScale | None
 
 
-def bundle_import(*, path: Path, project_slug: str, all_pairs: bool = False) -> ImportReport:
+def bundle_import(*, path: Path, project_slug: str, all_pairs: bool = False,
+                  upload: UploadRights | None = None, expand_limits: ExpansionLimits | None = None,
+                  before_commit: Callable[[], None] | None = None) -> ImportReport:
     """Import the bundle folder at `path` into project `project_slug` (created when missing).
 
     The pool is pairs.tsv in file order, then every other pair that qrels, labels or judgments name; with
-    `all_pairs` (always for DIRAS input) it is completed to every query x passage."""
+    `all_pairs` (always for DIRAS input) it is completed to every query x passage. `upload`: the rights of an
+    archive uploaded by a project admin (UploadRights); None for the operator's command. `expand_limits`: how far
+    an uploaded bundle's .gz files may expand; None (no limit) for the operator's own files. `before_commit` is
+    called inside the import's transaction once everything is written: what it raises rolls the import back (a
+    job that was cancelled meanwhile)."""
     problems = Problems()
     try:
         validate_slug(project_slug)
@@ -90,6 +118,7 @@ def bundle_import(*, path: Path, project_slug: str, all_pairs: bool = False) -> 
             known_passages=list(Passage.objects.filter(project=project).values_list("external_id", flat=True)),
             max_line_bytes=settings.IMPORT_MAX_LINE_BYTES,
             problems=problems,
+            expand_limits=expand_limits,
         )
         stager.stage_all()
         all_pairs = all_pairs or layout.diras
@@ -97,18 +126,22 @@ def bundle_import(*, path: Path, project_slug: str, all_pairs: bool = False) -> 
             _check_all_pairs_size(stager, problems)
         if problems:
             raise BundleImportError(problems)
-        written = _merge(project=project, stager=stager, tables=tables, all_pairs=all_pairs, problems=problems)
+        written = _merge(project=project, stager=stager, tables=tables, all_pairs=all_pairs, problems=problems,
+                         upload=upload)
         if problems:
             raise BundleImportError(problems)
         for table in tables.values():
             table.drop()
         if any(written.get(key) for key in _VALIDATION_INPUTS):
             validation_request_refresh(project=project)
+        if before_commit is not None:
+            before_commit()
     return ImportReport(project_slug=project.slug, project_created=created, written=written)
 
 
 def _merge(
-    *, project: Project, stager: BundleStager, tables: dict[str, StagingTable], all_pairs: bool, problems: Problems
+    *, project: Project, stager: BundleStager, tables: dict[str, StagingTable], all_pairs: bool, problems: Problems,
+    upload: UploadRights | None,
 ) -> dict[str, int]:
     merger = BundleMerger(connection=connection, project_id=project.id, now=timezone.now(), report=problems.add)
     written = merger.queries()
@@ -119,7 +152,15 @@ def _merge(
     merger.current_definitions(curdef)
     written |= merger.passages()
     written |= merger.pairs(all_pairs=all_pairs)
-    written["annotators"] = _annotators_ensure(project=project, names=stager.annotators)
+    names, namespaced = stager.annotators, 0
+    if upload is not None:
+        names, namespaced = _labels_restrict(project=project, table=tables["label"], names=names, upload=upload,
+                                             problems=problems)
+        if problems:
+            return {}
+    written["annotators"] = _annotators_ensure(project=project, names=names)
+    if namespaced:
+        written["annotators imported as import:NAME"] = namespaced
     written |= merger.labels()
     written["judges"] = _judges_ensure(project=project, names=stager.judges)
     written |= merger.judgments()
@@ -218,13 +259,40 @@ def _check_all_pairs_size(stager: BundleStager, problems: Problems) -> None:
         )
 
 
+def _labels_restrict(*, project: Project, table: StagingTable, names: set[str], upload: UploadRights,
+                     problems: Problems) -> tuple[set[str], int]:
+    """An upload's staged labels as an upload may write them: an adjudicator row without the right is a problem;
+    an annotator who is not a member of the project is renamed IMPORTED_PREFIX + name, so an upload never writes
+    in the name of an account it does not own. Returns the annotator names after renaming and how many were."""
+    with connection.cursor() as cursor:
+        if not upload.adjudicator_labels:
+            cursor.execute(f"SELECT src FROM {table.name} WHERE role = %s ORDER BY seq",
+                           [Label.Role.ADJUDICATOR.value])
+            for (where,) in cursor.fetchall():
+                problems.add(where, "an adjudicator label (gold) needs a staff account to upload; ask staff, or import "
+                                    "the bundle on the server with manage.py import_bundle")
+        members = set(Membership.objects.filter(project=project, user__username__in=names)
+                      .values_list("user__username", flat=True))
+        outsiders = sorted(names - members)
+        for name in outsiders:
+            if len(IMPORTED_PREFIX + name) > MAX_USERNAME_LENGTH:
+                cursor.execute(f"SELECT MIN(src) FROM {table.name} WHERE annotator = %s", [name])
+                problems.add(cursor.fetchone()[0], f"annotator {name!r} is not a member of the project, and its name "
+                             f"is too long to be kept as {IMPORTED_PREFIX}NAME (at most "
+                             f"{MAX_USERNAME_LENGTH - len(IMPORTED_PREFIX)} characters)")
+        cursor.executemany(f"UPDATE {table.name} SET annotator = %s WHERE annotator = %s",
+                           [(IMPORTED_PREFIX + name, name) for name in outsiders])
+    return members | {IMPORTED_PREFIX + name for name in outsiders}, len(outsiders)
+
+
 def _annotators_ensure(*, project: Project, names: set[str]) -> int:
-    """Users for the annotators a file names. New ones cannot log in (no usable password)."""
+    """Users for the annotators a file names. New ones cannot log in (no usable password); imported annotators
+    (IMPORTED_PREFIX) are not even active accounts."""
     user_model = get_user_model()
     existing = set(user_model.objects.filter(username__in=names).values_list("username", flat=True))
     new_users = []
     for name in sorted(names - existing):
-        user = user_model(username=name)
+        user = user_model(username=name, is_active=not name.startswith(IMPORTED_PREFIX))
         user.set_unusable_password()
         new_users.append(user)
     user_model.objects.bulk_create(new_users)

@@ -20,10 +20,13 @@ from labeling.bundle_reader import (
     iter_jsonl,
     iter_tsv,
 )
+from labeling.decompress import ExpansionLimits
 from labeling.exceptions import DomainError
 from labeling.models import Label
+from labeling.names import NameRefused, clean_name
 from labeling.scale import LabelScale, ScaleError
-from labeling.services.runs import MAX_NAME_LENGTH, RunFile, run_file_read
+from labeling.services.judges import NAME_MAX_LENGTH as JUDGE_NAME_MAX_LENGTH
+from labeling.services.runs import RunFile, run_file_read, run_name_clean
 from labeling.staging import StagingTable
 
 # A pair's key is query index * PAIR_KEY_BASE + passage index: exact, and far smaller than a tuple; a
@@ -132,7 +135,7 @@ class BundleStager:
     """Validates a bundle's files line by line and streams the good rows into staging tables.
 
     `known_queries` and `known_passages` are the external ids already stored in the project: a file may
-    refer to them as well as to the bundle's own ids."""
+    refer to them as well as to the bundle's own ids. A .gz file is read within `expand_limits` (an upload's)."""
 
     def __init__(
         self,
@@ -144,11 +147,12 @@ class BundleStager:
         known_passages: list[str],
         max_line_bytes: int,
         problems: Problems,
+        expand_limits: ExpansionLimits | None = None,
     ) -> None:
         self.layout = layout
         self.tables = tables
         self.scale = scale
-        self.max_line_bytes = max_line_bytes
+        self.max_line_bytes, self.expand_limits = max_line_bytes, expand_limits
         self.problems = problems
         self.query_index = {ext: i for i, ext in enumerate(known_queries)}
         self.passage_index = {ext: i for i, ext in enumerate(known_passages)}
@@ -157,6 +161,7 @@ class BundleStager:
         self.qrel_keys: set[int] = set()
         self.annotators: set[str] = set()
         self.judges: set[str] = set()
+        self._judge_names: dict[str, str] = {}  # as given -> as stored
         self.runs: list[StagedRun] = []
 
     def stage_all(self) -> None:
@@ -175,12 +180,13 @@ class BundleStager:
         self.stage_runs()
 
     def _jsonl(self, path: Path):
-        return iter_jsonl(path, self.layout.name(path), self.problems, max_line_bytes=self.max_line_bytes)
+        return iter_jsonl(path, self.layout.name(path), self.problems, max_line_bytes=self.max_line_bytes,
+                          expand_limits=self.expand_limits)
 
     def _tsv(self, path: Path, required: tuple[str, ...], optional: tuple[str, ...] = ()):
         return iter_tsv(
             path, self.layout.name(path), self.problems, required=required, optional=optional,
-            max_line_bytes=self.max_line_bytes,
+            max_line_bytes=self.max_line_bytes, expand_limits=self.expand_limits,
         )
 
     def stage_queries(self) -> None:
@@ -285,17 +291,19 @@ class BundleStager:
         """Check each run file against the bundle's and the project's ids; the import stores them after the merge."""
         named: dict[str, str] = {}
         for path in self.layout.runs:
-            where, name = self.layout.name(path), run_name_of(path)
-            if not name or len(name) > MAX_NAME_LENGTH:
-                self.problems.add(where, f"a run's name (its file name without .trec) must be 1 to {MAX_NAME_LENGTH} "
-                                  "characters")
+            where = self.layout.name(path)
+            try:
+                name = run_name_clean(run_name_of(path))
+            except NameRefused as exc:
+                self.problems.add(where, f"{exc} (a run is named after its file, without .trec)")
                 continue
             if name in named:
                 self.problems.add(where, f"a second run named {name!r} (after {named[name]})")
                 continue
             named[name] = where
             run_file = run_file_read(
-                path, name=where, queries=self.query_index, passages=self.passage_index, problems=self.problems
+                path, name=where, queries=self.query_index, passages=self.passage_index, problems=self.problems,
+                expand_limits=self.expand_limits,
             )
             self.runs.append(StagedRun(name=name, where=where, run_file=run_file))
 
@@ -361,6 +369,8 @@ class BundleStager:
                 qext = clean_id(record.get("query_id"), "query_id", where, problems)
                 pext = clean_id(record.get("doc_id"), "doc_id", where, problems)
                 judge = clean_id(record.get("judge"), "judge", where, problems)
+                if judge is not None:
+                    judge = self._judge_name(judge, where)
                 p, guess, confidence, ok = self._judgment_values(record, where)
                 key = self._pair_key(where, qext, pext)
                 if key is None or judge is None or not ok:
@@ -373,6 +383,17 @@ class BundleStager:
                 self.judges.add(judge)
                 guess_flag = None if guess is None else int(guess)
                 write((number, where, qext, pext, self._pool_seq(key), judge, p, guess_flag, confidence))
+
+    def _judge_name(self, given: str, where: str) -> str | None:
+        """The judge name a judgment line gives, as the judge is stored (labeling.names); None, with the problem
+        at `where`, when it is refused. Each name is checked once: a file repeats a few names on every line."""
+        name = self._judge_names.get(given)
+        if name is None:
+            try:
+                name = self._judge_names[given] = clean_name(given, what="judge name", max_length=JUDGE_NAME_MAX_LENGTH)
+            except NameRefused as exc:
+                self.problems.add(where, str(exc))
+        return name
 
     def _judgment_values(self, record: dict, where: str) -> tuple[float | None, bool | None, float | None, bool]:
         """P(relevant), guess and confidence of a judgment line; P is p_relevant, else the confidence of a

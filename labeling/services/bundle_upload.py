@@ -1,12 +1,13 @@
 """Bundle archives uploaded through the pages or the API: the upload is kept in Django's storage (a worker on
 another machine reads it back from there), and a BundleImportJob's worker unpacks it into a fresh temporary folder
-(labeling.archive refuses what an untrusted archive must not do) and runs the same import as `import_bundle`. The
-upload is removed from the storage when the job ends, done or failed."""
+(labeling.archive, in a child process under limits, refuses what an untrusted archive must not do) and runs the same
+import as `import_bundle`, with the .gz run files it holds read under the same expansion limits. The upload is
+removed from the storage when the job ends, done or failed."""
 from __future__ import annotations
 
 import shutil
-import tempfile
 import time
+from datetime import datetime, timedelta
 from pathlib import Path
 
 from django.conf import settings
@@ -14,16 +15,19 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.core.files import File
 from django.core.files.storage import default_storage
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from labeling.archive import ArchiveLimits, ArchiveRefused, archive_extract, archive_kind
-from labeling.exceptions import DomainError, TooLarge
+from labeling.bundle_reader import Problems
+from labeling.exceptions import Conflict, DomainError, TooLarge
 from labeling.models import MAX_ERROR_CHARS, BundleImportJob, Project
-from labeling.services.bundle_import import BundleImportError, bundle_import
+from labeling.services.bundle_import import BundleImportError, UploadRights, bundle_import
 from labeling.services.bundle_stage import BundleLayout, BundleLayoutError
-from labeling.services.jobs import job_fail, job_take
+from labeling.services.jobs import job_fail, job_heartbeat, job_scratch, job_take
+from labeling.services.runs import RunImportError, run_import, run_name_check
 from labeling.tasks import bundle_import_task
-from labeling.upload_limits import MIB, oversize_refusal
+from labeling.upload_limits import MIB, oversize_refusal, upload_expansion_limits
 
 STORAGE_PREFIX = "bundles"
 # How often unpacking writes how far it got.
@@ -34,6 +38,10 @@ MAX_ATTEMPTS = 3
 
 class BundleUploadError(DomainError):
     """An upload that is not taken (not an archive, too large): the message says why."""
+
+
+class BundleImportFinished(BundleUploadError, Conflict):
+    """A finished import asked to be cancelled (409)."""
 
 
 class BundleTooLarge(BundleUploadError, TooLarge):
@@ -50,8 +58,12 @@ def bundle_upload_refusal(*, content_length: str | None) -> str | None:
 
 
 def archive_limits() -> ArchiveLimits:
-    return ArchiveLimits(max_bytes=settings.BUNDLE_EXPAND_MAX_BYTES, max_members=settings.BUNDLE_MAX_MEMBERS,
-                         max_ratio=settings.BUNDLE_MAX_RATIO)
+    expansion = upload_expansion_limits()
+    return ArchiveLimits(
+        max_bytes=expansion.max_bytes, max_members=settings.BUNDLE_MAX_MEMBERS, max_ratio=expansion.max_ratio,
+        max_header_bytes=settings.BUNDLE_MAX_HEADER_BYTES, seconds=settings.BUNDLE_UNPACK_SECONDS,
+        cpu_seconds=settings.BUNDLE_UNPACK_CPU_SECONDS, memory_mb=settings.BUNDLE_UNPACK_MEMORY_MB,
+    )
 
 
 def _file_name(upload: File) -> str:
@@ -81,6 +93,27 @@ def bundle_import_request(
     return job
 
 
+@transaction.atomic
+def run_file_import_request(
+    *, project: Project, upload: File, name: str, description: str = "", user: AbstractBaseUser | None = None
+) -> BundleImportJob:
+    """Keep an uploaded TREC run file (too large to be read in a web request: labeling.run_upload) in the storage
+    and queue a worker to store it as run `name`, as run_import would. The name is checked now, the lines by the
+    worker; RunImportError for a name refused or taken."""
+    problems = Problems()
+    name = run_name_check(project=project, name=name, where="name", problems=problems)
+    if problems:
+        raise RunImportError(problems)
+    file_name = _file_name(upload) or "run.txt"
+    job = BundleImportJob.objects.create(project=project, file_name=file_name, size=upload.size, run_name=name,
+                                         run_description=description, requested_by=user)
+    suffix = ".gz" if file_name.endswith(".gz") else ".txt"
+    job.upload = default_storage.save(f"{STORAGE_PREFIX}/{project.id}/{job.id}-run{suffix}", upload)
+    job.save(update_fields=["upload"])
+    transaction.on_commit(lambda: bundle_import_task.delay(job.id))
+    return job
+
+
 class _Progress:
     """Unpacking's members and bytes, written at most every PROGRESS_SECONDS."""
 
@@ -96,8 +129,22 @@ class _Progress:
             self.write()
 
     def write(self, **also: object) -> None:
-        BundleImportJob.objects.filter(id=self.job_id).update(members=self.members, unpacked_bytes=self.unpacked,
-                                                              **also)
+        """Write how far unpacking got; _Stopped when the job no longer runs (cancelled, or given up by the sweep)."""
+        running = BundleImportJob.objects.filter(id=self.job_id, status=BundleImportJob.Status.RUNNING)
+        if not running.update(members=self.members, unpacked_bytes=self.unpacked, **also):
+            raise _Stopped
+
+
+class _Stopped(DomainError):
+    """The job was cancelled or given up while this worker ran it: it stops, and what it did is rolled back."""
+
+
+def _still_running(job_id: int) -> None:
+    """Called inside the import's transaction just before it commits: the job's row lock makes a cancel (or the
+    sweep) either come first, and then nothing is stored, or wait until the import is stored and finished."""
+    running = BundleImportJob.objects.select_for_update().filter(id=job_id, status=BundleImportJob.Status.RUNNING)
+    if not running.exists():
+        raise _Stopped
 
 
 def _import(job: BundleImportJob, folder: Path) -> dict[str, int]:
@@ -120,30 +167,78 @@ def _import(job: BundleImportJob, folder: Path) -> dict[str, int]:
         # The folder's name is the worker's temporary one: the uploader is told about their archive instead.
         raise ArchiveRefused(f"{job.file_name}: {str(exc).removeprefix(f'{root}: ')} at the archive's top or in "
                              "its one top folder") from None
-    return bundle_import(path=root, project_slug=job.project.slug, all_pairs=job.all_pairs).written
+    uploader = job.requested_by
+    rights = UploadRights(adjudicator_labels=uploader is not None and (uploader.is_staff or uploader.is_superuser))
+    return bundle_import(path=root, project_slug=job.project.slug, all_pairs=job.all_pairs, upload=rights,
+                         expand_limits=upload_expansion_limits(),
+                         before_commit=lambda: _still_running(job.id)).written
+
+
+def _local_name(file_name: str) -> str:
+    """The name the upload's local copy bears (problems are reported as `NAME:line`, and a .gz is read through
+    gzip): the uploaded file's name when it is a plain one."""
+    plain = file_name and file_name not in (".", "..") and not set(file_name) & {"/", "\\", "\x00"}
+    return file_name if plain else "run.txt"
+
+
+def _import_run(job: BundleImportJob, folder: Path) -> dict[str, int]:
+    """Store the job's uploaded run file as run `job.run_name`: the rows written. RunImportError, _Stopped."""
+    _Progress(job.id).write(stage=BundleImportJob.Stage.IMPORTING)
+    path = folder / _local_name(job.file_name)
+    with default_storage.open(job.upload, "rb") as stored, path.open("wb") as local:
+        shutil.copyfileobj(stored, local, 1 << 20)
+    with transaction.atomic():
+        run = run_import(project=job.project, path=path, name=job.run_name, description=job.run_description,
+                         user=job.requested_by, expand_limits=upload_expansion_limits())
+        _still_running(job.id)
+    return {"runs": 1, "run entries": run.entries}
+
+
+def _takeable(now: datetime) -> Q:
+    """Jobs a worker may take: pending, or running without a heartbeat for JOB_STALL_SECONDS (their worker died
+    and the message came back before the sweep gave them up). A job another worker runs is left to it."""
+    stale = now - timedelta(seconds=settings.JOB_STALL_SECONDS)
+    return Q(status=BundleImportJob.Status.PENDING) | Q(status=BundleImportJob.Status.RUNNING) & (
+        Q(heartbeat_at__isnull=True) | Q(heartbeat_at__lt=stale))
 
 
 def bundle_import_run(*, job_id: int) -> BundleImportJob | None:
-    """Unpack and import the job's upload. A refused archive or a bundle with problems ends the job failed, with
-    each problem as `file:line: what is wrong` and nothing stored; an import ends it done with the rows written.
-    The upload is removed either way. A finished job is returned as it is (None: it is gone); other errors
+    """Unpack and import the job's upload (or store its run file, for a job with a `run_name`). A refused archive
+    or a bundle with problems ends the job failed, with each problem as `file:line: what is wrong` and nothing
+    stored; an import ends it done with the rows written. The upload is removed in every ending. A finished job is returned as it is (None: it is gone); other errors
     propagate for the task to retry or to record with bundle_import_fail."""
-    job = BundleImportJob.objects.select_related("project").filter(id=job_id).first()
-    if job is None or not job_take(BundleImportJob.objects.filter(id=job_id, finished_at__isnull=True)):
+    job = BundleImportJob.objects.select_related("project", "requested_by").filter(id=job_id).first()
+    takeable = BundleImportJob.objects.filter(_takeable(timezone.now()), id=job_id, finished_at__isnull=True)
+    if job is None or not job_take(takeable):
         return job
     job.refresh_from_db(fields=["attempts"])
     if job.attempts > MAX_ATTEMPTS:
         return bundle_import_fail(job_id=job_id, error=f"the worker stopped {MAX_ATTEMPTS} times while importing "
                                                        "this bundle (too large for its memory?)")
-    with tempfile.TemporaryDirectory(prefix="bundle-import-") as folder:
+    with job_heartbeat(BundleImportJob.objects.filter(id=job_id)), job_scratch("bundle-import", job_id) as folder:
         try:
-            written = _import(job, Path(folder))
+            written = _import_run(job, folder) if job.run_name else _import(job, folder)
+        except _Stopped:
+            return _upload_remove(job_id)
         except ArchiveRefused as exc:
             return _finish(job_id, problems=[str(exc)], total=1, error=str(exc))
-        except BundleImportError as exc:
+        except (BundleImportError, RunImportError) as exc:
             return _finish(job_id, problems=exc.problems.shown, total=exc.problems.total,
                            error=f"{exc.problems.total:,} problem(s); nothing was imported")
     return _finish(job_id, written=written)
+
+
+def bundle_import_cancel(*, job: BundleImportJob) -> BundleImportJob:
+    """Stop an unfinished import: cancelled and finished, nothing imported (a running worker stops at its next
+    progress report while unpacking, or rolls its import back before it commits), the upload removed.
+    BundleImportFinished when it had finished already (done, failed or cancelled)."""
+    with transaction.atomic():
+        cancelled = BundleImportJob.objects.select_for_update().filter(id=job.id, finished_at__isnull=True).update(
+            status=BundleImportJob.Status.CANCELLED, stage=BundleImportJob.Stage.FINISHED, finished_at=timezone.now())
+    if not cancelled:
+        job.refresh_from_db()
+        raise BundleImportFinished(f"import {job.id} had finished ({job.status}) before it could be cancelled")
+    return _upload_remove(job.id) or job
 
 
 def _finish(job_id: int, *, written: dict[str, int] | None = None, problems: list[str] | None = None,

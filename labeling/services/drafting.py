@@ -11,11 +11,11 @@ from django.db.models import Max
 from django.utils import timezone
 
 from labeling.exceptions import DomainError
-from labeling.models import MAX_ERROR_CHARS, DefinitionDraft, Judge, Query, RelevanceDefinition
 from labeling.llm_adapter import JudgeConfigError, judge_config, scorer_for
+from labeling.models import MAX_ERROR_CHARS, DefinitionDraft, Judge, Query, RelevanceDefinition
 from labeling.selectors.definitions import current_definition
 from labeling.selectors.drafting import relevant_example_passages
-from labeling.services.jobs import job_fail, job_take
+from labeling.services.jobs import job_fail, job_heartbeat, job_take
 from labeling.tasks import definition_draft_task
 from models_llm.backends import ScorerConfigError
 from models_llm.drafting import DraftParseError, draft_messages, draft_parse
@@ -80,6 +80,11 @@ def definition_draft_run(*, draft_id: int, generate: Generate | None = None) -> 
     draft = DefinitionDraft.objects.select_related("query__project", "judge").filter(id=draft_id).first()
     if draft is None or not job_take(DefinitionDraft.objects.filter(id=draft.id, finished_at__isnull=True)):
         return draft
+    with job_heartbeat(DefinitionDraft.objects.filter(id=draft.id)):
+        return _draft(draft, generate)
+
+
+def _draft(draft: DefinitionDraft, generate: Generate | None) -> DefinitionDraft | None:
     query, current, examples = draft.query, None, []
     if draft.refine:
         examples = relevant_example_passages(query=query)

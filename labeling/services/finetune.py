@@ -5,7 +5,6 @@ a judge (hf, base + adapter, Tok without CoT: DIRAS's best setting) and a judge 
 both score the held-out pairs and the gold pairs for the side-by-side with the teacher."""
 from __future__ import annotations
 
-import shutil
 import uuid
 from datetime import timedelta
 from pathlib import Path
@@ -19,9 +18,11 @@ from django.utils import timezone
 from labeling.exceptions import Conflict, DomainError, NotFound
 from labeling.llm_adapter import JudgeConfigError, model_folder
 from labeling.models import FineTuneJob, Judge, Pair, Project, TrainingExample, TrainingSet
-from labeling.selectors.distill import base_judge_name, teacher_examples
+from labeling.names import NameRefused, clean_name
+from labeling.selectors.distill import STUDENT_NAME_MAX_LENGTH, base_judge_name, teacher_examples
+from labeling.selectors.training_sets import teacher_refusal
 from labeling.selectors.validation import gold_set
-from labeling.services.jobs import job_fail, job_take
+from labeling.services.jobs import job_fail, job_heartbeat, job_scratch, job_take
 from labeling.services.judges import judge_create
 from labeling.services.scoring import scoring_job_start
 from labeling.storage_folders import ADAPTER_PREFIX, CHECKPOINT_PREFIX, folder_delete, folder_download, folder_upload
@@ -56,13 +57,17 @@ def finetune_create(
     hyperparameters: dict | None = None, device: str = "cpu", user: AbstractBaseUser | None = None,
 ) -> FineTuneJob:
     """Record a fine-tuning request without running it (finetune_run does). FinetuneJobError names what is
-    refused: a training set or teacher of another project, a base folder outside the model roots, settings out of
-    range, a student name taken by a judge or by an unfinished job, a train split with no answer to learn."""
+    refused: a training set or teacher of another project, a teacher for a set imported with its answers, a base
+    folder outside the model roots, settings out of range, a student name taken by a judge or by an unfinished job,
+    a train split with no answer to learn."""
     if training_set.project_id != project.id or (teacher is not None and teacher.project_id != project.id):
         raise FinetuneJobError("the training set and the teacher must be of this project")
-    student_name = student_name.strip()
-    if not student_name or len(student_name) > 180:
-        raise FinetuneJobError("a student needs a name of 1 to 180 characters")
+    if (refusal := teacher_refusal(training_set, teacher)) is not None:
+        raise FinetuneJobError(refusal)
+    try:
+        student_name = clean_name(student_name, what="student name", max_length=STUDENT_NAME_MAX_LENGTH)
+    except NameRefused as exc:
+        raise FinetuneJobError(str(exc)) from None
     try:
         folder = model_folder(base_model, label="base model")
     except JudgeConfigError as exc:
@@ -138,10 +143,6 @@ def finetune_fail(*, job_id: int, error: str) -> FineTuneJob | None:
     return FineTuneJob.objects.filter(id=job_id).first()
 
 
-def _scratch(job_id: int) -> Path:
-    return Path(settings.VAR_DIR) / "finetune" / str(job_id)
-
-
 def finetune_run(*, job_id: int) -> FineTuneJob | None:
     """Run the job on this worker: from its last stored checkpoint when there is one, reporting step, loss and
     ETA on the row after every step (the row's status is the cancel signal). A finished job, or one another worker
@@ -152,16 +153,13 @@ def finetune_run(*, job_id: int) -> FineTuneJob | None:
     job = FineTuneJob.objects.select_related("project", "training_set", "teacher").filter(id=job_id).first()
     if job is None or not taken:
         return job
-    scratch = _scratch(job_id)
-    shutil.rmtree(scratch, ignore_errors=True)
-    try:
-        return _train(job, scratch)
-    except FinetuneStopped:
-        return FineTuneJob.objects.filter(id=job_id).first()
-    except (FinetuneError, FinetuneJobError, JudgeConfigError) as exc:
-        return finetune_fail(job_id=job_id, error=str(exc))
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+    with job_heartbeat(FineTuneJob.objects.filter(id=job_id)), job_scratch("finetune", job_id) as scratch:
+        try:
+            return _train(job, scratch)
+        except FinetuneStopped:
+            return FineTuneJob.objects.filter(id=job_id).first()
+        except (FinetuneError, FinetuneJobError, JudgeConfigError) as exc:
+            return finetune_fail(job_id=job_id, error=str(exc))
 
 
 def _train(job: FineTuneJob, scratch: Path) -> FineTuneJob | None:

@@ -3,20 +3,32 @@ worker taking it, and giving up on it. Each kind's `<kind>_run` / `<kind>_fail` 
 labeling/tasks.py runs the pair the one way (retry, then record)."""
 from __future__ import annotations
 
+import logging
+import tempfile
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime
+from pathlib import Path
 
+from django.conf import settings
+from django.db import DatabaseError, connection
 from django.db.models import F, QuerySet, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from labeling.models import MAX_ERROR_CHARS, Job
 
+logger = logging.getLogger(__name__)
+
 
 def job_take(jobs: QuerySet[Job], *, now: datetime | None = None, **also: object) -> int:
     """A worker takes the jobs in `jobs` (the caller has filtered them to the ones that may run): running, one
-    attempt more, started now unless an earlier attempt started them, and the kind's own columns in `also` set in
-    the same UPDATE (a heartbeat: no other worker may see the job taken without it). Returns the rows taken."""
+    attempt more, started now unless an earlier attempt started them, its heartbeat now, and the kind's own columns
+    in `also` set in the same UPDATE (no other worker may see the job taken without a heartbeat). Returns the rows
+    taken."""
     now = now or timezone.now()
+    also.setdefault("heartbeat_at", now)
     return jobs.update(status=Job.Status.RUNNING, attempts=F("attempts") + 1,
                        started_at=Coalesce(F("started_at"), Value(now)), finished_at=None, **also)
 
@@ -27,3 +39,54 @@ def job_fail(jobs: QuerySet[Job], *, error: str, now: datetime | None = None) ->
     return jobs.filter(finished_at__isnull=True).update(
         status=Job.Status.FAILED, error=error[:MAX_ERROR_CHARS], finished_at=now or timezone.now()
     )
+
+
+class _Heartbeat(threading.Thread):
+    """Writes `heartbeat_at` of the running jobs in `jobs` every `every` seconds until stopped or until none of them
+    runs any more (finished, cancelled or swept). Its database connection is its own and closed when it ends."""
+
+    def __init__(self, jobs: QuerySet[Job], every: float) -> None:
+        super().__init__(name="job-heartbeat", daemon=True)
+        self.jobs, self.every, self.stopped = jobs, every, threading.Event()
+
+    def run(self) -> None:
+        try:
+            while not self.stopped.wait(self.every):
+                try:
+                    if not self.jobs.filter(status=Job.Status.RUNNING).update(heartbeat_at=timezone.now()):
+                        return
+                except DatabaseError as exc:  # a locked SQLite file, a dropped connection: try again next beat
+                    logger.warning("heartbeat of %s not written: %s", self.jobs.model.__name__, exc)
+        finally:
+            connection.close()
+
+
+@contextmanager
+def job_heartbeat(jobs: QuerySet[Job]) -> Iterator[None]:
+    """While the block runs, the running jobs in `jobs` show that their worker lives: their `heartbeat_at` is
+    written every JOB_HEARTBEAT_SECONDS by a thread of this process, so a job whose worker was killed (SIGKILL, out
+    of memory, a machine lost) stops beating and the sweep gives it up, whatever its work is doing meanwhile (a
+    long transaction, a model call). What the work itself does too long is the time limit's business."""
+    beat = _Heartbeat(jobs, settings.JOB_HEARTBEAT_SECONDS)
+    beat.start()
+    try:
+        yield
+    finally:
+        beat.stopped.set()
+        beat.join(timeout=5)
+
+
+def scratch_root() -> Path:
+    """Where jobs keep their local temporary files (JOB_SCRATCH_DIR): one folder per job and machine, named
+    `<kind>-<job id>-...` so that a worker starting on this machine can remove what killed workers left
+    (labeling.services.job_sweep.scratch_sweep)."""
+    return Path(settings.JOB_SCRATCH_DIR)
+
+
+@contextmanager
+def job_scratch(kind: str, job_id: int) -> Iterator[Path]:
+    """A fresh scratch folder for job `job_id` of `kind`, removed when the block ends, however it ends."""
+    root = scratch_root()
+    root.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=f"{kind}-{job_id}-", dir=root) as folder:
+        yield Path(folder)

@@ -8,13 +8,50 @@ from django.conf import settings
 from django.db import transaction
 
 from labeling.exceptions import DomainError
-from labeling.models import Judge, Project
 from labeling.llm_adapter import PARAMETER_FIELDS, JudgeConfigError, judge_check, judge_config
+from labeling.models import Judge, Project
+from labeling.names import NameRefused, clean_name
 from models_llm.ensembles import DEFAULT_INTENT, EnsembleConfigError, strategies_for
 
 
 class JudgeError(DomainError):
     """A judge that cannot be created as asked (the message names the field)."""
+
+
+NAME_MAX_LENGTH = Judge._meta.get_field("name").max_length
+
+
+def _clean(name: str, *, what: str) -> str:
+    """`name` as a judge is stored under and found by (labeling.names); JudgeError saying what is wrong."""
+    try:
+        return clean_name(name, what=what, max_length=NAME_MAX_LENGTH)
+    except NameRefused as exc:
+        raise JudgeError(str(exc)) from None
+
+
+# What each backend's scorer never reads (models_llm.backends), and why: given to it, a field would be stored with the
+# judge and silently ignored. An endpoint off openai is judge_config's to refuse, for stored judges too; an embedding
+# judge's method is the embedding method, whatever is asked.
+UNUSED_BY_BACKEND: dict[str, tuple[frozenset[str], str]] = {
+    Judge.Backend.HF: (frozenset({"timeout_s", "max_retries", "concurrency"}),
+                       "an hf judge runs its model here: it takes no endpoint settings"),
+    Judge.Backend.OPENAI: (frozenset({"adapter", "adapter_storage", "device", "dtype", "batch_size"}),
+                           "an openai judge's model runs at its endpoint: it takes no local model settings"),
+    Judge.Backend.EMBEDDING: (
+        frozenset({"method", "cot", "template", "max_new_tokens", "strategies", "adapter", "adapter_storage",
+                   "timeout_s", "max_retries", "concurrency", "price_in", "price_out"}),
+        "an embedding judge compares embeddings: it sends no prompt, writes no text and costs no tokens"),
+}
+
+
+def _unused_refused(backend: str, given: dict[str, object]) -> None:
+    """JudgeError naming the fields given (not None) that `backend` has no use for."""
+    fields, why = UNUSED_BY_BACKEND.get(backend, (frozenset(), ""))
+    unused = sorted(field for field, value in given.items() if value is not None and field in fields)
+    if backend == Judge.Backend.EMBEDDING and given.get("method") == Judge.Method.EMBEDDING:
+        unused.remove("method")  # its own method, as add_judge names it
+    if unused:
+        raise JudgeError(f"{why}; leave out {', '.join(unused)}")
 
 
 def _price(label: str, value: float | None) -> float | None:
@@ -35,10 +72,9 @@ def judge_create(
     adapter, device, dtype, batch_size, strategies...) and, for an openai judge, the `endpoint` the operator
     declared (settings.LLM_ENDPOINTS); local model folders must be under a model root and hold a model. Backend
     `ensemble` makes a judges ensemble of the `members` (judge names; no model of its own).
-    `price_in` / `price_out` (USD per million prompt / completion tokens) price the judge's jobs."""
-    name = name.strip()
-    if not name or len(name) > 200:
-        raise JudgeError("a judge name must be 1 to 200 characters")
+    `price_in` / `price_out` (USD per million prompt / completion tokens) price the judge's jobs. A field the
+    backend has no use for is refused (UNUSED_BY_BACKEND), not stored to be ignored."""
+    name = _clean(name, what="judge name")
     if Judge.objects.filter(project=project, name=name).exists():
         raise JudgeError(f"project {project.slug!r} already has a judge {name!r}")
     if {"base_url", "api_key_env"} & set(parameters):
@@ -52,8 +88,8 @@ def judge_create(
     if backend == Judge.Backend.ENSEMBLE:
         if params or model or template:
             raise JudgeError("a judges ensemble takes only members (and prices): no model, method or template")
-        judge = Judge(project=project, name=name, backend=backend, parameters={"members": list(members or [])},
-                      **prices)
+        members = [_clean(member, what="ensemble member name") for member in members or []]
+        judge = Judge(project=project, name=name, backend=backend, parameters={"members": members}, **prices)
         try:
             judge_check(judge)
         except JudgeConfigError as exc:
@@ -62,6 +98,7 @@ def judge_create(
         return judge
     if members:
         raise JudgeError("members are for a judges ensemble (backend ensemble)")
+    _unused_refused(backend, {**params, "template": template or None, "price_in": price_in, "price_out": price_out})
     if backend == Judge.Backend.EMBEDDING:
         params["method"] = Judge.Method.EMBEDDING.value
     judge = Judge(project=project, name=name, backend=backend, model=model,

@@ -18,9 +18,10 @@ from django.utils import timezone
 from labeling.exceptions import Conflict, DomainError
 from labeling.llm_adapter import JudgeConfigError, model_folder
 from labeling.models import MAX_ERROR_CHARS, Passage, Project, Query, RelevanceDefinition, RetrievalJob, Run, RunKind
+from labeling.names import NameRefused
 from labeling.services.embeddings import passage_embeddings
-from labeling.services.jobs import job_fail, job_take
-from labeling.services.runs import MAX_NAME_LENGTH, RunImportError, run_store
+from labeling.services.jobs import job_fail, job_heartbeat, job_take
+from labeling.services.runs import RunImportError, run_name_clean, run_store
 from labeling.tasks import retrieval_task
 from models_llm.bundled import BundledModelError, minilm_folder
 from models_llm.retrieval.bm25 import BM25Params, bm25_retrieve
@@ -39,6 +40,9 @@ from models_llm.retrieval.hits import Hits, ProgressFn
 
 RETRIEVERS: tuple[str, ...] = tuple(kind for kind in RunKind.values if kind != RunKind.IMPORTED)
 MAX_DEPTH = 10_000
+# What a request that leaves a size out gets: bm25 and dense rank DEFAULT_DEPTH, a cascade re-ranks
+# DEFAULT_FIRST_DEPTH of BM25's candidates and keeps DEFAULT_KEEP.
+DEFAULT_DEPTH, DEFAULT_FIRST_DEPTH, DEFAULT_KEEP = 1000, 200, 60
 # How often a running job writes its progress and looks whether it was cancelled (one UPDATE does both).
 PROGRESS_SECONDS = 2.0
 ENCODER_BATCH = 64
@@ -68,11 +72,12 @@ class _Corpus:
 
 
 def _checked_parameters(
-    *, retriever: str, depth: int = 1000, use_definition: bool = False, k1: float | None = None,
-    b: float | None = None, first_depth: int = 200, keep: int = 60, model: str | None = None,
+    *, retriever: str, depth: int | None = None, use_definition: bool = False, k1: float | None = None,
+    b: float | None = None, first_depth: int | None = None, keep: int | None = None, model: str | None = None,
 ) -> dict:
     """The job's parameters as stored on its row, checked (RetrievalError names what is wrong); only those the
-    retriever uses."""
+    retriever uses, the sizes it was not given at their defaults. A parameter given to a retriever that does not
+    use it is refused: dropped, it would write a run other than the one asked for."""
     if retriever not in RETRIEVERS:
         raise RetrievalError(f"unknown retriever {retriever!r}; one of {', '.join(RETRIEVERS)}")
     sparse, dense = retriever in (RunKind.BM25, RunKind.CASCADE), retriever in (RunKind.DENSE, RunKind.CASCADE)
@@ -80,15 +85,24 @@ def _checked_parameters(
         raise RetrievalError(f"k1 and b are BM25's: the {retriever} retriever takes neither")
     if not dense and model:
         raise RetrievalError(f"the {retriever} retriever uses no encoder model")
+    if retriever == RunKind.CASCADE and depth is not None:
+        raise RetrievalError("depth is for bm25 and dense: a cascade ranks keep passages of BM25's first_depth best "
+                             "per query; give first_depth and keep instead")
+    if retriever != RunKind.CASCADE and (first_depth is not None or keep is not None):
+        raise RetrievalError(f"first_depth and keep are a cascade's: the {retriever} retriever ranks depth "
+                             "passages per query; leave them out")
     parameters: dict = {"use_definition": bool(use_definition)}
     if retriever == RunKind.CASCADE:
+        first_depth = DEFAULT_FIRST_DEPTH if first_depth is None else first_depth
+        keep = DEFAULT_KEEP if keep is None else keep
         if not 1 <= first_depth <= MAX_DEPTH or not 1 <= keep <= first_depth:
             raise RetrievalError(f"a cascade needs 1 <= keep <= first depth <= {MAX_DEPTH}, got keep {keep} and "
                                  f"first depth {first_depth}")
         parameters.update(first_depth=first_depth, keep=keep)
-    elif not 1 <= depth <= MAX_DEPTH:
-        raise RetrievalError(f"depth must be 1 to {MAX_DEPTH}, got {depth}")
     else:
+        depth = DEFAULT_DEPTH if depth is None else depth
+        if not 1 <= depth <= MAX_DEPTH:
+            raise RetrievalError(f"depth must be 1 to {MAX_DEPTH}, got {depth}")
         parameters["depth"] = depth
     if sparse:
         _bm25_params({"k1": k1, "b": b})
@@ -102,20 +116,22 @@ def _checked_parameters(
 
 @transaction.atomic
 def retrieval_create(
-    *, project: Project, retriever: str, name: str, user: AbstractBaseUser | None = None, depth: int = 1000,
-    use_definition: bool = False, k1: float | None = None, b: float | None = None, first_depth: int = 200,
-    keep: int = 60, model: str | None = None,
+    *, project: Project, retriever: str, name: str, user: AbstractBaseUser | None = None, depth: int | None = None,
+    use_definition: bool = False, k1: float | None = None, b: float | None = None, first_depth: int | None = None,
+    keep: int | None = None, model: str | None = None,
 ) -> RetrievalJob:
     """Record a request for the run `name` by `retriever`, without running it: retrieval_run does. BM25 and dense
-    rank `depth` passages per query; a cascade ranks `keep`, BM25's `first_depth` best re-ranked by the encoder.
+    rank `depth` (None: DEFAULT_DEPTH) passages per query; a cascade ranks `keep` (None: DEFAULT_KEEP), BM25's
+    `first_depth` (None: DEFAULT_FIRST_DEPTH) best re-ranked by the encoder; each is refused by the others.
     `use_definition`: the query text is the question and its current definition; `k1`, `b`: BM25's (None: its
     defaults); `model`: an encoder folder under a model root (None: the bundled MiniLM). RetrievalError names what
     is refused, the name included when the project has a run of that name or an unfinished job writing one."""
     parameters = _checked_parameters(retriever=retriever, depth=depth, use_definition=use_definition, k1=k1, b=b,
                                      first_depth=first_depth, keep=keep, model=model)
-    name = name.strip()
-    if not name or len(name) > MAX_NAME_LENGTH:
-        raise RetrievalError(f"a run needs a name of 1 to {MAX_NAME_LENGTH} characters")
+    try:
+        name = run_name_clean(name)
+    except NameRefused as exc:
+        raise RetrievalError(str(exc)) from None
     # The project's row serialises two requests for one name (two clicks, the page and the command line).
     Project.objects.select_for_update().only("id").get(id=project.id)
     if Run.objects.filter(project=project, name=name).exists():
@@ -129,9 +145,9 @@ def retrieval_create(
 
 @transaction.atomic
 def retrieval_request(
-    *, project: Project, retriever: str, name: str, user: AbstractBaseUser | None = None, depth: int = 1000,
-    use_definition: bool = False, k1: float | None = None, b: float | None = None, first_depth: int = 200,
-    keep: int = 60, model: str | None = None,
+    *, project: Project, retriever: str, name: str, user: AbstractBaseUser | None = None, depth: int | None = None,
+    use_definition: bool = False, k1: float | None = None, b: float | None = None, first_depth: int | None = None,
+    keep: int | None = None, model: str | None = None,
 ) -> RetrievalJob:
     """retrieval_create, then a worker runs the job once this commits."""
     job = retrieval_create(project=project, retriever=retriever, name=name, user=user, depth=depth,
@@ -158,13 +174,14 @@ def retrieval_run(*, job_id: int) -> RetrievalJob | None:
     job = RetrievalJob.objects.select_related("project").filter(id=job_id).first()
     if job is None or not job_take(RetrievalJob.objects.filter(id=job_id, finished_at__isnull=True)):
         return job
-    try:
-        rankings, recorded = _retrieve(job)
-    except _Cancelled:
-        return RetrievalJob.objects.filter(id=job_id).first()
-    except RetrievalError as exc:
-        return _finish(job_id=job_id, error=str(exc))
-    return _finish(job_id=job_id, rankings=rankings, recorded=recorded)
+    with job_heartbeat(RetrievalJob.objects.filter(id=job_id)):
+        try:
+            rankings, recorded = _retrieve(job)
+        except _Cancelled:
+            return RetrievalJob.objects.filter(id=job_id).first()
+        except RetrievalError as exc:
+            return _finish(job_id=job_id, error=str(exc))
+        return _finish(job_id=job_id, rankings=rankings, recorded=recorded)
 
 
 def retrieval_fail(*, job_id: int, error: str) -> RetrievalJob | None:

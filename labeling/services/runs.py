@@ -15,8 +15,10 @@ from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 
 from labeling.bundle_reader import Problems, iter_lines
+from labeling.decompress import ExpansionLimits
 from labeling.exceptions import DomainError
 from labeling.models import Passage, Project, Query, Run, RunEntry, RunKind
+from labeling.names import NameRefused, clean_name
 from labeling.staging import StagingTable
 from models_llm.retrieval.evaluation import trec_order
 
@@ -57,23 +59,33 @@ class RunFile:
         return len(self.scores)
 
 
+def run_name_clean(name: str) -> str:
+    """The run name as it is stored (labeling.names); NameRefused saying what is wrong."""
+    return clean_name(name, what="run name", max_length=MAX_NAME_LENGTH)
+
+
 def run_name_check(*, project: Project, name: str, where: str, problems: Problems) -> str:
-    """The run name stripped; a problem at `where` if it is empty, too long or taken in the project."""
-    name = name.strip()
-    if not name or len(name) > MAX_NAME_LENGTH:
-        problems.add(where, f"a run name must be 1 to {MAX_NAME_LENGTH} characters")
-    elif Run.objects.filter(project=project, name=name).exists():
+    """The run name as it is stored; a problem at `where` if labeling.names refuses it or the project has a run of
+    that name."""
+    try:
+        name = run_name_clean(name)
+    except NameRefused as exc:
+        problems.add(where, str(exc))
+        return name
+    if Run.objects.filter(project=project, name=name).exists():
         problems.add(where, f"a run named {name!r} exists")
     return name
 
 
 def run_file_read(
-    path: Path, *, name: str, queries: Container[str], passages: Container[str], problems: Problems
+    path: Path, *, name: str, queries: Container[str], passages: Container[str], problems: Problems,
+    expand_limits: ExpansionLimits | None = None,
 ) -> RunFile:
-    """Read the TREC run at `path` (gzip when the name ends in .gz) line by line, reporting each bad line as
-    `name:line: ...`: a line without the 6 columns, a score that is not a finite number, a query or passage id
-    not in `queries` / `passages`, a tag other than the first line's, a document given twice for one query.
-    The rank column is ignored, as trec_eval ignores it. Memory holds each distinct id once and 32 bytes an entry."""
+    """Read the TREC run at `path` (gzip when the name ends in .gz, within `expand_limits` when given) line by line,
+    reporting each bad line as `name:line: ...`: a line without the 6 columns, a score that is not a finite number,
+    a query or passage id not in `queries` / `passages`, a tag other than the first line's, a document given twice
+    for one query. The rank column is ignored, as trec_eval ignores it. Memory holds each distinct id once and 32
+    bytes an entry."""
     query_pos: dict[str, int] = {}
     passage_pos: dict[str, int] = {}
     query_exts: list[str] = []
@@ -84,7 +96,8 @@ def run_file_read(
     isfinite = math.isfinite
     add_query, add_passage, add_score, add_line = qs.append, ps.append, scores.append, lines.append
     try:
-        for number, text in iter_lines(path, name, problems, max_line_bytes=settings.IMPORT_MAX_LINE_BYTES):
+        for number, text in iter_lines(path, name, problems, max_line_bytes=settings.IMPORT_MAX_LINE_BYTES,
+                                       expand_limits=expand_limits):
             read += 1
             cells = text.split()
             if len(cells) != 6:
@@ -227,19 +240,21 @@ def run_file_matches(
 
 
 def run_import(
-    *, project: Project, path: Path, name: str, description: str = "", user=None, source: str | None = None
+    *, project: Project, path: Path, name: str, description: str = "", user=None, source: str | None = None,
+    expand_limits: ExpansionLimits | None = None,
 ) -> Run:
     """Store the TREC run file at `path` (`qid Q0 docid rank score tag`, gzip when the name ends in .gz) as run
     `name` of the project. Every line is checked first (see run_file_read; ids are the project's external
-    ids) and any problem, or a name already taken, raises RunImportError with nothing stored. The run's tag is
-    kept in its parameters; `source` defaults to the file's name."""
+    ids; an upload's gzip within `expand_limits`) and any problem, or a name already taken, raises RunImportError
+    with nothing stored. The run's tag is kept in its parameters; `source` defaults to the file's name."""
     path = Path(path)
     problems = Problems()
     name = run_name_check(project=project, name=name, where=path.name, problems=problems)
     query_ids = dict(Query.objects.filter(project=project).values_list("external_id", "id"))
     passage_ids = dict(Passage.objects.filter(project=project).values_list("external_id", "id")
                        .iterator(chunk_size=50_000))
-    run_file = run_file_read(path, name=path.name, queries=query_ids, passages=passage_ids, problems=problems)
+    run_file = run_file_read(path, name=path.name, queries=query_ids, passages=passage_ids, problems=problems,
+                             expand_limits=expand_limits)
     if problems:
         raise RunImportError(problems)
     return run_file_store(

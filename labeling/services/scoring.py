@@ -36,12 +36,22 @@ class ScoringError(DomainError):
     """A job that cannot be started or changed as asked (bad judge configuration, unknown pair ids...)."""
 
 
+def _scope_check(scope: str, pair_ids: Sequence[int] | None) -> None:
+    """Pair ids name a selection; with any other scope they would be dropped and the whole scope scored (with a
+    paid judge, real money), so the two must go together."""
+    if scope not in ScoringJob.Scope.values:
+        raise ScoringError(f"scope must be one of {ScoringJob.Scope.values}, got {scope!r}")
+    if scope == ScoringJob.Scope.SELECTION and not pair_ids:
+        raise ScoringError("a selection job needs pair ids")
+    if scope != ScoringJob.Scope.SELECTION and pair_ids is not None:
+        raise ScoringError(f"pair ids go with scope 'selection' only; scope {scope!r} scores "
+                           f"{ScoringJob.Scope(scope).label}: leave pair_ids out, or ask for scope 'selection'")
+
+
 def _pairs_in_scope(*, project: Project, judge: Judge, scope: str, pair_ids: Sequence[int] | None) -> list[tuple]:
     """(query id, pair id) of the pairs the job scores, by query then pool order."""
     pairs = Pair.objects.filter(project=project)
     if scope == ScoringJob.Scope.SELECTION:
-        if not pair_ids:
-            raise ScoringError("a selection job needs pair ids")
         wanted = set(pair_ids)
         pairs = pairs.filter(id__in=wanted)
         found = set(pairs.values_list("id", flat=True))
@@ -74,6 +84,7 @@ def scoring_job_start(
     selection leaves out the pairs a running job of the judge has still to write. The one way to start a job."""
     if judge.project_id != project.id:
         raise ScoringError(f"judge {judge.name!r} belongs to another project")
+    _scope_check(scope, pair_ids)
     Judge.objects.select_for_update().filter(id=judge.id).first()
     running = ScoringJob.objects.filter(judge=judge, status=ScoringJob.Status.RUNNING).order_by("id")
     if scope == ScoringJob.Scope.SELECTION and pair_ids:
@@ -100,8 +111,7 @@ def scoring_job_create(
     call scoring_job_start, which never makes a second job for a judge that has one running."""
     if judge.project_id != project.id:
         raise ScoringError(f"judge {judge.name!r} belongs to another project")
-    if scope not in ScoringJob.Scope.values:
-        raise ScoringError(f"scope must be one of {ScoringJob.Scope.values}, got {scope!r}")
+    _scope_check(scope, pair_ids)
     try:
         judge_check(judge)
     except JudgeConfigError as exc:

@@ -25,6 +25,7 @@ from labeling.models import (
     TrainingExample,
     TrainingSet,
 )
+from labeling.names import NameRefused, clean_name
 from labeling.selectors.definitions import current_definitions
 from labeling.selectors.distill import teacher_answers
 from labeling.selectors.runs import run_top
@@ -64,11 +65,10 @@ class TrainingSetConflict(TrainingSetError, Conflict):
 
 
 def _checked_name(project: Project, name: str) -> str:
-    name = (name or "").strip()
-    if not name:
-        raise TrainingSetError("give the training set a name")
-    if len(name) > MAX_NAME:
-        raise TrainingSetError(f"the name is {len(name)} characters; at most {MAX_NAME}")
+    try:
+        name = clean_name(name or "", what="training set name", max_length=MAX_NAME)
+    except NameRefused as exc:
+        raise TrainingSetError(str(exc)) from None
     if TrainingSet.objects.filter(project=project, name=name).exists():
         raise TrainingSetConflict(f"project {project.slug!r} already has a training set {name!r}: choose another name")
     return name

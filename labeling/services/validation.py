@@ -24,7 +24,7 @@ from labeling.selectors.validation import (
     judge_arrays,
     scale_spec,
 )
-from labeling.services.jobs import job_fail, job_take
+from labeling.services.jobs import job_fail, job_heartbeat, job_take
 from labeling.tasks import validation_refresh_task
 from models_llm.calibration import CalibrationError, calibrator_fit
 from models_llm.metrics import human_agreement, judge_report
@@ -116,7 +116,8 @@ def validation_refresh(*, project_id: int) -> ValidationResult | None:
     started = timezone.now()
     job_take(ValidationResult.objects.filter(id=result.id), now=started)
     try:
-        data = _report_to_cache(project)
+        with job_heartbeat(ValidationResult.objects.filter(id=result.id)):
+            data = _report_to_cache(project)
     except Exception as exc:
         validation_refresh_fail(project_id=project_id, error=f"{type(exc).__name__}: {exc}")
         raise
@@ -148,9 +149,9 @@ def _report_store(*, result: ValidationResult, data: dict, started: datetime) ->
 
 def _none_pending(now: datetime) -> Q:
     """No recomputation is pending: none was ever asked for, the last one asked for is done or failed, or it has
-    been running longer than VALIDATION_STALL_SECONDS (its worker was lost: nothing else would ever end it)."""
+    been running longer than VALIDATION_TIME_LIMIT (its worker was lost: nothing else would ever end it)."""
     lost = Q(status=ValidationResult.Status.RUNNING,
-             started_at__lt=now - timedelta(seconds=settings.VALIDATION_STALL_SECONDS))
+             started_at__lt=now - timedelta(seconds=settings.VALIDATION_TIME_LIMIT))
     return Q(requested_at__isnull=True) | lost | ~Q(
         status__in=[ValidationResult.Status.PENDING, ValidationResult.Status.RUNNING]
     )

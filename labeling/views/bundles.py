@@ -13,9 +13,15 @@ from django.views.decorators.http import require_POST
 
 from labeling.forms import BundleUploadForm, ProjectCreateForm
 from labeling.models import Project
-from labeling.selectors.bundle_imports import bundle_imports
+from labeling.selectors.bundle_imports import bundle_import_of_project, bundle_imports
 from labeling.selectors.projects import admin_to, project_list_for_user, project_summaries
-from labeling.services.bundle_upload import BundleUploadError, bundle_import_request, bundle_upload_refusal
+from labeling.services.bundle_upload import (
+    BundleImportFinished,
+    BundleUploadError,
+    bundle_import_cancel,
+    bundle_import_request,
+    bundle_upload_refusal,
+)
 from labeling.services.projects import (
     PROJECT_CREATE_REFUSED,
     ProjectCreateError,
@@ -102,3 +108,16 @@ def bundle_upload_view(request: HttpRequest, project: Project) -> HttpResponse:
     if refusal is not None:
         return _page(request, project, status=413, upload_refusal=refusal)
     return _upload(request, project)
+
+
+@login_required
+@require_POST
+@project_view(IMPORT_ADMIN)
+def bundle_cancel_view(request: HttpRequest, project: Project, bundle_job_id: int) -> HttpResponse:
+    try:
+        job = bundle_import_cancel(job=bundle_import_of_project(project=project, job_id=bundle_job_id))
+    except BundleImportFinished as exc:
+        messages.info(request, f"{str(exc)[0].upper()}{str(exc)[1:]}.")
+    else:
+        messages.info(request, f"Import {job.id} cancelled: nothing of it was stored.")
+    return redirect("labeling:bundles", slug=project.slug)

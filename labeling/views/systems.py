@@ -17,7 +17,7 @@ from django.views.decorators.http import require_POST
 from labeling.charts import Scatter, scatter_chart
 from labeling.exceptions import NotFound
 from labeling.forms import PoolForm, RetrievalForm, RunUploadForm
-from labeling.models import Membership, Project, Run
+from labeling.models import BundleImportJob, Membership, Project, Run
 from labeling.run_upload import run_import_upload, upload_refusal
 from labeling.selectors.disclosure import BLIND_REPORTS, sees_reports
 from labeling.selectors.lookups import judge_by_name, retrieval_job_of_project, run_of_project
@@ -234,8 +234,12 @@ def _run_upload(request: HttpRequest, project: Project) -> HttpResponse:
             if exc.problems.total > len(exc.problems.shown):
                 problems.append(f"... and {exc.problems.total - len(exc.problems.shown):,} more problems")
         else:
-            messages.success(request, f"Stored run {run.name}: {run.entries:,} entries for {run.queries:,} queries "
-                                      f"(depth {run.depth:,}).")
+            if isinstance(run, BundleImportJob):
+                messages.info(request, f"{run.file_name} is too large to read here: import {run.id} stores it as "
+                                       f"run {run.run_name} on a worker (follow it on the Import page).")
+            else:
+                messages.success(request, f"Stored run {run.name}: {run.entries:,} entries for {run.queries:,} "
+                                          f"queries (depth {run.depth:,}).")
             return redirect("labeling:systems", slug=project.slug)
     context = _systems_context(request, project, upload_form=form, upload_problems=problems)
     return render(request, "labeling/systems.html", context, status=400)

@@ -103,6 +103,36 @@ def test_refusals_are_400_with_the_reason(example):
     assert not AuditJob.objects.exists()
 
 
+@pytest.mark.parametrize("dry_run", [True, False])
+@pytest.mark.parametrize(("kind", "parameters", "says"), [
+    ("perturbation", {"pads": [512]}, "unknown parameter(s) 'pads' of a perturbation audit (sample, seed, tests)"),
+    ("perturbation", {"sample": 4, "temperature": 0.7},
+     "unknown parameter(s) 'temperature' of a perturbation audit (sample, seed, tests)"),
+    ("multicondition", {"tests": ["length"]},
+     "unknown multi-condition parameter(s) ['tests']: known are ['pads', 'seed']"),
+    ("multicondition", {"seed": 1, "sample": 4}, "unknown multi-condition parameter(s) ['sample']"),
+])
+def test_a_parameter_of_the_other_kind_is_refused_not_dropped(example, kind, parameters, says, dry_run):
+    project, judge, users = example
+    response = token_client(users[ADMIN]).post(audits_url(project, judge), {
+        "kind": kind, "parameters": parameters, "dry_run": dry_run}, format="json")
+    assert response.status_code == 422, response.json()
+    assert response.json()["code"] == "unprocessable" and says in response.json()["message"]
+    assert not AuditJob.objects.exists()
+
+
+@pytest.mark.parametrize(("kind", "parameters"), [
+    ("perturbation", {"sample": 4, "seed": 3, "tests": ["length"]}),
+    ("multicondition", {"pads": [512], "seed": 1}),
+])
+def test_each_kind_takes_its_own_parameters(example, kind, parameters):
+    project, judge, users = example
+    response = token_client(users[ADMIN]).post(audits_url(project, judge), {
+        "kind": kind, "parameters": parameters, "dry_run": True}, format="json")
+    assert response.status_code == 200, response.json()
+    assert response.json()["parameters"] == parameters
+
+
 def test_readers_get_the_reports_and_experts_do_not(example):
     project, judge, users = example
     job = audited_once(project, judge, AuditJob.Kind.MULTICONDITION, MULTICONDITION)

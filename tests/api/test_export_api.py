@@ -1,6 +1,6 @@
 """`GET /api/projects/{slug}/qrels/`: with a token, as curl sends it, the same bytes as `manage.py export_qrels` and
 the project page's download for every format and grade source; 400 naming what is wrong with `format`, `source` or
-`threshold`; 403 for an expert (blind first)."""
+`threshold`, 422 for a threshold with the human grades; 403 for an expert (blind first)."""
 from __future__ import annotations
 
 import json
@@ -105,9 +105,20 @@ def test_without_a_token_nothing_is_exported(world):
     assert Client(headers={"Authorization": "Token not-a-token"}).get(URL).status_code in {401, 403}
 
 
-def test_a_threshold_with_the_human_grades_is_ignored(world):
+@pytest.mark.parametrize("params", [
+    {"threshold": "0.9"},
+    {"source": "human", "threshold": "0.5", "format": "beir"},
+    {"source": "human", "threshold": "0", "format": "jsonl"},
+])
+def test_a_threshold_with_the_human_grades_is_refused_not_dropped(world, params):
+    # The human grades have nothing to apply a threshold to: 422, as the page and export_qrels refuse it.
     _, _, users = world
     api = curl(users[Membership.Role.ADMIN])
-    plain, with_threshold = api.get(URL), api.get(URL, {"threshold": "0.9"})
-    assert plain.status_code == with_threshold.status_code == 200
-    assert b"".join(plain.streaming_content) == b"".join(with_threshold.streaming_content) != b""
+    refused = api.get(URL, params)
+    assert refused.status_code == 422
+    assert refused.json()["code"] == "unprocessable"
+    assert "threshold applies to a judge source" in refused.json()["message"]
+    plain = api.get(URL, {key: value for key, value in params.items() if key != "threshold"})
+    blank = api.get(URL, {**params, "threshold": ""})  # the page's empty field: no threshold given
+    assert plain.status_code == blank.status_code == 200
+    assert b"".join(plain.streaming_content) == b"".join(blank.streaming_content) != b""

@@ -2,13 +2,18 @@
 for admins; problems as `file:line`, the size limit, errors hidden from non-admins, pooling counted by hand."""
 from __future__ import annotations
 
+import gzip
+
 import pytest
+from django.core.files.storage import default_storage
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import override_settings
 from django.urls import reverse
 from rest_framework.test import APIClient
 
-from labeling.models import Pair, PairSource, Passage, RetrievalJob, Run, RunEntry
+from labeling.models import BundleImportJob, Pair, PairSource, Passage, RetrievalJob, Run, RunEntry
+from labeling.services import bundle_upload
+from labeling.services.bundle_upload import bundle_import_run
 from tests.endpoints import declare_endpoint
 from tests.factories import JudgeFactory, PassageFactory
 from tests.url_matrix import ADMIN, EXPERT, VIEWER, build_world
@@ -67,6 +72,21 @@ def test_an_admin_uploads_a_run_and_a_bad_file_is_refused_line_by_line(world):
         "sys.trec: a run named 'sys' exists"]
     assert not Run.objects.filter(name="bad").exists()
     assert upload(api_as(world, VIEWER), world, "v", trec(world, passages)).status_code == 403
+
+
+def test_a_run_name_that_is_not_one_line_is_refused_by_the_upload_and_the_retrieval(world):
+    """Issue 30: a run's name is one line of visible characters, whichever way the run arrives."""
+    api = api_as(world, ADMIN)
+    passages = list(Passage.objects.filter(project=world.project).order_by("id"))
+    uploaded = upload(api, world, "nl\nrun", trec(world, passages))
+    assert uploaded.status_code == 422
+    assert uploaded.json()["errors"]["file"][0].startswith(
+        "sys.trec: the run name holds a control character (U+000A) at position 3")
+    requested = api.post(url(world, "retrieval-list"), {"retriever": "bm25", "name": "nl\nrun"}, format="json")
+    assert requested.status_code == 422
+    assert requested.json()["message"].startswith("the run name holds a control character (U+000A) at position 3")
+    assert not Run.objects.filter(name__startswith="nl").exists()
+    assert not RetrievalJob.objects.filter(name__startswith="nl").exists()
 
 
 @override_settings(RUN_UPLOAD_MAX_BYTES=1000)
@@ -153,3 +173,99 @@ def test_pooling_names_what_is_wrong(world):
     judge = api.post(url(world, "pool"), {"runs": ["run-a"], "dry_run": True, "judge": "nobody"}, format="json")
     assert judge.status_code == 404 and "no judge 'nobody'" in judge.json()["message"]
     assert api_as(world, VIEWER).post(url(world, "pool"), {"runs": ["run-a"]}, format="json").status_code == 403
+
+
+ANOTHER_RETRIEVERS = "first_depth and keep are a cascade's: the {} retriever ranks depth passages per query"
+
+
+@pytest.mark.parametrize(("body", "says"), [
+    ({"retriever": "cascade", "depth": 100}, "depth is for bm25 and dense: a cascade ranks keep passages"),
+    ({"retriever": "cascade", "depth": 1000, "first_depth": 50, "keep": 20}, "depth is for bm25 and dense"),
+    ({"retriever": "bm25", "first_depth": 50}, ANOTHER_RETRIEVERS.format("bm25")),
+    ({"retriever": "bm25", "depth": 10, "keep": 20}, ANOTHER_RETRIEVERS.format("bm25")),
+    # The cascade's own defaults, named: still refused, as they would still be dropped.
+    ({"retriever": "dense", "first_depth": 200, "keep": 60}, ANOTHER_RETRIEVERS.format("dense")),
+    ({"retriever": "dense", "k1": 1.2}, "k1 and b are BM25's: the dense retriever takes neither"),
+    ({"retriever": "dense", "b": 0.5}, "k1 and b are BM25's: the dense retriever takes neither"),
+    ({"retriever": "bm25", "model": "var/models/encoder"}, "the bm25 retriever uses no encoder model"),
+])
+def test_a_setting_of_another_retriever_is_refused_and_nothing_is_queued(world, body, says,
+                                                                        django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks() as queued:
+        response = api_as(world, ADMIN).post(url(world, "retrieval-list"), {"name": "new", **body}, format="json")
+    assert response.status_code == 422, response.json()
+    assert response.json()["code"] == "unprocessable" and says in response.json()["message"]
+    assert not RetrievalJob.objects.filter(name="new").exists() and queued == []
+
+
+@pytest.mark.parametrize(("body", "parameters"), [
+    ({"retriever": "bm25"}, {"use_definition": False, "depth": 1000}),
+    ({"retriever": "bm25", "depth": 5, "k1": 1.2, "b": 0.5}, {"use_definition": False, "depth": 5, "k1": 1.2, "b": 0.5}),
+    ({"retriever": "dense", "depth": None, "model": ""}, {"use_definition": False, "depth": 1000}),  # null, blank: unsaid
+    ({"retriever": "dense", "depth": 7, "use_definition": True}, {"use_definition": True, "depth": 7}),
+    ({"retriever": "cascade"}, {"use_definition": False, "first_depth": 200, "keep": 60}),
+    ({"retriever": "cascade", "first_depth": 50, "keep": 20, "k1": 1.0},
+     {"use_definition": False, "first_depth": 50, "keep": 20, "k1": 1.0}),
+])
+def test_each_retriever_takes_its_own_settings_and_defaults_the_rest(world, body, parameters):
+    response = api_as(world, ADMIN).post(url(world, "retrieval-list"), {"name": "new", **body}, format="json")
+    assert response.status_code == 202, response.json()
+    assert response.json()["parameters"] == parameters == RetrievalJob.objects.get(name="new").parameters
+
+
+@pytest.mark.parametrize("dry_run", [False, None])
+def test_a_judge_without_a_dry_run_is_refused_not_dropped(world, dry_run):
+    # Pooling for real answers the counts written: a judge there would price nothing.
+    body = {"runs": ["run-a"], "depth": 3, "judge": world.judge.name, **({} if dry_run is None else {"dry_run": dry_run})}
+    pairs, sources = Pair.objects.count(), PairSource.objects.count()
+    response = api_as(world, ADMIN).post(url(world, "pool"), body, format="json")
+    assert response.status_code == 422, response.json()
+    assert response.json()["code"] == "unprocessable" and "dry_run" in response.json()["message"]
+    assert response.json()["errors"] == {"judge": ["goes with dry_run true only"]}
+    assert (Pair.objects.count(), PairSource.objects.count()) == (pairs, sources)
+    blank = api_as(world, ADMIN).post(url(world, "pool"), {**body, "judge": ""}, format="json")
+    assert blank.status_code == 201 and blank.json()["dry_run"] is False  # a blank judge names none
+
+
+def test_an_uploaded_gzip_bomb_is_refused_naming_the_file_and_the_setting(world):
+    # 20 MB of newlines in 20 KB: read within BUNDLE_EXPAND_MAX_BYTES and BUNDLE_MAX_RATIO, as a bundle's files are.
+    response = upload(api_as(world, ADMIN), world, "bomb", gzip.compress(b"\n" * (20 << 20)), filename="bomb.trec.gz")
+    assert response.status_code == 422
+    assert response.json()["errors"]["file"][0] == ("bomb.trec.gz: unpacks to more than 200 times its compressed size "
+                                                    "(BUNDLE_MAX_RATIO): refused as a decompression bomb")
+    assert not Run.objects.filter(name="bomb").exists()
+
+
+@override_settings(RUN_UPLOAD_INLINE_MAX_BYTES=200)
+def test_a_run_file_too_large_to_read_in_the_request_is_stored_by_a_worker(world, monkeypatch,
+                                                                          django_capture_on_commit_callbacks):
+    """Finding 8: a run file is parsed in the web request only up to RUN_UPLOAD_INLINE_MAX_BYTES (a .gz once
+    decompressed, however small it is compressed); a larger one becomes an import job a worker runs."""
+    sent: list[int] = []
+    monkeypatch.setattr(bundle_upload.bundle_import_task, "delay", sent.append)
+    api = api_as(world, ADMIN)
+    passages = list(Passage.objects.filter(project=world.project).order_by("id"))
+    content = trec(world, passages[::-1]) + b"\n" * 500  # blank lines are skipped, but read
+    assert len(gzip.compress(content)) < 200 < len(content)
+    with django_capture_on_commit_callbacks(execute=True):
+        queued = upload(api, world, "big", gzip.compress(content), filename="big.trec.gz")
+    assert queued.status_code == 202
+    body = queued.json()
+    assert (body["run_name"], body["status"], body["file_name"]) == ("big", "pending", "big.trec.gz")
+    assert sent == [body["id"]] and not Run.objects.filter(name="big").exists()
+    stored = BundleImportJob.objects.get(id=body["id"]).upload
+    job = bundle_import_run(job_id=body["id"])
+    assert (job.status, job.written, job.upload) == ("done", {"runs": 1, "run entries": 3}, "")
+    assert not default_storage.exists(stored)
+    assert list(RunEntry.objects.filter(run__name="big").order_by("rank").values_list("passage_id", flat=True)) == [
+        p.id for p in passages[::-1]]
+    # A name taken is refused at once; bad lines fail the job with each problem, storing nothing.
+    assert upload(api, world, "big", content).status_code == 422
+    with django_capture_on_commit_callbacks(execute=True):
+        bad = upload(api, world, "bad", content + b"q9 Q0 x 1 nan sys\n", filename="bad.run")
+    assert bad.status_code == 202
+    job = bundle_import_run(job_id=bad.json()["id"])
+    assert job.status == "failed" and job.problems == ["bad.run:504: score must be finite, got 'nan'",
+                                                       "bad.run:504: unknown query 'q9'",
+                                                       "bad.run:504: unknown passage 'x'"]
+    assert not Run.objects.filter(name="bad").exists()

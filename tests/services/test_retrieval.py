@@ -228,7 +228,8 @@ def test_a_name_taken_while_the_job_ran_fails_it(project):
     ({"retriever": "bm25", "b": 1.5}, "0 <= b <= 1"),
     ({"retriever": "bm25", "model": "var/models/x"}, "uses no encoder model"),
     ({"retriever": "dense", "model": "/etc"}, "not under a model root"),
-    ({"retriever": "bm25", "name": "  "}, "a run needs a name"),
+    ({"retriever": "bm25", "name": "  "}, "the run name is empty"),
+    ({"retriever": "bm25", "name": "nl\nrun"}, r"^the run name holds a control character \(U\+000A\) at position 3"),
 ])
 def test_requests_that_cannot_run_are_refused(project, options, message):
     with pytest.raises(RetrievalError, match=message):

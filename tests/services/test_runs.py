@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 import pytrec_eval
 
+from labeling.decompress import ExpansionLimits
 from labeling.exceptions import NotFound
 from labeling.models import PairSource, Run, RunEntry
 from labeling.selectors.runs import project_runs, run_by_name, run_rankings, run_top
@@ -159,6 +160,20 @@ def test_an_empty_file_and_a_taken_name_are_problems(project, tmp_path):
     assert state() == before
 
 
+def test_a_run_name_is_one_line_stored_nfkc_normalised(project, tmp_path):
+    """Issue 30: a line break in a run's name is a problem naming it; accents and inner spaces are kept, in the
+    one form NFKC gives them."""
+    before = state()
+    with pytest.raises(RunImportError, match=r"nl\.trec: the run name holds a control character \(U\+000A\) at "
+                                             r"position 3"):
+        run_import(project=project, path=write(tmp_path / "nl.trec", [GOOD]), name="nl\nrun")
+    assert state() == before
+    run = run_import(project=project, path=write(tmp_path / "ok.trec", [GOOD]), name=" BM25 re\u0301gle\u0301 ")
+    assert run.name == "BM25 réglé"
+    with pytest.raises(RunImportError, match="a run named 'BM25 réglé' exists"):
+        run_import(project=project, path=write(tmp_path / "ok.trec", [GOOD]), name="\uff22\uff2d25 réglé")
+
+
 def test_every_problem_is_counted_and_the_first_twenty_shown(project, tmp_path):
     path = write(tmp_path / "many.trec", [f"q1 Q0 x{i} {i} 1.0 t" for i in range(1, 31)])
     with pytest.raises(RunImportError) as caught:
@@ -248,6 +263,15 @@ def test_a_bad_run_line_fails_the_whole_bundle(tmp_path):
     assert (table_state(), state()) == before
 
 
+def test_a_bundle_run_whose_file_name_is_not_one_line_is_a_problem(tmp_path):
+    root = write_bundle(tmp_path / "b", {**SMALL, "runs/nl\nrun.trec": BUNDLE_RUN})
+    before = table_state(), state()
+    with pytest.raises(BundleImportError, match=r"the run name holds a control character \(U\+000A\) at position 3: "
+                                                r".* \(a run is named after its file, without \.trec\)"):
+        bundle_import(path=root, project_slug="withruns")
+    assert (table_state(), state()) == before
+
+
 def test_a_bundle_run_that_differs_from_a_stored_one_is_a_problem(tmp_path):
     bundle_import(path=write_bundle(tmp_path / "b", {**SMALL, "runs/bm25.trec": BUNDLE_RUN}), project_slug="p")
     before = table_state(), state()
@@ -257,4 +281,27 @@ def test_a_bundle_run_that_differs_from_a_stored_one_is_a_problem(tmp_path):
     twice = write_bundle(tmp_path / "d", {**SMALL, "runs/x.trec": BUNDLE_RUN, "runs/x.trec.gz": gzip.compress(b"")})
     with pytest.raises(BundleImportError, match=r"runs/x\.trec\.gz: a second run named 'x' \(after runs/x\.trec\)"):
         bundle_import(path=twice, project_slug="p")
+    assert (table_state(), state()) == before
+
+
+# An uploaded .gz, alone or in an uploaded bundle, is read within the upload's expansion limits (the settings'
+# defaults here): 20 MB of newlines in 20 KB is a bomb, refused as a problem of its file.
+UPLOAD_LIMITS = ExpansionLimits(max_bytes=8 << 30, max_ratio=200)
+NEWLINES = gzip.compress(b"q1 Q0 d1 1 1.0 t\n" + b"\n" * (20 << 20))
+
+
+def test_an_uploaded_gzip_bomb_is_a_problem_of_its_file_and_nothing_is_stored(project, tmp_path):
+    path = tmp_path / "bomb.trec.gz"
+    path.write_bytes(NEWLINES)
+    with pytest.raises(RunImportError, match=r"\nbomb\.trec\.gz: unpacks to more than 200 times its compressed size "
+                                             r"\(BUNDLE_MAX_RATIO\)"):
+        run_import(project=project, path=path, name="bomb", expand_limits=UPLOAD_LIMITS)
+    assert state() == (0, 0)
+
+
+def test_a_gzip_bomb_run_in_an_uploaded_bundle_fails_the_bundle(tmp_path):
+    root = write_bundle(tmp_path / "b", {**SMALL, "runs/bm25.trec.gz": NEWLINES})
+    before = table_state(), state()
+    with pytest.raises(BundleImportError, match=r"runs/bm25\.trec\.gz: unpacks to more than 200 times"):
+        bundle_import(path=root, project_slug="withruns", expand_limits=UPLOAD_LIMITS)
     assert (table_state(), state()) == before

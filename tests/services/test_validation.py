@@ -203,10 +203,10 @@ def test_requests_queue_one_recomputation_at_most_once_per_minimum_interval(
 
 def test_a_recomputation_whose_worker_was_lost_does_not_block_the_next_request(
         tmp_path, settings, queued, django_capture_on_commit_callbacks):
-    """A report left running by a killed worker would stay stale for good: past VALIDATION_STALL_SECONDS the next
+    """A report left running by a killed worker would stay stale for good: past VALIDATION_TIME_LIMIT the next
     request queues a new recomputation; before that it queues nothing."""
     settings.VALIDATION_REFRESH_MIN_SECONDS = 0
-    settings.VALIDATION_STALL_SECONDS = 600
+    settings.VALIDATION_TIME_LIMIT = 600
     bundle_import(path=synthetic_bundle(tmp_path / "b", queries=2, per_query=10), project_slug="syn")
     project = Judge.objects.get(name="squashed").project
     rows = ValidationResult.objects.filter(project=project)

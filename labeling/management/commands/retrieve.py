@@ -8,6 +8,9 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from labeling.management.lookup import command_project
 from labeling.models import RetrievalJob, Run
 from labeling.services.retrieval import (
+    DEFAULT_DEPTH,
+    DEFAULT_FIRST_DEPTH,
+    DEFAULT_KEEP,
     MAX_DEPTH,
     RETRIEVERS,
     RetrievalError,
@@ -28,14 +31,16 @@ class Command(BaseCommand):
         parser.add_argument("--project", required=True)
         parser.add_argument("--retriever", required=True, choices=RETRIEVERS)
         parser.add_argument("--name", required=True, help="the run's name, new in the project")
-        parser.add_argument("--depth", type=int, default=1000, help=f"passages per query, 1 to {MAX_DEPTH} "
-                                                                    "(bm25, dense; default 1000)")
+        parser.add_argument("--depth", type=int, help=f"bm25, dense: passages per query, 1 to {MAX_DEPTH} "
+                                                      f"(default {DEFAULT_DEPTH})")
         parser.add_argument("--use-definition", action="store_true",
                             help="the query text is the question and its current relevance definition")
         parser.add_argument("--k1", type=float, help="BM25's k1 (default 1.5)")
         parser.add_argument("--b", type=float, help="BM25's b (default 0.75)")
-        parser.add_argument("--first-depth", type=int, default=200, help="cascade: BM25 candidates per query")
-        parser.add_argument("--keep", type=int, default=60, help="cascade: passages per query after re-ranking")
+        parser.add_argument("--first-depth", type=int,
+                            help=f"cascade: BM25 candidates per query (default {DEFAULT_FIRST_DEPTH})")
+        parser.add_argument("--keep", type=int,
+                            help=f"cascade: passages per query after re-ranking (default {DEFAULT_KEEP})")
         parser.add_argument("--model", help="dense, cascade: an encoder folder under a model root")
         how = parser.add_mutually_exclusive_group()
         how.add_argument("--wait", action="store_true", help="show progress until the job is finished")

@@ -1,0 +1,169 @@
+"""The one sweep of every kind of job (labeling.services.job_sweep): a running job past its kind's time limit is
+given up with that reason; one whose heartbeat is older than its stall time is given up with that reason, or goes
+on where its kind can (fine-tuning from its checkpoint, a bounded number of times); scratch folders of jobs that no
+longer run are removed; the heartbeat thread keeps a live job from being taken for dead."""
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+
+import pytest
+from django.core.files.base import ContentFile
+from django.core.files.storage import default_storage
+from django.utils import timezone
+
+from labeling.models import (
+    AuditJob,
+    BundleImportJob,
+    DefinitionDraft,
+    FineTuneJob,
+    Job,
+    RetrievalJob,
+    ScoringJob,
+    TrainingSet,
+    ValidationResult,
+)
+from labeling.services import finetune
+from labeling.services.job_sweep import JOB_KINDS, jobs_sweep, scratch_sweep
+from labeling.services.jobs import job_heartbeat, job_scratch, scratch_root
+from tests.factories import JudgeFactory, ProjectFactory, QueryFactory
+
+pytestmark = pytest.mark.django_db
+
+KIND_NAMES = [kind.name for kind in JOB_KINDS]
+
+
+@pytest.fixture(autouse=True)
+def scratch(settings, tmp_path):
+    settings.JOB_SCRATCH_DIR = tmp_path / "scratch"
+    return settings.JOB_SCRATCH_DIR
+
+
+def _job(kind: str, **fields) -> Job:
+    """A job row of `kind`, running, with `fields` (started_at, heartbeat_at...)."""
+    project = ProjectFactory()
+    judge = JudgeFactory(project=project)
+    fields = {"status": Job.Status.RUNNING, "started_at": timezone.now(), "heartbeat_at": timezone.now(), **fields}
+    if kind == "scoring":
+        return ScoringJob.objects.create(project=project, judge=judge, scope="all", **fields)
+    if kind == "retrieval":
+        return RetrievalJob.objects.create(project=project, retriever="bm25", name="r", **fields)
+    if kind == "finetune":
+        training_set = TrainingSet.objects.create(project=project, name="t")
+        return FineTuneJob.objects.create(project=project, training_set=training_set, base_model="m",
+                                          student_name="s", **fields)
+    if kind == "audit":
+        return AuditJob.objects.create(project=project, judge=judge, kind="perturbation", **fields)
+    if kind == "bundle-import":
+        job = BundleImportJob.objects.create(project=project, file_name="b.zip", stage="importing", **fields)
+        job.upload = default_storage.save(f"bundles/{project.id}/{job.id}.zip", ContentFile(b"zip"))
+        job.save(update_fields=["upload"])
+        return job
+    if kind == "validation":
+        return ValidationResult.objects.create(project=project, **fields)
+    if kind == "draft":
+        return DefinitionDraft.objects.create(query=QueryFactory(project=project), judge=judge, **fields)
+    raise AssertionError(kind)
+
+
+@pytest.mark.parametrize("kind", KIND_NAMES)
+def test_a_job_past_its_kinds_time_limit_is_given_up_with_the_reason(settings, kind):
+    spec = next(k for k in JOB_KINDS if k.name == kind)
+    setattr(settings, spec.limit_setting, 3600)
+    now = timezone.now()
+    old = _job(kind, started_at=now - timedelta(seconds=3601), heartbeat_at=now)
+    young = _job(kind, started_at=now - timedelta(seconds=3000), heartbeat_at=now)
+    result = jobs_sweep(now=now)
+    old.refresh_from_db()
+    young.refresh_from_db()
+    assert result.given_up == {kind: [old.id]}
+    assert old.status == ("cancelled" if kind == "scoring" else "failed") and old.finished_at is not None
+    assert old.error == f"ran longer than its time limit of 3,600 s ({spec.limit_setting}); stopped"
+    assert young.status == "running"
+
+
+@pytest.mark.parametrize("kind", [name for name in KIND_NAMES if name not in ("scoring", "finetune")])
+def test_a_job_whose_worker_stopped_beating_is_failed_with_the_reason(settings, kind):
+    settings.JOB_STALL_SECONDS = 600
+    now = timezone.now()
+    lost = _job(kind, heartbeat_at=now - timedelta(seconds=601))
+    alive = _job(kind, heartbeat_at=now - timedelta(seconds=500))
+    never = _job(kind, heartbeat_at=None, started_at=now - timedelta(seconds=700))  # taken before heartbeats
+    assert jobs_sweep(now=now).given_up == {kind: [lost.id, never.id]}
+    for job in (lost, alive, never):
+        job.refresh_from_db()
+    assert lost.status == never.status == "failed" and alive.status == "running"
+    assert lost.error == ("its worker stopped: no sign of life for 600 s (JOB_STALL_SECONDS); it was killed, ran out "
+                          "of memory or lost its machine")
+
+
+def test_a_swept_import_loses_its_upload_and_finishes(settings):
+    settings.JOB_STALL_SECONDS = 60
+    job = _job("bundle-import", heartbeat_at=timezone.now() - timedelta(minutes=5))
+    stored = job.upload
+    assert default_storage.exists(stored)
+    jobs_sweep()
+    job.refresh_from_db()
+    assert (job.status, job.stage, job.upload) == ("failed", "finished", "")
+    assert not default_storage.exists(stored)
+
+
+def test_a_fine_tuning_job_whose_worker_stopped_resumes_then_fails_after_three_attempts(settings, monkeypatch,
+                                                                                       django_capture_on_commit_callbacks):
+    sent: list[int] = []
+    monkeypatch.setattr(finetune.finetune_task, "delay", sent.append)
+    settings.FINETUNE_STALL_SECONDS = 900
+    stale = timezone.now() - timedelta(seconds=901)
+    job = _job("finetune", heartbeat_at=stale, attempts=1)
+    with django_capture_on_commit_callbacks(execute=True):
+        result = jobs_sweep()
+    job.refresh_from_db()
+    assert result.resumed == {"finetune": [job.id]} and sent == [job.id] and job.status == "running"
+    FineTuneJob.objects.filter(id=job.id).update(attempts=3)
+    with django_capture_on_commit_callbacks(execute=True):
+        result = jobs_sweep()
+    job.refresh_from_db()
+    assert result.given_up == {"finetune": [job.id]} and sent == [job.id]
+    assert job.status == "failed" and "FINETUNE_STALL_SECONDS" in job.error
+
+
+def test_scratch_folders_of_jobs_that_no_longer_run_are_removed_and_live_ones_kept(settings):
+    settings.JOB_STALL_SECONDS = 600
+    now = timezone.now()
+    live = _job("bundle-import")
+    lost = _job("bundle-import", heartbeat_at=now - timedelta(seconds=601))
+    done = _job("retrieval", status=Job.Status.DONE, finished_at=now)
+    root = scratch_root()
+    folders = {name: root / name for name in (f"bundle-import-{live.id}-a", f"bundle-import-{lost.id}-b",
+                                              f"retrieval-{done.id}-c", "retrieval-999999-d", "not-a-job")}
+    for folder in folders.values():
+        (folder / "inside").mkdir(parents=True)
+    removed = {folder.name for folder in scratch_sweep(now=now)}
+    assert removed == {f"bundle-import-{lost.id}-b", f"retrieval-{done.id}-c", "retrieval-999999-d"}
+    assert folders[f"bundle-import-{live.id}-a"].is_dir() and folders["not-a-job"].is_dir()
+
+
+def test_a_job_scratch_folder_goes_however_the_block_ends():
+    with pytest.raises(RuntimeError):
+        with job_scratch("bundle-import", 7) as folder:
+            (folder / "x").write_text("partial")
+            raise RuntimeError("killed")
+    assert folder.name.startswith("bundle-import-7-") and not folder.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_heartbeat_thread_beats_while_the_block_runs_and_stops_with_the_job(settings):
+    """The beats come from a thread of their own, so a worker busy in one long call still shows it lives."""
+    settings.JOB_HEARTBEAT_SECONDS = 0.05
+    start = timezone.now() - timedelta(hours=1)
+    job = _job("retrieval", heartbeat_at=start)
+    rows = RetrievalJob.objects.filter(id=job.id)
+    with job_heartbeat(rows):
+        deadline = time.monotonic() + 10
+        while rows.get().heartbeat_at == start and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert rows.get().heartbeat_at > start
+        rows.update(status=Job.Status.CANCELLED)  # the thread sees it no longer runs and ends
+        beat = rows.get().heartbeat_at
+        time.sleep(0.3)
+        assert rows.get().heartbeat_at == beat
