@@ -105,8 +105,9 @@ def _sampled_scorer(config: JudgeConfig) -> Scorer:
 def _audit_take(job_id: int) -> int | None:
     """Take the audit for this worker: the attempt number it now owns, or None when the audit is finished or a
     live worker holds it (a redelivered message: Redis delivers again a task that runs past its visibility
-    timeout, and a long audit can). A holder whose heartbeat is older than SCORING_STALL_SECONDS is gone."""
-    stale = timezone.now() - timedelta(seconds=settings.SCORING_STALL_SECONDS)
+    timeout, and a long audit can). A holder whose heartbeat is older than JOB_STALL_SECONDS is gone, as the sweep
+    takes it (labeling.services.job_sweep)."""
+    stale = timezone.now() - timedelta(seconds=settings.JOB_STALL_SECONDS)
     free = Q(status=AuditJob.Status.PENDING) | Q(heartbeat_at__isnull=True) | Q(heartbeat_at__lt=stale)
     with transaction.atomic():
         job = AuditJob.objects.select_for_update().filter(id=job_id, finished_at__isnull=True).filter(free).first()

@@ -57,6 +57,8 @@ def _finetune_resume(job: Job) -> bool:
         finetune_resume(job=job)
     except FinetuneJobError:
         return False
+    # Queued once per stall time: while the GPU queue is busy, a sweep a minute later must not queue it again.
+    FineTuneJob.objects.filter(id=job.id).update(heartbeat_at=timezone.now())
     return True
 
 

@@ -1,6 +1,6 @@
 """The generic audit job: one worker owns an audit at a time. A second delivery of its message (Redis redelivers a
 task that runs past its visibility timeout) leaves an audit a live worker holds alone; an audit whose worker died
-(no heartbeat for SCORING_STALL_SECONDS) is taken again and starts over; a worker that lost its audit stops."""
+(no heartbeat for JOB_STALL_SECONDS) is taken again and starts over; a worker that lost its audit stops."""
 from datetime import timedelta
 
 import pytest

@@ -119,7 +119,10 @@ def test_a_fine_tuning_job_whose_worker_stopped_resumes_then_fails_after_three_a
         result = jobs_sweep()
     job.refresh_from_db()
     assert result.resumed == {"finetune": [job.id]} and sent == [job.id] and job.status == "running"
-    FineTuneJob.objects.filter(id=job.id).update(attempts=3)
+    with django_capture_on_commit_callbacks(execute=True):
+        assert not jobs_sweep().resumed  # queued once per stall time, however busy the workers are
+    assert sent == [job.id]
+    FineTuneJob.objects.filter(id=job.id).update(attempts=3, heartbeat_at=stale)
     with django_capture_on_commit_callbacks(execute=True):
         result = jobs_sweep()
     job.refresh_from_db()
