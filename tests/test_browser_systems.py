@@ -13,7 +13,7 @@ from labeling.services.bundle_import import bundle_import
 from labeling.services.labels import label_submit
 from labeling.services.retrieval import retrieval_create, retrieval_run
 from tests.browser import log_in, needs_chromium
-from tests.factories import MembershipFactory, ProjectFactory, QueryFactory, UserFactory
+from tests.factories import LeaseFactory, MembershipFactory, ProjectFactory, QueryFactory, UserFactory
 from tests.scoring_fixtures import SAMPLE
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True), needs_chromium]
@@ -31,6 +31,7 @@ def _sample_with_runs() -> Project:
     expert = UserFactory(username="expert")
     MembershipFactory(project=project, user=expert, role=Membership.Role.EXPERT)
     for pair in Pair.objects.filter(project=project).order_by("id")[:5]:
+        LeaseFactory(pair=pair, annotator=expert)  # the queue gave it to them
         label_submit(project=project, annotator=expert, pair_id=pair.id, grade=1)
     return project
 

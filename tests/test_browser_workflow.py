@@ -9,6 +9,7 @@ from labeling.models import Label, Lease
 from labeling.services.labels import label_submit
 from tests.browser import log_in, needs_chromium
 from tests.factories import (
+    LeaseFactory,
     MembershipFactory,
     PairFactory,
     PassageFactory,
@@ -35,6 +36,7 @@ def test_an_expert_labels_with_the_keyboard_undoes_one_and_an_admin_adjudicates(
     MembershipFactory(project=project, user=bob, role="expert")
     MembershipFactory(project=project, user=admin, role="admin")
     # Bob said the first item is irrelevant; Alice will say it is relevant: a conflict (0 and the top grade).
+    LeaseFactory(pair=pairs[0], annotator=bob)  # the queue gave it to him
     label_submit(project=project, annotator=bob, pair_id=pairs[0].id, grade=0)
 
     page, errors = log_in(browser, live_server, "alice")

@@ -19,7 +19,7 @@ from labeling.services.judges import judge_create
 from labeling.services.labels import label_submit
 from models_llm.drafting import EXAMPLES_HEADING
 from tests.browser import log_in, needs_chromium
-from tests.factories import MembershipFactory, UserFactory
+from tests.factories import LeaseFactory, MembershipFactory, UserFactory
 from tests.models_llm.fake_openai import FakeOpenAI, Reply, completion
 from tests.polling import wait_for
 from tests.scoring_fixtures import SAMPLE
@@ -79,6 +79,7 @@ def test_the_sample_is_drafted_then_refined_from_expert_labels_and_nothing_is_cu
     first = queries[0]
     pairs = list(project.pairs.filter(query=first).select_related("passage").order_by("id")[:3])
     for pair, grade in zip(pairs, (2, 0, 3)):
+        LeaseFactory(pair=pair, annotator=expert)  # the queue gave it to them
         label_submit(project=project, annotator=expert, pair_id=pair.id, grade=grade)
     relevant = [pairs[2].passage, pairs[0].passage]  # newest label first
 
