@@ -15,7 +15,6 @@ from django.contrib.auth import get_user_model
 from django.core.files.storage import default_storage
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
-from django.utils import timezone
 
 from labeling.exceptions import Forbidden
 from labeling.models import BundleImportJob, Judgment, Label, Membership, Pair, Passage, Project, Query
@@ -346,7 +345,7 @@ def test_an_import_cancelled_while_it_imports_is_rolled_back(queued, monkeypatch
     real_import = bundle_upload.bundle_import
 
     def cancelled_meanwhile(**kwargs):
-        BundleImportJob.objects.filter(id=job.id).update(status="cancelled", finished_at=timezone.now())
+        bundle_import_cancel(job=job)
         return real_import(**kwargs)
 
     monkeypatch.setattr(bundle_upload, "bundle_import", cancelled_meanwhile)

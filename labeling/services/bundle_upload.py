@@ -219,7 +219,8 @@ def bundle_import_run(*, job_id: int) -> BundleImportJob | None:
         try:
             written = _import_run(job, folder) if job.run_name else _import(job, folder)
         except _Stopped:
-            return _upload_remove(job_id)
+            # Cancelled or given up meanwhile: whoever ended it removed the upload.
+            return BundleImportJob.objects.filter(id=job_id).first()
         except ArchiveRefused as exc:
             return _finish(job_id, problems=[str(exc)], total=1, error=str(exc))
         except (BundleImportError, RunImportError) as exc:
@@ -233,35 +234,43 @@ def bundle_import_cancel(*, job: BundleImportJob) -> BundleImportJob:
     progress report while unpacking, or rolls its import back before it commits), the upload removed.
     BundleImportFinished when it had finished already (done, failed or cancelled)."""
     with transaction.atomic():
-        cancelled = BundleImportJob.objects.select_for_update().filter(id=job.id, finished_at__isnull=True).update(
-            status=BundleImportJob.Status.CANCELLED, stage=BundleImportJob.Stage.FINISHED, finished_at=timezone.now())
-    if not cancelled:
-        job.refresh_from_db()
-        raise BundleImportFinished(f"import {job.id} had finished ({job.status}) before it could be cancelled")
-    return _upload_remove(job.id) or job
+        unfinished = BundleImportJob.objects.select_for_update().filter(id=job.id, finished_at__isnull=True)
+        if unfinished.exists():
+            _upload_delete(job.id)
+            unfinished.update(status=BundleImportJob.Status.CANCELLED, stage=BundleImportJob.Stage.FINISHED,
+                              finished_at=timezone.now(), upload="")
+        else:
+            job.refresh_from_db()
+            raise BundleImportFinished(f"import {job.id} had finished ({job.status}) before it could be cancelled")
+    job.refresh_from_db()
+    return job
 
 
 def _finish(job_id: int, *, written: dict[str, int] | None = None, problems: list[str] | None = None,
             total: int = 0, error: str = "") -> BundleImportJob | None:
+    _upload_delete(job_id)
     BundleImportJob.objects.filter(id=job_id, finished_at__isnull=True).update(
         status=BundleImportJob.Status.FAILED if problems else BundleImportJob.Status.DONE,
         stage=BundleImportJob.Stage.FINISHED, finished_at=timezone.now(), written=written or {},
-        problems=problems or [], problems_total=total, error=error[:MAX_ERROR_CHARS],
+        problems=problems or [], problems_total=total, error=error[:MAX_ERROR_CHARS], upload="",
     )
-    return _upload_remove(job_id)
+    return BundleImportJob.objects.filter(id=job_id).first()
 
 
 def bundle_import_fail(*, job_id: int, error: str) -> BundleImportJob | None:
-    """Give up on a job (its retries are spent): failed with the error, nothing imported, the upload removed."""
-    job_fail(BundleImportJob.objects.filter(id=job_id), error=error)
-    BundleImportJob.objects.filter(id=job_id).update(stage=BundleImportJob.Stage.FINISHED)
-    return _upload_remove(job_id)
+    """Give up on a job (its retries are spent, or the sweep found it lost or overdue): failed with the error,
+    nothing imported, the upload removed."""
+    _upload_delete(job_id)
+    with transaction.atomic():
+        job_fail(BundleImportJob.objects.filter(id=job_id), error=error)
+        BundleImportJob.objects.filter(id=job_id).update(stage=BundleImportJob.Stage.FINISHED, upload="")
+    return BundleImportJob.objects.filter(id=job_id).first()
 
 
-def _upload_remove(job_id: int) -> BundleImportJob | None:
-    job = BundleImportJob.objects.filter(id=job_id).first()
-    if job is not None and job.upload:
-        default_storage.delete(job.upload)
-        BundleImportJob.objects.filter(id=job_id).update(upload="")
-        job.upload = ""
-    return job
+def _upload_delete(job_id: int) -> None:
+    """Delete the job's upload from the storage, before the row that says the job ended: nobody ever finds an
+    ended job whose upload is still kept. The row's `upload` is emptied with the ending."""
+    stored = BundleImportJob.objects.filter(id=job_id).values_list("upload", flat=True).first()
+    if stored:
+        default_storage.delete(stored)
+
