@@ -314,10 +314,15 @@ class ScoringJob(Job):
     first_result_at = models.DateTimeField(
         null=True, blank=True, help_text="the first part written: speed counts from here, model loading excluded"
     )
+    # The job's share of the bulk workers while other jobs run: it keeps SCORING_WINDOW_CHUNKS x priority chunks
+    # in the queue at a time (labeling/services/scoring_dispatch.py). Project admins may raise it.
+    priority = models.PositiveSmallIntegerField(default=1, db_default=1,
+                                                help_text="share of the workers among running jobs (1 to 10)")
 
     class Meta(Job.Meta):
         constraints = [
             *Job.Meta.constraints,
+            models.CheckConstraint(condition=Q(priority__gte=1, priority__lte=10), name="job_priority_range"),
             models.CheckConstraint(condition=Q(done__lte=F("total")), name="job_done_within_total"),
             models.CheckConstraint(condition=Q(failed__lte=F("done")), name="job_failed_within_done"),
         ]
@@ -376,10 +381,20 @@ class ScoringChunk(models.Model):
     failed = models.BooleanField(default=False)
     error = models.TextField(blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # Sent to the workers (a job keeps only a window of its chunks in the queue, so jobs share the workers).
+    dispatched_at = models.DateTimeField(null=True, blank=True)
+    # Seconds the model spent on this chunk's written parts (loading excluded), and where: the judge's measured
+    # throughput per device, which estimates read.
+    busy_seconds = models.FloatField(default=0.0, db_default=0.0)
+    device = models.CharField(max_length=64, blank=True, default="", db_default="")
 
     class Meta:
         ordering = ["job", "id"]
-        indexes = [models.Index(fields=["job", "finished_at"], name="chunk_job_finished")]
+        indexes = [
+            models.Index(fields=["job", "finished_at"], name="chunk_job_finished"),
+            # The chunks waiting in the queue (sent, not written): how many are ahead of a job.
+            models.Index(fields=["dispatched_at"], condition=Q(finished_at__isnull=True), name="chunk_open_dispatched"),
+        ]
         constraints = [models.CheckConstraint(condition=Q(written__lte=F("size")), name="chunk_written_within_size")]
 
     def __str__(self) -> str:
