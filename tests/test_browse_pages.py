@@ -3,6 +3,7 @@ the filters and the keyset cursor links, bad input as a 400, and a page whose SQ
 its size."""
 from __future__ import annotations
 
+import html as html_lib
 import re
 
 import pytest
@@ -12,6 +13,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from labeling.models import Judgment, Pair
+from tests.browser import log_in, needs_chromium
 from tests.factories import (
     JudgeFactory,
     JudgmentFactory,
@@ -162,3 +164,56 @@ def test_the_query_list_links_each_query_with_its_pair_counts(client, world):
     assert 'data-pairs="3"' in html and 'data-labelled="2"' in html
     detail = _get(client, world, VIEWER, "project_detail").content.decode()
     assert reverse("labeling:browse_query", args=[world.project.slug, world.query.id]) in detail
+
+
+def _text(fragment: str) -> str:
+    return " ".join(html_lib.unescape(re.sub(r"<[^>]+>", " ", fragment)).split())
+
+
+def test_several_judges_share_one_cell_per_row_a_line_each_in_name_order(client, world):
+    pairs = list(world.project.pairs.order_by("id"))
+    for name, values in (("zeta", (0.25, None, 0.75)), ("beta", (0.5, 0.125, None))):
+        judge = JudgeFactory(project=world.project, name=name)
+        for pair, p in zip(pairs, values):
+            if p is not None:
+                JudgmentFactory(pair=pair, judge=judge, p_relevant=p, created_at=timezone.now())
+    html = _get(client, world, ADMIN, "browse_query", query_id=world.query.id).content.decode()
+    # Pair, passage, gold, labels, the judges' P and pool sources: one column for the three judges.
+    assert len(re.findall(r"<th[ >]", html)) == 6 and "Judges' P" in html
+    # No judgment is under the current definition: every P is marked stale; a pair a judge has not judged, a dash.
+    expected = {
+        pairs[0].id: ["beta 0.500 stale", "judge-a 0.914 stale", "zeta 0.250 stale"],
+        pairs[1].id: ["beta 0.125 stale", "judge-a 0.426 stale", "zeta –"],
+        pairs[2].id: ["beta –", "judge-a 0.139 stale", "zeta 0.750 stale"],
+    }
+    for pair_id, row in re.findall(r'<tr data-pair="(\d+)">(.*?)</tr>', html, re.DOTALL):
+        cells = re.findall(r'<td class="browse-judges">(.*?)</td>', row, re.DOTALL)
+        assert len(cells) == 1, pair_id
+        lines = re.split(r'(?=<span class="browse-judge-p")', cells[0])[1:]
+        assert [_text(line) for line in lines] == expected[int(pair_id)]
+
+
+@pytest.mark.browser
+@pytest.mark.django_db(transaction=True)
+@needs_chromium
+def test_the_pair_table_of_four_judges_fits_a_1366_pixel_screen(browser, live_server):
+    world = build_world(passage_title="Sustainability report 2023, section 4: climate targets and the baseline year",
+                        passage_text="We commit to reducing scope 1 and 2 emissions by 42% by 2030 from 2019. " * 4)
+    pairs = list(world.project.pairs.order_by("id"))
+    for name in ("minilm-l6-cross-encoder", "smollm2-360m-instruct", "qwen2.5-1.5b-instruct"):
+        judge = JudgeFactory(project=world.project, name=name)
+        for i, pair in enumerate(pairs):
+            JudgmentFactory(pair=pair, judge=judge, p_relevant=i / 4, created_at=timezone.now())
+    for pair in pairs:
+        PairSourceFactory(pair=pair, system="splade-v3-distil", rank=12)
+    page, errors = log_in(browser, live_server, world.users[ADMIN].username, viewport={"width": 1366, "height": 768})
+    page.goto(f"{live_server.url}{reverse('labeling:browse_query', args=[world.project.slug, world.query.id])}")
+    widths = page.evaluate("""() => {
+        const scroll = document.querySelector('.table-scroll');
+        return [document.documentElement.scrollWidth, window.innerWidth, scroll.scrollWidth, scroll.clientWidth];
+    }""")
+    assert widths[0] <= widths[1] and widths[2] <= widths[3], widths
+    assert page.locator("tr[data-pair] td.browse-judges").count() == 3
+    assert page.locator("tr[data-pair]").first.locator("[data-judge]").count() == 4
+    assert errors == []
+    page.close()

@@ -10,10 +10,18 @@ from pathlib import Path
 
 import pytest
 
-from labeling.models import Label, Lease, Project
+from labeling.models import Label, Lease, Pair, Project
 from labeling.services.bundle_import import bundle_import
 from tests.browser import log_in, needs_chromium
-from tests.factories import MembershipFactory, UserFactory
+from tests.factories import (
+    MembershipFactory,
+    PairFactory,
+    PassageFactory,
+    ProjectFactory,
+    QueryFactory,
+    RelevanceDefinitionFactory,
+    UserFactory,
+)
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True), needs_chromium]
 
@@ -115,4 +123,75 @@ def test_the_workspace_passes_an_axe_audit_and_the_definition_folds_by_key(brows
     # Every grade button has a name a screen reader says.
     for button in page.locator("#ws-current button[name=grade]").all():
         assert button.get_attribute("aria-keyshortcuts") and button.inner_text().strip()
+    assert errors == []
+
+
+def _box(page, selector: str) -> dict:
+    return page.locator(selector).bounding_box()
+
+
+def _counters(page) -> tuple[str, str, str, str]:
+    """This session, done today, left after the shown item, and the project header's count of items waiting."""
+    progress = page.locator("#ws-progress")
+    tab = page.locator('.project-tab[data-tab="annotate"] .tab-count')
+    return (progress.locator("[data-count=session-labelled]").inner_text(),
+            progress.locator("[data-count=done-today]").inner_text(),
+            progress.locator("[data-count=left]").inner_text(),
+            tab.evaluate("span => span.firstElementChild.nextSibling.nodeValue"))
+
+
+def test_a_saved_label_is_confirmed_over_the_page_and_the_counters_follow_labels_and_undo(browser, live_server):
+    """Six items, one label each (sequential): after k labels the session and today counters read k, the items
+    left after the one on screen 5 - k, and the header's items waiting (the one on screen included) 6 - k."""
+    project = ProjectFactory(queue_mix={"sequential": 100})
+    query = QueryFactory(project=project, external_id="q-emissions")
+    RelevanceDefinitionFactory(query=query, text="Targets for cutting emissions.")
+    for i in range(6):
+        passage = PassageFactory(project=project, external_id=f"<b>doc-{i}</b>" if i == 0 else f"doc-{i}")
+        PairFactory(project=project, query=query, passage=passage)
+    expert = UserFactory(username="erin")
+    MembershipFactory(project=project, user=expert, role="expert")
+    page, errors = log_in(browser, live_server, "erin", viewport=SCREEN)
+    page.goto(f"{live_server.url}/projects/{project.slug}/annotate/")
+    assert _counters(page) == ("0", "0", "5", "6")
+    region = page.locator("#ws-toast")
+    assert (region.get_attribute("aria-live"), region.inner_text()) == ("polite", "")
+    above, below = _box(page, "#ws-progress"), _box(page, "#ws-current")
+
+    names = {0: "irrelevant", 1: "partially relevant", 2: "relevant"}
+    labelled = []
+    for k, grade in enumerate((2, 1, 0), start=1):
+        pair = Pair.objects.select_related("passage").get(
+            id=page.locator("#ws-current .ws-item").get_attribute("data-pair"))
+        labelled.append(pair.id)
+        page.keyboard.press(str(grade))
+        toast = page.locator("#ws-toast [data-testid=saved]")
+        # The confirmation names the item just labelled (not the one now shown), its passage id as text.
+        toast.filter(has_text=pair.passage.external_id).wait_for(timeout=10_000)
+        assert toast.inner_text() == (f"Saved: {grade} {names[grade]} for query q-emissions, "
+                                      f"passage {pair.passage.external_id}.")
+        assert toast.evaluate("el => getComputedStyle(el.parentElement).position") == "fixed"
+        # Nothing moved: the counters above and the item below are where they were before any label.
+        shown = _box(page, "#ws-current")
+        for before, now in ((above, _box(page, "#ws-progress")), (below, shown)):
+            assert (now["x"], now["y"]) == (before["x"], before["y"]), (k, before, now)
+        page.wait_for_selector(f"[data-count=session-labelled]:text-is('{k}')")
+        assert _counters(page) == (str(k), str(k), str(5 - k), str(6 - k))
+        if SHOTS and k == 1:
+            Path(SHOTS).mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=f"{SHOTS}/workspace-toast.png")
+        # It goes by itself, and the page around it stays as it was.
+        toast.wait_for(state="detached", timeout=8_000)
+        assert _box(page, "#ws-current") == shown
+    assert Label.objects.filter(annotator=expert, superseded_at__isnull=True).count() == 3
+
+    page.keyboard.press("u")
+    page.wait_for_selector("[data-count=session-labelled]:text-is('2')")
+    assert _counters(page) == ("2", "2", "3", "4")
+    assert int(page.locator("#ws-current .ws-item").get_attribute("data-pair")) == labelled[-1]
+    page.keyboard.press("2")
+    page.wait_for_selector("[data-count=session-labelled]:text-is('3')")
+    assert _counters(page) == ("3", "3", "2", "3")
+    assert page.locator("#ws-toast [data-testid=saved]").inner_text().startswith("Saved: 2 relevant for query")
+    assert Label.objects.filter(annotator=expert, superseded_at__isnull=True).count() == 3
     assert errors == []

@@ -10,7 +10,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from labeling.models import Label, Lease
+from labeling.models import Label, Lease, Pair
 from labeling.selectors.queues import queue_progress
 from labeling.services.labels import label_submit, lease_restart, queue_next_for_annotator, queue_prefetch_for_annotator
 from tests.factories import (
@@ -69,8 +69,12 @@ def test_a_label_posted_with_the_shown_item_answers_with_only_the_item_after_it(
                            HTTP_X_WORKSPACE_SHOWN=upcoming["pair_id"])
     html = response.content.decode()
     assert response.status_code == 200 and response["X-Workspace"] == "advance"
-    assert 'id="workspace"' not in html and "Saved: 2" in html
-    assert 'data-count="done-today">1<' in html
+    assert 'id="workspace"' not in html
+    # The confirmation names the item labelled (not the one now shown) and the grade, by the names the page shows.
+    pair = Pair.objects.select_related("query", "passage").get(id=shown["pair_id"])
+    assert (f'Saved: <strong>2 relevant</strong> for query <span class="mono">{pair.query.external_id}</span>, '
+            f'passage <span class="mono">{pair.passage.external_id}</span>.') in html
+    assert 'data-count="done-today">1<' in html and 'data-count="session-labelled">1<' in html
     _, after = _parts(html)
     assert after["pair_id"] not in (shown["pair_id"], upcoming["pair_id"])
     assert Label.objects.get(annotator=alice).pair_id == int(shown["pair_id"])
@@ -173,6 +177,21 @@ def test_the_session_summary_counts_items_times_and_agreement_only_where_blind_f
     # A new session starts from zero.
     assert client.post(_url(project, "workspace_summary")).status_code == 302
     assert 'data-count="session-items">0<' in client.get(_url(project, "workspace_summary")).content.decode()
+
+
+def test_the_session_summary_reads_short_times_as_such_and_counts_the_labels_by_grade(client, project):
+    alice = _login(client, project)
+    client.get(_url(project))  # the session starts
+    now = timezone.now()
+    for pair, grade, seconds in zip(project.pairs.order_by("id"), (2, 0, 2, 1), (0.1, 0.3, 0.5, 1.7)):
+        _label(project, alice, pair, grade, seconds, now)
+    html = client.get(_url(project, "workspace_summary")).content.decode()
+    # Median of 0.1, 0.3, 0.5, 1.7 is 0.4 s; their sum 2.6 s reads 3 s.
+    assert 'data-count="session-median">0.4 s<' in html and "<dd>3 s</dd>" in html
+    rows = re.findall(r'<tr data-grade="(\d)"><td>.*?</span> ([^<]+)</td>'
+                      r'<td class="num" data-count="grade-items">(\d+)</td>.*?</meter> (\d+)%</td></tr>', html)
+    assert rows == [("0", "irrelevant", "1", "25"), ("1", "partially relevant", "1", "25"),
+                    ("2", "relevant", "2", "50")]
 
 
 def test_an_empty_queue_shows_the_session_summary(client, project):

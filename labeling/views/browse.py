@@ -90,7 +90,10 @@ def browse_query(request: HttpRequest, project: Project, query_id: int) -> HttpR
     except BrowseError as exc:
         context["error"], status = str(exc), 400
     else:
-        context.update(filters=filters, page=page, first_url=_link(request.GET))
+        # Each row with its judges' P paired with their names (a judge that has not judged the pair: None), for
+        # the one cell that lists them all: a column per judge no longer fits the screen past two or three.
+        rows = [(row, tuple(zip(page.judges, row.judges))) for row in page.rows]
+        context.update(filters=filters, page=page, rows=rows, first_url=_link(request.GET))
         if page.next_after is not None:
             context["next_url"] = _link(request.GET, after=page.next_after)
         if page.previous_before is not None:

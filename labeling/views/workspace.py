@@ -23,7 +23,7 @@ from labeling.selectors.definitions import DefinitionNews, definition_news
 from labeling.selectors.disclosure import AGREEMENT_MIN_ITEMS, revealed_after_submit
 from labeling.selectors.projects import ANNOTATE, project_role
 from labeling.selectors.queues import queue_progress
-from labeling.selectors.sessions import SessionSummary, session_summary
+from labeling.selectors.sessions import SessionSummary, saved_label, session_labelled, session_summary
 from labeling.services.labels import (
     Claim,
     LabelError,
@@ -104,6 +104,11 @@ def _context(request: HttpRequest, project: Project, claim: Claim | None, upcomi
         "current": _item_view(request, project, claim),
         "upcoming": _item_view(request, project, upcoming),
         "progress": queue_progress(project=project, annotator=request.user, now=now, shown=shown),
+        # The project header's count of items waiting (the one on screen included): workspace.js keeps the header,
+        # which a label's answer does not bring, in step with it.
+        "waiting": queue_progress(project=project, annotator=request.user, now=now).left_display,
+        "session_labelled": session_labelled(project=project, annotator=request.user,
+                                             started_at=_session_start(request, project, now)),
         "queue_param": _queue(request) or "",
         "agreement_min_items": AGREEMENT_MIN_ITEMS,
         "shown_pair": shown,
@@ -208,11 +213,12 @@ def workspace_submit(request: HttpRequest, project: Project) -> HttpResponse:
     role = project_role(user=request.user, project=project)
     revealed = revealed_after_submit(project=project, role=role, pair_id=result.label.pair_id,
                                      grade=result.label.grade)
+    saved = saved_label(project=project, label=result.label)
     if shown is not None:
-        return _advance(request, project, shown, saved=result.label, revealed=revealed)
+        return _advance(request, project, shown, saved=saved, revealed=revealed)
     if not request.htmx:
         messages.success(request, "Label saved.")
-    return _after_post(request, project, saved=result.label, revealed=revealed)
+    return _after_post(request, project, saved=saved, revealed=revealed)
 
 
 @login_required

@@ -7,6 +7,10 @@
 // id="ws-next">. A grade shows that item at once and posts the label in the background, naming the item now
 // shown (X-Workspace-Shown); the answer brings the item after it ("advance"), or the whole workspace when
 // something went wrong (a refused label, an item lost meanwhile), which then replaces the page's.
+//
+// Each answer to a label carries its confirmation (<template id="ws-saved">), shown in #ws-toast: fixed over the
+// page, so nothing moves, read out politely, gone after a few seconds (kept while the pointer is on it). The
+// answer's counters replace the page's, and the project header's count of items waiting follows them.
 (function () {
   "use strict";
 
@@ -67,7 +71,50 @@
     }
   }
 
+  let toastTimer = null;
+
+  function toastHide(region) {
+    const body = region.firstElementChild;
+    if (!body) return;
+    body.classList.add("leaving");
+    // Removed after its fade (none where motion is reduced): an empty region shows nothing.
+    toastTimer = window.setTimeout(function () { region.replaceChildren(); }, 300);
+  }
+
+  function toastShow() {
+    const source = byId("ws-saved");
+    const region = byId("ws-toast");
+    if (!source || !region) return;
+    source.remove();
+    window.clearTimeout(toastTimer);
+    region.replaceChildren(document.importNode(source.content, true));
+    const seconds = Number(source.dataset.seconds) || 4;
+    const body = region.firstElementChild;
+    if (!body) return;
+    const later = function () { toastTimer = window.setTimeout(function () { toastHide(region); }, seconds * 1000); };
+    body.addEventListener("mouseenter", function () { window.clearTimeout(toastTimer); });
+    body.addEventListener("mouseleave", later);
+    later();
+  }
+
+  // The header is not part of an answer: its count of items waiting is set from the answer's (data-waiting).
+  function tabCount() {
+    const progress = byId("ws-progress");
+    const count = document.querySelector('.project-tab[data-tab="annotate"] .tab-count');
+    if (!progress || !count || progress.dataset.waiting === undefined) return;
+    const number = Array.from(count.childNodes).find(function (node) {
+      return node.nodeType === Node.TEXT_NODE && node.nodeValue.trim();
+    });
+    if (number) number.nodeValue = progress.dataset.waiting;
+  }
+
+  function answered() {
+    toastShow();
+    tabCount();
+  }
+
   function settled() {
+    answered();
     definitionRestore();
     const passage = current(".ws-passage");
     if (passage && (!document.activeElement || document.activeElement === document.body)) {
@@ -99,6 +146,7 @@
       const old = byId(id);
       if (fresh && old) old.replaceWith(fresh);
     });
+    answered();
   }
 
   // Show the prefetched item and post the label of the one it replaces; false when there is nothing
