@@ -16,7 +16,8 @@ from tests.url_matrix import ADMIN, build_world
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True), needs_chromium]
 SCREEN = {"width": 1366, "height": 768}
 SHOTS = os.environ.get("SCREENSHOT_DIR")
-PAGES = ("", "judges/", "systems/", "validation/", "members/", "adjudication/", "queries/", "settings/", "finetune/")
+PAGES = ("", "judges/", "systems/", "validation/", "members/", "adjudication/", "queries/", "definitions/", "settings/",
+         "finetune/")
 # The header's share of a 768 px screen: the workspace below it must still fit.
 HEADER_MAX_PX = 90
 

@@ -256,6 +256,20 @@ def test_staff_create_a_project_from_the_list_and_others_are_refused(client):
 
 
 
+def test_a_project_name_taken_whatever_its_case_is_refused_on_the_list_with_the_form_kept(client):
+    staff = UserFactory(is_staff=True)
+    client.force_login(staff)
+    client.post(reverse("labeling:project_create"), {"name": "Climate", "slug": "climate"})
+    response = client.post(reverse("labeling:project_create"), {"name": "CLIMATE", "slug": "climate-2",
+                                                                 "description": "Second try"})
+    assert response.status_code == 400
+    html = response.content.decode()
+    assert "a project named &#x27;Climate&#x27; exists already: choose another name (project names are compared " \
+           "ignoring case)" in html
+    assert 'value="CLIMATE"' in html and 'value="climate-2"' in html
+    assert list(Project.objects.values_list("slug", flat=True)) == ["climate"]
+
+
 def _labels_bundle(labels: list[dict]) -> bytes:
     files = {
         "queries.jsonl": '{"_id": "q1", "text": "Which targets?"}\n',

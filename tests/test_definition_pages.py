@@ -3,11 +3,13 @@ judgments with their re-score button, and escaping of untrusted definitions."""
 from __future__ import annotations
 
 import re
+from datetime import datetime, timedelta
 
 import pytest
 from django.urls import reverse
+from django.utils import timezone
 
-from labeling.models import RelevanceDefinition, ScoringJob
+from labeling.models import Query, RelevanceDefinition, ScoringJob
 from tests.factories import (
     JudgeFactory,
     JudgmentFactory,
@@ -213,3 +215,54 @@ def test_untrusted_definitions_are_escaped_in_the_page_and_the_diff(client, quer
     assert "<ins>&lt;script&gt;alert(1)&lt;/script&gt; and &lt;img src=x onerror=alert(1)&gt;</ins>" in html
     assert "<del>Plain first version.</del>" in html
 
+
+
+def _row(html: str, external_id: str) -> str:
+    start = html.index(f'<tr data-query="{external_id}">')
+    return html[start:html.index("</tr>", start)]
+
+
+def test_the_definitions_page_lists_each_querys_current_version_versions_and_last_change(client, query):
+    """q1 (the fixture): imported v1, v2 saved by ada, v3 an LLM draft waiting. q2: only a draft. q3: imported v1.
+    q4: nothing. q5: a draft reviewed by ada into v2. Worked out by hand: 3 of 5 queries have a definition."""
+    project = query.project
+    ada = UserFactory(username="ada")
+    saved_at = timezone.make_aware(datetime(2026, 1, 2, 10, 30))
+    judge = JudgeFactory(project=project, name="gpt")
+
+    def version(of, *, author=None, draft=False, based_on=None, at=saved_at):
+        definition = RelevanceDefinitionFactory(query=of, author=author, is_draft=draft, based_on=based_on,
+                                                drafted_by=judge if draft else None,
+                                                origin="llm_draft" if draft or based_on else "manual")
+        RelevanceDefinition.objects.filter(pk=definition.pk).update(created_at=at)
+        return definition
+
+    version(query, at=saved_at - timedelta(days=3))
+    version(query, author=ada)
+    version(query, draft=True, at=saved_at + timedelta(days=1))
+    q2, q3, q4, q5 = (QueryFactory(project=project, external_id=f"q{n}", text=XSS) for n in range(2, 6))
+    version(q2, draft=True)
+    version(q3)
+    version(q5, author=ada, based_on=version(q5, draft=True))
+    login(client, query, "expert")
+
+    html = client.get(reverse("labeling:definitions", args=[project.slug])).content.decode()
+
+    assert 'data-defined="3" data-total="5">3 of 5 queries</span> have one' in html
+    expected = {  # current version, versions, drafts waiting, last changed, by
+        "q1": ("2", "3", "1", "2026-01-02 10:30", "ada"),
+        "q2": ("", "1", "1", None, ""),
+        "q3": ("1", "1", None, "2026-01-02 10:30", ""),
+        "q4": ("", "0", None, None, ""),
+        "q5": ("2", "2", None, "2026-01-02 10:30", "ada"),
+    }
+    for external_id, (current, versions, waiting, changed, by) in expected.items():
+        row = _row(html, external_id)
+        query_id = Query.objects.get(project=project, external_id=external_id).id
+        assert f'href="{reverse("labeling:definition", args=[project.slug, query_id])}"' in row
+        assert f'data-current="{current}"' in row and f'data-versions="{versions}"' in row
+        assert (f'data-drafts-waiting="{waiting}"' in row) if waiting else "data-drafts-waiting" not in row
+        assert (f">{changed}</time>" in row) if changed else "<time" not in row
+        assert f'data-changed-by="{by}"' in row
+    assert "none yet" in _row(html, "q2") and "imported" in _row(html, "q3") and "imported" not in _row(html, "q4")
+    assert "<script>alert(1)" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html

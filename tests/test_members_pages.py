@@ -2,12 +2,16 @@
 CSRF and escaping."""
 from __future__ import annotations
 
+import io
+
 import pytest
+from django.core.management import call_command
 from django.test import Client
 from django.urls import reverse
 
 from labeling.models import Membership
 from tests.factories import MembershipFactory, ProjectFactory, UserFactory
+from tests.services.test_bundle_import import SMALL, write_bundle
 
 pytestmark = pytest.mark.django_db
 
@@ -108,3 +112,29 @@ def test_user_names_are_escaped(client, project):
     as_user(client, "boss")
     html = client.get(url(project)).content.decode()
     assert "<script>alert" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+
+
+def _member_row(html: str, username: str) -> str:
+    start = html.index(f'<tr data-member="{username}">')
+    return html[start:html.index("</tr>", start)]
+
+
+def test_the_staff_member_who_creates_a_project_is_listed_as_its_admin(client):
+    creator = UserFactory(username="creator", is_staff=True)
+    client.force_login(creator)
+    response = client.post(reverse("labeling:project_create"), {"name": "Flood study", "slug": "flood"})
+    assert response.status_code == 302
+    html = client.get(reverse("labeling:members", args=["flood"])).content.decode()
+    assert '<option value="admin" selected>admin</option>' in _member_row(html, "creator")
+
+
+def test_the_admin_import_bundle_names_is_listed_on_the_members_page_of_the_project_it_creates(client, tmp_path):
+    """`make demo`'s way in: the superuser ensure_admin makes, and a project import_bundle creates. Without --admin the
+    project had no member at all, so its members page listed nobody, not even the superuser who runs it."""
+    root = UserFactory(username="admin", is_superuser=True, is_staff=True)
+    call_command("import_bundle", str(write_bundle(tmp_path / "small", SMALL)), "--project", "small",
+                 "--admin", "admin", stdout=io.StringIO())
+    client.force_login(root)
+    html = client.get(reverse("labeling:members", args=["small"])).content.decode()
+    assert '<option value="admin" selected>admin</option>' in _member_row(html, "admin")
+    assert "(you)" in _member_row(html, "admin")

@@ -6,6 +6,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q
+from django.db.models.functions import Lower
 
 from labeling.scale import LabelScale, ScaleError, default_scale_json
 
@@ -61,6 +62,12 @@ class Project(models.Model):
                 condition=Q(overlap_share__gte=0, overlap_share__lte=1), name="project_overlap_share_unit"
             ),
             models.CheckConstraint(condition=Q(lease_minutes__gte=1), name="project_lease_minutes_positive"),
+            # Two projects a reader cannot tell apart in the list would get each other's data: a name is unique
+            # whatever its case (names are stored as labeling.names.clean_name leaves them; migration 0017).
+            models.UniqueConstraint(
+                Lower("name"), name="project_name_unique_ci",
+                violation_error_message="A project of this name exists already (names are compared ignoring case).",
+            ),
         ]
 
     def __str__(self) -> str:

@@ -6,9 +6,10 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import datetime
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.db.models import Count, Exists, IntegerField, OuterRef, QuerySet, Subquery
+from django.db.models import Count, Exists, F, IntegerField, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 
 from labeling.models import Judge, Judgment, Label, Project, Query, RelevanceDefinition
@@ -72,6 +73,53 @@ def current_definitions(query_ids: Iterable[int]) -> dict[int, RelevanceDefiniti
     return current
 
 
+@dataclass(frozen=True)
+class DefinitionSummary:
+    """A query's definition as the Definitions page lists it: the current version (None: none yet), how many
+    versions it has (LLM drafts included, numbered with the others), how many LLM drafts wait for an admin's review
+    (those newer than the current version: a reviewed draft has the version saved from it after it), and when the
+    current version was saved and by whom (None: it came with an import)."""
+
+    query: Query
+    current_version: int | None
+    versions: int
+    drafts_waiting: int
+    changed_at: datetime | None
+    changed_by: str | None
+
+
+def definition_summaries(*, queries: Iterable[Query]) -> list[DefinitionSummary]:
+    """DefinitionSummary of each of the given queries (a page of them), in their order: one read of their
+    versions, since a query has a handful."""
+    queries = list(queries)
+    versions: dict[int, list[RelevanceDefinition]] = defaultdict(list)
+    rows = (RelevanceDefinition.objects.filter(query_id__in=[query.id for query in queries]).select_related("author")
+            .only("id", "query_id", "version", "is_draft", "created_at", "author", "author__username")
+            .order_by("query_id", "version"))
+    for definition in rows:
+        versions[definition.query_id].append(definition)
+    summaries = []
+    for query in queries:
+        history = versions[query.id]
+        current = next((d for d in reversed(history) if not d.is_draft), None)
+        newest_in_use = current.version if current is not None else 0
+        summaries.append(DefinitionSummary(
+            query=query,
+            current_version=current.version if current is not None else None,
+            versions=len(history),
+            drafts_waiting=sum(1 for d in history if d.is_draft and d.version > newest_in_use),
+            changed_at=current.created_at if current is not None else None,
+            changed_by=current.author.get_username() if current is not None and current.author else None,
+        ))
+    return summaries
+
+
+def queries_with_a_definition(*, project: Project) -> int:
+    """How many of the project's queries have a current definition (a version that is not an LLM draft)."""
+    return Query.objects.filter(project=project).filter(Exists(RelevanceDefinition.objects.in_use()
+                                                               .filter(query=OuterRef("pk")))).count()
+
+
 def definition_history(*, query: Query) -> QuerySet[RelevanceDefinition]:
     """The query's definition versions (drafts included), newest first, with their author, the judge that drafted
     them and the draft they are based on, and how many current labels and judgments were made under each."""
@@ -117,13 +165,15 @@ def definition_versions(*, query: Query) -> list[DefinitionVersion]:
     return versions
 
 
+def _pair_current_definition() -> Subquery:
+    """The id of the current definition of a judgment's pair's query (null: the query has none)."""
+    return Subquery(RelevanceDefinition.objects.in_use().filter(query=OuterRef("pair__query"))
+                    .order_by("-version").values("id")[:1])
+
+
 def stale_judgments(*, project: Project, query: Query | None = None) -> QuerySet[Judgment]:
     """Judgments (any status) of pairs that their judge has not judged under the query's current definition:
     made under an older version, or before the query had one. A query without a definition has none."""
-    current = (
-        RelevanceDefinition.objects.in_use().filter(query=OuterRef("pair__query"))
-        .order_by("-version").values("id")[:1]
-    )
     under_current = Judgment.objects.filter(
         pair=OuterRef("pair"), judge=OuterRef("judge"), definition=OuterRef("current_definition")
     )
@@ -131,9 +181,21 @@ def stale_judgments(*, project: Project, query: Query | None = None) -> QuerySet
     if query is not None:
         judgments = judgments.filter(pair__query=query)
     return (
-        judgments.annotate(current_definition=Subquery(current))
+        judgments.annotate(current_definition=_pair_current_definition())
         .filter(current_definition__isnull=False)
         .filter(~Exists(under_current))
+    )
+
+
+def pairs_judged_under_current_definition(*, judge: Judge) -> QuerySet:
+    """Ids of the pairs `judge` has an ok judgment of under their query's current definition (any ok judgment when
+    the query has none): what the judge has scored of the project as it stands. A pair whose only judgments are
+    stale (stale_judgments) or failed is not among them."""
+    return (
+        Judgment.objects.filter(judge=judge, status=Judgment.Status.OK)
+        .annotate(current_definition=_pair_current_definition())
+        .filter(Q(current_definition__isnull=True) | Q(definition_id=F("current_definition")))
+        .values_list("pair_id", flat=True).distinct()
     )
 
 

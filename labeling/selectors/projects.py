@@ -7,7 +7,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.db.models import Count, OuterRef, Prefetch, QuerySet, Subquery
+from django.db.models import Count, OuterRef, Prefetch, QuerySet, Subquery, Value
+from django.db.models.functions import Lower
 
 from labeling.exceptions import Forbidden, NotFound
 from labeling.models import (
@@ -96,6 +97,15 @@ def project_summaries(*, projects: Iterable[Project]) -> list[ProjectSummary]:
 def project_list_for_user(*, user: AbstractBaseUser | AnonymousUser) -> list[ProjectSummary]:
     """The projects a user may see, by name, with their row counts."""
     return project_summaries(projects=projects_visible_to(user=user).order_by("name", "slug"))
+
+
+def project_named(*, name: str, other_than: Project | None = None) -> Project | None:
+    """The project (other than `other_than`) whose name is `name` whatever the case: the comparison the database's
+    unique constraint on the names makes (its own LOWER), so what this finds is exactly what it would refuse."""
+    projects = Project.objects.alias(name_key=Lower("name")).filter(name_key=Lower(Value(name)))
+    if other_than is not None:
+        projects = projects.exclude(pk=other_than.pk)
+    return projects.order_by("id").first()
 
 
 def queries_with_current_definition(*, project: Project) -> QuerySet[Query]:

@@ -20,6 +20,7 @@ from labeling.bundle_reader import Problems
 from labeling.decompress import ExpansionLimits
 from labeling.exceptions import DomainError
 from labeling.models import Judge, Label, Membership, Passage, Project, Query, Run
+from labeling.names import NameRefused, clean_name
 from labeling.scale import DEFAULT_SCALE, LabelScale, ScaleError
 from labeling.services.bundle_merge import BundleMerger
 from labeling.services.bundle_stage import (
@@ -29,6 +30,7 @@ from labeling.services.bundle_stage import (
     BundleStager,
     staging_tables,
 )
+from labeling.services.projects import NAME_MAX_LENGTH, project_name_refusal
 from labeling.services.runs import run_file_matches, run_file_store
 from labeling.services.validation import validation_request_refresh
 from labeling.staging import StagingTable
@@ -79,8 +81,13 @@ class _ProjectFields:
 
 def bundle_import(*, path: Path, project_slug: str, all_pairs: bool = False,
                   upload: UploadRights | None = None, expand_limits: ExpansionLimits | None = None,
-                  before_commit: Callable[[], None] | None = None) -> ImportReport:
+                  before_commit: Callable[[], None] | None = None, admin: str | None = None) -> ImportReport:
     """Import the bundle folder at `path` into project `project_slug` (created when missing).
+
+    project.json's name and description fill a new project's, or an existing project's that are empty: the name
+    and description a person gave when creating the project are kept. A new project's name (project.json's, else
+    the slug) that another project has, whatever the case, is a problem. `admin`: the user name of an account made
+    an admin member of the project (the operator's command names one, since a project it creates has no member).
 
     The pool is pairs.tsv in file order, then every other pair that qrels, labels or judgments name; with
     `all_pairs` (always for DIRAS input) it is completed to every query x passage. `upload`: the rights of an
@@ -105,6 +112,9 @@ def bundle_import(*, path: Path, project_slug: str, all_pairs: bool = False,
 
     with transaction.atomic():
         project, created = _project_upsert(slug=project_slug, fields=fields, problems=problems)
+        if project is None or problems:
+            raise BundleImportError(problems)
+        admin_written = _admin_ensure(project=project, username=admin, problems=problems)
         if problems:
             raise BundleImportError(problems)
         tables = staging_tables(connection)
@@ -126,8 +136,8 @@ def bundle_import(*, path: Path, project_slug: str, all_pairs: bool = False,
             _check_all_pairs_size(stager, problems)
         if problems:
             raise BundleImportError(problems)
-        written = _merge(project=project, stager=stager, tables=tables, all_pairs=all_pairs, problems=problems,
-                         upload=upload)
+        written = admin_written | _merge(project=project, stager=stager, tables=tables, all_pairs=all_pairs,
+                                         problems=problems, upload=upload)
         if problems:
             raise BundleImportError(problems)
         for table in tables.values():
@@ -221,21 +231,44 @@ def _read_project_json(layout: BundleLayout, problems: Problems) -> _ProjectFiel
     return _ProjectFields(name=name, description=description, scale=scale)
 
 
-def _project_upsert(*, slug: str, fields: _ProjectFields, problems: Problems) -> tuple[Project, bool]:
+def _project_name(name: str, *, where: str, project: Project | None, problems: Problems) -> str:
+    """`name` as a project's name (labeling.names), or "" with the problem: a name the rule refuses, or one another
+    project has."""
+    try:
+        name = clean_name(name, what="project name", max_length=NAME_MAX_LENGTH)
+    except NameRefused as exc:
+        problems.add(where, str(exc))
+        return ""
+    refusal = project_name_refusal(name=name, project=project)
+    if refusal is not None:
+        problems.add(where, refusal)
+        return ""
+    return name
+
+
+def _project_upsert(*, slug: str, fields: _ProjectFields, problems: Problems) -> tuple[Project | None, bool]:
+    """The project `slug` and whether it was created (None: it could not be, see `problems`). project.json fills
+    what is empty only: the name and description someone gave the project are theirs."""
     project = Project.objects.select_for_update().filter(slug=slug).first()
     if project is None:
+        name = _project_name(fields.name or slug, where="project.json" if fields.name else "--project", project=None,
+                             problems=problems)
+        if not name:
+            return None, False
         project = Project.objects.create(
             slug=slug,
-            name=(fields.name or slug).strip(),
+            name=name,
             description=fields.description or "",
             scale=(fields.scale or DEFAULT_SCALE).to_json(),
         )
         return project, True
     changed = []
-    if fields.name is not None and fields.name.strip() != project.name:
-        project.name = fields.name.strip()
-        changed.append("name")
-    if fields.description is not None and fields.description != project.description:
+    if fields.name is not None and not project.name:
+        name = _project_name(fields.name, where="project.json", project=project, problems=problems)
+        if name:
+            project.name = name
+            changed.append("name")
+    if fields.description and not project.description:
         project.description = fields.description
         changed.append("description")
     if fields.scale is not None and fields.scale != project.label_scale:
@@ -247,6 +280,25 @@ def _project_upsert(*, slug: str, fields: _ProjectFields, problems: Problems) ->
     if changed:
         project.save(update_fields=changed)
     return project, False
+
+
+def _admin_ensure(*, project: Project, username: str | None, problems: Problems) -> dict[str, int]:
+    """Make the account `username` an admin member of the project (None: nobody); a name no account has is a
+    problem."""
+    if username is None:
+        return {}
+    user_model = get_user_model()
+    user = user_model.objects.filter(**{user_model.USERNAME_FIELD: username}).first()
+    if user is None:
+        problems.add("--admin", f"there is no user named {username!r} (manage.py ensure_admin creates one)")
+        return {}
+    membership, created = Membership.objects.get_or_create(project=project, user=user,
+                                                           defaults={"role": Membership.Role.ADMIN})
+    if created or membership.role == Membership.Role.ADMIN:
+        return {"admins": int(created)}
+    membership.role = Membership.Role.ADMIN
+    membership.save(update_fields=["role"])
+    return {"admins": 1}
 
 
 def _check_all_pairs_size(stager: BundleStager, problems: Problems) -> None:

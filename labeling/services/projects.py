@@ -9,12 +9,12 @@ from django.core.exceptions import ValidationError
 from django.core.validators import validate_slug
 from django.db import IntegrityError, transaction
 
-from labeling.exceptions import DomainError, Forbidden
+from labeling.exceptions import Conflict, DomainError, Forbidden
 from labeling.models import Judge, Membership, Project
 from labeling.models.project import QUEUE_STRATEGIES
 from labeling.names import NameRefused, clean_name
 from labeling.scale import DEFAULT_SCALE, LabelScale
-from labeling.selectors.projects import project_role
+from labeling.selectors.projects import project_named, project_role
 from labeling.selectors.queue_settings import STRATEGIES_NEEDING_JUDGE
 from labeling.selectors.scoring import judges_with_judgments
 
@@ -42,6 +42,10 @@ class ProjectCreateError(DomainError):
         self.errors = errors
 
 
+class ProjectTaken(ProjectCreateError, Conflict):
+    """The slug or the name is another project's already (409 in the API); `errors` names each field taken."""
+
+
 class ProjectCreateForbidden(Forbidden):
     """Someone who is not staff tried to create a project."""
 
@@ -56,11 +60,32 @@ def may_create_projects(user: AbstractBaseUser) -> bool:
     return bool(user.is_authenticated and user.is_active and (user.is_staff or user.is_superuser))
 
 
+def project_name_refusal(*, name: str, project: Project | None = None) -> str | None:
+    """Why `name` (as clean_name left it) cannot be the name of `project` (None: a new project): another project
+    bears it, whatever the case; None when it is free. The pages, the API and import_bundle all say this."""
+    other = project_named(name=name, other_than=project)
+    if other is None:
+        return None
+    return (f"a project named {other.name!r} exists already: choose another name (project names are compared "
+            "ignoring case)")
+
+
+def _taken(slug: str, name: str) -> dict[str, str]:
+    taken = {}
+    if Project.objects.filter(slug=slug).exists():
+        taken["slug"] = f"a project named {slug!r} exists already"
+    name_refusal = project_name_refusal(name=name)
+    if name_refusal is not None:
+        taken["name"] = name_refusal
+    return taken
+
+
 def project_create(
     *, by: AbstractBaseUser, name: str, slug: str, scale: LabelScale | None = None, description: str = ""
 ) -> Project:
-    """A new, empty project with `by` as its admin member. `by` must be staff (ProjectCreateForbidden); a bad or
-    taken slug or a bad name is a ProjectCreateError naming the field. `scale` None: the default scale."""
+    """A new, empty project with `by` as its admin member. `by` must be staff (ProjectCreateForbidden); a bad slug
+    or name is a ProjectCreateError naming the field, a slug or name another project has (names whatever their
+    case) a ProjectTaken naming it. `scale` None: the default scale."""
     if not may_create_projects(by):
         raise ProjectCreateForbidden(PROJECT_CREATE_REFUSED)
     errors = {}
@@ -75,18 +100,19 @@ def project_create(
         errors["slug"] = str(exc)
     except ValidationError:
         errors["slug"] = f"{slug!r} is not a slug: letters, digits, '-' and '_'"
-    if "slug" not in errors and Project.objects.filter(slug=slug).exists():
-        errors["slug"] = f"a project named {slug!r} exists already"
     if errors:
         raise ProjectCreateError(errors)
+    taken = _taken(slug, name)
+    if taken:
+        raise ProjectTaken(taken)
     try:
         with transaction.atomic():
             project = Project.objects.create(slug=slug, name=name, description=description,
                                              scale=(scale or DEFAULT_SCALE).to_json())
             Membership.objects.create(project=project, user=by, role=Membership.Role.ADMIN)
     except IntegrityError:
-        # Two requests for one slug at once: the unique constraint decides, and the loser is told as above.
-        raise ProjectCreateError({"slug": f"a project named {slug!r} exists already"}) from None
+        # Two requests for one slug or name at once: the unique constraints decide, and the loser is told as above.
+        raise ProjectTaken(_taken(slug, name) or {"slug": f"a project named {slug!r} exists already"}) from None
     return project
 
 

@@ -1,25 +1,32 @@
-"""A query's relevance definition page: the current version, the edit form (admins), LLM drafts (admins ask a
-judge for one, see the requests, and review a draft into a new current version), the history with each version's
-diff, and the judgments made under older versions with a button that re-scores them."""
+"""The Definitions page: every query's definition with its current version, how many versions it has and when and
+by whom it was last changed. A query's relevance definition page: the current version, the edit form (admins), LLM
+drafts (admins ask a judge for one, see the requests, and review a draft into a new current version), the history
+with each version's diff, and the judgments made under older versions with a button that re-scores them."""
 from __future__ import annotations
 
 from datetime import timedelta
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
-from django.views.decorators.http import require_http_methods, require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from labeling.forms import DefinitionDraftForm
 from labeling.ids import IdError, parse_id
 from labeling.models import Judge, Membership, Project, Query, RelevanceDefinition
-from labeling.selectors.definitions import definition_versions, stale_pairs
+from labeling.selectors.definitions import (
+    definition_summaries,
+    definition_versions,
+    queries_with_a_definition,
+    stale_pairs,
+)
 from labeling.selectors.drafting import definition_of_query, draft_requests, generative_judges
 from labeling.selectors.lookups import judge_by_name, query_of_project
-from labeling.selectors.projects import admin_to, project_role, role_require
+from labeling.selectors.projects import admin_to, project_role, queries_for_project, role_require
 from labeling.services.definitions import MAX_DEFINITION_CHARS, DefinitionError, definition_save, stale_rescore_start
 from labeling.services.drafting import DraftingError, definition_draft_request
 from labeling.services.scoring import ScoringError
@@ -27,6 +34,20 @@ from labeling.views.access import project_view
 from labeling.views.htmx import htmx_partial
 
 CHANGE_DEFINITIONS = admin_to("change definitions, ask for drafts or start re-scoring")
+QUERIES_PER_PAGE = 50
+
+
+@login_required
+@require_GET
+@project_view()
+def definitions_list(request: HttpRequest, project: Project) -> HttpResponse:
+    queries_page = Paginator(queries_for_project(project=project), QUERIES_PER_PAGE).get_page(request.GET.get("page"))
+    context = {"project": project, "queries_page": queries_page,
+               "summaries": definition_summaries(queries=queries_page)}
+    if htmx_partial(request):
+        return render(request, "labeling/definitions.html#definitions-table", context)
+    context.update(defined=queries_with_a_definition(project=project), total=queries_page.paginator.count)
+    return render(request, "labeling/definitions.html", context)
 
 
 def _query_and_is_admin(request: HttpRequest, project: Project, query_id: int, *, admin: bool) -> tuple[Query, bool]:

@@ -23,7 +23,7 @@ TABS = (
     ("systems", "Systems", "labeling:systems"),
     ("finetune", "Fine-tuning", "labeling:finetune"),
     ("validation", "Validation", "labeling:validation"),
-    ("definitions", "Definitions", "labeling:browse_queries"),
+    ("definitions", "Definitions", "labeling:definitions"),
     ("members", "Members", "labeling:members"),
     ("settings", "Settings", "labeling:settings"),
 )

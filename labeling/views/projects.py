@@ -1,15 +1,19 @@
-"""HTML pages: the project list and a project's overview (its queries, counts and queue settings)."""
+"""HTML pages: the project list and a project's overview (what to do next for the reader's role, its counts, queries
+and queue settings)."""
 from __future__ import annotations
 
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.utils import timezone
 
 from labeling.forms import ProjectCreateForm
 from labeling.models import Membership, Project
+from labeling.selectors.coverage import pool_coverage
 from labeling.selectors.definitions import stale_counts_for_queries
 from labeling.selectors.disclosure import sees_reports
+from labeling.selectors.overview import project_overview
 from labeling.selectors.projects import (
     project_list_for_user,
     project_role,
@@ -50,9 +54,14 @@ def project_detail(request: HttpRequest, project: Project) -> HttpResponse:
     context = {
         **table,
         "counts": summary.counts,
+        "overview": project_overview(project=project, user=request.user, role=role, counts=summary.counts,
+                                     now=timezone.now()),
         "scale": project.label_scale,
         "is_admin": role == Membership.Role.ADMIN,
         "sees_reports": sees_reports(project=project, role=role),
         "queue_summary": queue_settings_summary(project=project),
     }
+    if context["sees_reports"]:
+        # The export form marks a judge that has not scored the whole pool it would write.
+        context["export_judges"] = pool_coverage(project=project, judges=project.judges.order_by("name"))
     return render(request, "labeling/project_detail.html", context)

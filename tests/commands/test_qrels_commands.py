@@ -1,12 +1,15 @@
 """The import_bundle and export_qrels commands, end to end through call_command."""
 import io
 import json
+import re
 from pathlib import Path
 
 import pytest
 from django.core.management import CommandError, call_command
 
+from labeling.models import Project
 from labeling.services.bundle_import import bundle_import
+from tests.factories import ProjectFactory
 from tests.services.test_bundle_import import SAMPLE, SMALL, jsonl, write_bundle
 
 pytestmark = pytest.mark.django_db
@@ -48,6 +51,16 @@ def test_import_command_error_names_file_and_line(tmp_path):
     bundle = write_bundle(tmp_path / "b", {**SMALL, "corpus.jsonl": SMALL["corpus.jsonl"] + "{oops\n"})
     with pytest.raises(CommandError, match=r"corpus.jsonl:4: malformed JSON"):
         call_command("import_bundle", str(bundle), "--project", "b")
+
+
+def test_import_command_refuses_to_create_a_project_named_like_another(tmp_path):
+    ProjectFactory(slug="older", name="CLIMRETRIEVE (expert-judged sample)")
+    name = json.loads((SAMPLE / "project.json").read_text())["name"]
+    assert name.lower() == "climretrieve (expert-judged sample)"
+    with pytest.raises(CommandError, match=re.escape("project.json: a project named 'CLIMRETRIEVE (expert-judged "
+                                                     "sample)' exists already: choose another name")):
+        call_command("import_bundle", str(SAMPLE), "--project", "cr")
+    assert not Project.objects.filter(slug="cr").exists()
 
 
 @pytest.fixture

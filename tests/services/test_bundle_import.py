@@ -22,7 +22,8 @@ from labeling.models import (
 )
 from labeling.services.bundle_import import BundleImportError, bundle_import
 from labeling.services.drafting import definition_draft_create, definition_draft_run
-from tests.factories import PairFactory
+from labeling.services.projects import project_create
+from tests.factories import PairFactory, ProjectFactory
 from tests.services.test_drafting import Scripted, openai_judge
 
 SAMPLE = Path(__file__).resolve().parents[2] / "data" / "climretrieve"
@@ -392,3 +393,51 @@ def test_a_changed_definition_after_an_llm_draft_is_numbered_after_the_draft(sma
     assert versions[2][2] == "Plans for floods and storms."
     # The bundle's judgments of q1 are added under version 3, the current one.
     assert set(Judgment.objects.filter(pair__query=query).values_list("definition__version", flat=True)) == {1, 3}
+
+
+def test_a_bundle_keeps_the_name_and_description_given_to_its_project_and_fills_only_empty_ones(small):
+    """Someone created the project with a name and no description: the bundle's project.json fills the description,
+    the name stays theirs; a second import with another description changes nothing."""
+    staff = get_user_model().objects.create(username="staff", is_staff=True)
+    project_create(by=staff, name="Our flood study", slug="s")
+    write_bundle(small, {"project.json": json.dumps({"name": "Bundle's own name", "description": "From the bundle."})})
+    bundle_import(path=small, project_slug="s")
+    project = Project.objects.get(slug="s")
+    assert (project.name, project.description) == ("Our flood study", "From the bundle.")
+    write_bundle(small, {"project.json": json.dumps({"name": "Bundle's own name", "description": "Changed."})})
+    report = bundle_import(path=small, project_slug="s")
+    assert not report.changed
+    project.refresh_from_db()
+    assert (project.name, project.description) == ("Our flood study", "From the bundle.")
+
+
+def test_a_new_project_is_named_by_project_json_or_its_slug_unless_another_project_has_the_name(small):
+    ProjectFactory(slug="first", name="Flood study")
+    before = table_state()
+    write_bundle(small, {"project.json": json.dumps({"name": "  FLOOD Study "})})
+    with pytest.raises(BundleImportError) as taken:
+        bundle_import(path=small, project_slug="s")
+    assert taken.value.problems.shown == [("project.json: a project named 'Flood study' exists already: choose "
+                                           "another name (project names are compared ignoring case)")]
+    assert table_state() == before
+    (small / "project.json").unlink()
+    ProjectFactory(slug="other", name="S")
+    before = table_state()
+    with pytest.raises(BundleImportError, match=r"^1 problem\(s\); nothing was imported:\n--project: a project named "
+                                                r"'S' exists already"):
+        bundle_import(path=small, project_slug="s")
+    assert table_state() == before
+    bundle_import(path=small, project_slug="s-2")
+    assert Project.objects.get(slug="s-2").name == "s-2"
+
+
+def test_admin_makes_an_account_an_admin_of_the_project(small):
+    """The operator's command names the project's admin: a project it creates would have no member to manage it."""
+    owner = get_user_model().objects.create(username="owner")
+    with pytest.raises(BundleImportError, match=r"--admin: there is no user named 'ghost'"):
+        bundle_import(path=small, project_slug="s", admin="ghost")
+    assert not Project.objects.filter(slug="s").exists()
+    report = bundle_import(path=small, project_slug="s", admin="owner")
+    assert report.written["admins"] == 1
+    assert Membership.objects.get(project__slug="s", user=owner).role == Membership.Role.ADMIN
+    assert bundle_import(path=small, project_slug="s", admin="owner").changed is False

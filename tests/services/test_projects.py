@@ -3,12 +3,16 @@ named and leaves the project row exactly as it was."""
 from __future__ import annotations
 
 import pytest
+from django.db import IntegrityError
 
+from labeling.exceptions import Conflict
 from labeling.models import Judgment, Membership, Project
+from labeling.services import projects as project_services
 from labeling.services.projects import (
     ProjectCreateError,
     ProjectSettingsError,
     ProjectSettingsForbidden,
+    ProjectTaken,
     project_create,
     project_queue_settings_update,
 )
@@ -205,3 +209,44 @@ def test_a_project_name_or_slug_that_breaks_the_rule_for_names_is_refused_by_fie
     assert refused.value.errors["name"].startswith("the project name holds a line separator (U+2028) at position 6")
     assert refused.value.errors["slug"].startswith("the slug holds a control character (U+000A) at position 6")
     assert not Project.objects.filter(slug__startswith="flood").exists()
+
+
+def test_a_project_name_another_project_has_whatever_its_case_is_refused_naming_it():
+    staff = UserFactory(is_staff=True)
+    project_create(by=staff, name="Climate study", slug="climate")
+    # Another case, spaces around it, full-width letters (NFKC makes them the name they look like): all the same.
+    for name in ("CLIMATE STUDY", " climate study ", "\uff43limate study"):
+        with pytest.raises(ProjectTaken) as taken:
+            project_create(by=staff, name=name, slug="other")
+        assert taken.value.errors == {"name": "a project named 'Climate study' exists already: choose another name "
+                                              "(project names are compared ignoring case)"}
+        assert isinstance(taken.value, Conflict)  # the API answers 409
+    with pytest.raises(ProjectTaken) as both:
+        project_create(by=staff, name="climate Study", slug="climate")
+    assert set(both.value.errors) == {"name", "slug"}
+    assert list(Project.objects.values_list("slug", flat=True)) == ["climate"]
+    assert project_create(by=staff, name="Climate study 2", slug="other").name == "Climate study 2"
+
+
+def test_the_database_refuses_two_names_that_differ_only_in_case():
+    # What decides when two requests pass the check at once (project_create turns it into ProjectTaken).
+    ProjectFactory(name="Flood")
+    with pytest.raises(IntegrityError):
+        ProjectFactory(name="fLOOD")
+
+
+def test_two_creations_of_one_name_at_once_tell_the_loser_what_is_taken(monkeypatch):
+    """Both pass the check before either writes: the constraint refuses the second, which is told as above."""
+    staff = UserFactory(is_staff=True)
+    project_create(by=staff, name="Flood", slug="flood")
+    real, calls = project_services._taken, []
+
+    def first_sees_nothing(slug, name):
+        calls.append(name)
+        return {} if len(calls) == 1 else real(slug, name)
+
+    monkeypatch.setattr(project_services, "_taken", first_sees_nothing)
+    with pytest.raises(ProjectTaken) as taken:
+        project_create(by=staff, name="FLOOD", slug="flood-2")
+    assert list(taken.value.errors) == ["name"] and len(calls) == 2
+    assert not Project.objects.filter(slug="flood-2").exists()

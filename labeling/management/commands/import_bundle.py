@@ -1,4 +1,4 @@
-"""`manage.py import_bundle PATH --project SLUG`: import a bundle folder (see docs/bundle-format.md)."""
+"""`manage.py import_bundle PATH --project SLUG [--admin USER]`: import a bundle folder (see docs/bundle-format.md)."""
 import time
 from pathlib import Path
 
@@ -14,11 +14,14 @@ class Command(BaseCommand):
         parser.add_argument("path", type=Path, help="the bundle folder")
         parser.add_argument("--project", required=True, help="project slug (created when missing)")
         parser.add_argument("--all-pairs", action="store_true", help="make the pool every query x passage")
+        parser.add_argument("--admin", metavar="USER",
+                            help="make this account an admin of the project (a project this command creates has no "
+                                 "member otherwise)")
 
-    def handle(self, *args, path: Path, project: str, all_pairs: bool, **options) -> None:
+    def handle(self, *args, path: Path, project: str, all_pairs: bool, admin: str | None, **options) -> None:
         started = time.monotonic()
         try:
-            report = bundle_import(path=path, project_slug=project, all_pairs=all_pairs)
+            report = bundle_import(path=path, project_slug=project, all_pairs=all_pairs, admin=admin)
         except BundleImportError as exc:
             raise CommandError(str(exc)) from None
         seconds = time.monotonic() - started
