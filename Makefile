@@ -33,11 +33,11 @@ demo: export DEBUG := 1
 demo: bootstrap
 	$(VENV_PY) manage.py migrate --noinput
 	$(VENV_PY) manage.py ensure_admin
-	$(VENV_PY) manage.py import_bundle data/climretrieve --project climretrieve --all-pairs
+	$(VENV_PY) manage.py import_bundle data/climretrieve --project climretrieve --all-pairs --admin admin
 	$(VENV_PY) manage.py setup_models
-	$(VENV_PY) manage.py demo_judges --project climretrieve
 	$(VENV_PY) manage.py retrieve --project climretrieve --retriever bm25 --name bm25 --inline --skip-existing
 	$(VENV_PY) manage.py retrieve --project climretrieve --retriever dense --name dense --inline --skip-existing
+	$(VENV_PY) manage.py demo_judges --project climretrieve
 	PORT=$(PORT) bin/demo
 
 test: bootstrap

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
+from kombu import Queue
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -321,9 +322,32 @@ elif CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
-# Fine-tuning wants a GPU worker: its task goes to this queue (start the GPU worker with `-Q finetune`, say, and
-# set FINETUNE_QUEUE=finetune everywhere); the default queue keeps it where every worker takes it.
-CELERY_TASK_ROUTES = {"labeling.tasks.finetune_task": {"queue": env_str("FINETUNE_QUEUE", "celery")}}
+# Queues by kind of work (docs/operations.md, "Queues"): interactive work that someone waits for (bundle imports,
+# validation refreshes, definition drafts, the sweep) never waits behind bulk work (scoring chunks, retrieval,
+# audits, fine-tuning). Production runs separate worker pools per queue; `make demo` runs one worker per queue. With
+# GPU_QUEUE set, fine-tuning and the chunks and audits of judges that run a local model on a GPU (device cuda...) go
+# there, to the GPU workers, and nowhere else. A worker started without -Q consumes every queue below.
+INTERACTIVE_QUEUE = env_str("INTERACTIVE_QUEUE", "interactive")
+BULK_QUEUE = env_str("BULK_QUEUE", "bulk")
+GPU_QUEUE = env_str("GPU_QUEUE", "")
+FINETUNE_QUEUE = env_str("FINETUNE_QUEUE", GPU_QUEUE or BULK_QUEUE)
+CELERY_TASK_DEFAULT_QUEUE = INTERACTIVE_QUEUE
+CELERY_TASK_QUEUES = [Queue(name) for name in dict.fromkeys(
+    [INTERACTIVE_QUEUE, BULK_QUEUE, FINETUNE_QUEUE, *([GPU_QUEUE] if GPU_QUEUE else [])])]
+CELERY_TASK_ROUTES = {
+    **{f"labeling.tasks.{name}": {"queue": INTERACTIVE_QUEUE} for name in (
+        "bundle_import_task", "validation_refresh_task", "definition_draft_task", "jobs_sweep_task")},
+    **{f"labeling.tasks.{name}": {"queue": BULK_QUEUE} for name in (
+        "score_chunk_task", "retrieval_task", "audit_task")},
+    "labeling.tasks.finetune_task": {"queue": FINETUNE_QUEUE},
+}
+# A scoring job keeps SCORING_WINDOW_CHUNKS x its priority (1 to 10) of its chunks in the queue at a time, and sends
+# the next one when one is written: jobs running together share the bulk workers in turn (weighted by priority), and a
+# small job started after a huge one is not queued behind all of it. Set it to at least the number of bulk worker
+# processes, or one job alone leaves some of them idle.
+SCORING_WINDOW_CHUNKS = env_int("SCORING_WINDOW_CHUNKS", 8)
+if SCORING_WINDOW_CHUNKS < 1:
+    raise ImproperlyConfigured(f"SCORING_WINDOW_CHUNKS={SCORING_WINDOW_CHUNKS} must be at least 1")
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 
 LOGGING = {

@@ -369,7 +369,7 @@ def _chunk_here(project: Project, name: str, pair_ids: list[int]) -> tuple[int, 
     """A one-chunk job of a fresh judge over `pair_ids`, whose chunk this process will run: its message is not
     sent (no worker runs now, and a broker nobody empties would keep it)."""
     judge = stub_judge(project, name)
-    with mock.patch("labeling.services.scoring.scoring_chunks_enqueue"):
+    with mock.patch("labeling.services.scoring_dispatch.scoring_chunks_enqueue"):
         job = scoring_job_create(project=project, judge=judge, scope=ScoringJob.Scope.SELECTION, pair_ids=pair_ids,
                                  chunk_pairs=len(pair_ids))
     return job.chunks.get().id, judge

@@ -171,6 +171,15 @@ _scorers: dict[tuple[int, str], Scorer] = {}
 _scorers_lock = threading.Lock()
 
 
+def judge_device(judge: Judge) -> str:
+    """Where a judge's model runs, as its measured throughput is kept: the local device (cpu, cuda, cuda:1...) of a
+    model the workers load, or the declared endpoint a remote model answers from."""
+    parameters = judge.parameters or {}
+    if judge.backend == Judge.Backend.OPENAI:
+        return f"endpoint:{parameters.get('endpoint', '')}"[:64]
+    return str(parameters.get("device") or "cpu")[:64]
+
+
 def scorer_for(judge: Judge) -> Scorer:
     """The loaded scorer for the judge's current configuration, kept for the life of the worker process
     (loading a model costs far more than scoring a chunk). A changed configuration loads afresh."""

@@ -51,6 +51,7 @@ urlpatterns = [
     path("projects/<slug:slug>/judges/<path:judge>/score/", judges.job_start_view, name="job_start"),
     path("projects/<slug:slug>/judges/<path:judge>/estimate/", judges.judge_estimate_view, name="judge_estimate"),
     path("projects/<slug:slug>/jobs/<id:job_id>/cancel/", judges.job_cancel_view, name="job_cancel"),
+    path("projects/<slug:slug>/jobs/<id:job_id>/priority/", judges.job_priority_view, name="job_priority"),
     path("projects/<slug:slug>/judges/<path:judge>/robustness/", audit.judge_robustness, name="judge_robustness"),
     path("projects/<slug:slug>/judges/<path:judge>/robustness/audit/", audit.audit_start_view, name="audit_start"),
     path("projects/<slug:slug>/audits/<id:audit_id>/", audit.audit_detail, name="audit_detail"),
@@ -102,6 +103,7 @@ urlpatterns = [
     path("projects/<slug:slug>/queries/", browse.browse_queries, name="browse_queries"),
     path("projects/<slug:slug>/queries/<id:query_id>/pairs/", browse.browse_query, name="browse_query"),
     path("projects/<slug:slug>/pairs/<id:pair_id>/", browse.browse_pair, name="browse_pair"),
+    path("projects/<slug:slug>/definitions/", definitions.definitions_list, name="definitions"),
     path("projects/<slug:slug>/queries/<id:query_id>/definition/", definitions.definition_page, name="definition"),
     path(
         "projects/<slug:slug>/queries/<id:query_id>/definition/draft/", definitions.definition_draft_view,

@@ -101,8 +101,11 @@ def test_admin_creates_ensemble_judges_and_gets_a_dry_run_estimate(client, proje
     # 6 QA pairs x (direct 1 call + cot 3 calls), prompts counted by SmolLM2's tokenizer.
     assert "Dry run for disastir" in estimate and "<span data-calls>24</span>" in estimate
     assert "with the model's tokenizer" in estimate and "data-cost" in estimate and "DisastIR" in estimate
-    refused = client.get(reverse("labeling:judge_estimate", args=[project.slug, "minilm"])).content.decode()
-    assert "embedding judge: it sends no prompts" in refused
+    embedding = client.get(reverse("labeling:judge_estimate", args=[project.slug, "minilm"])).content.decode()
+    # An embedding judge costs time, not tokens: its time comes from a timed probe of one part.
+    assert "An embedding judge sends no prompts" in embedding and "data-calls" not in embedding
+    # 6 pairs in scope: one loads the model, five are timed.
+    assert "from a timed probe of 5 pairs on cpu" in embedding and "for 6 pairs on one worker process" in embedding
 
 
 def test_experts_cannot_estimate(client, project):

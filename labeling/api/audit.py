@@ -76,6 +76,9 @@ class AuditEstimateSerializer(serializers.Serializer):
                                              default=None, help_text="counted with the model's tokenizer")
     cost_usd = StrictFloatField(allow_null=True, help_text="null: no prices, or an embedding judge")
     build_seconds = StrictFloatField(help_text="time to build the probes (the variant generation)")
+    wall_s = StrictFloatField(allow_null=True, help_text="expected seconds of model calls on one worker process "
+                                                         "(null: a remote model not timed yet)")
+    speed = StrictCharField(help_text="what the wall time rests on (a measured speed, or a timed probe)")
     parameters = serializers.JSONField(help_text="the parameters the audit would run with")
 
 

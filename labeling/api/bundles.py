@@ -15,6 +15,7 @@ from labeling.api.fields import StrictBooleanField, StrictCharField
 from labeling.exceptions import FieldsRefused, TooLarge
 from labeling.models import BundleImportJob
 from labeling.selectors.bundle_imports import bundle_import_of_project, bundle_imports
+from labeling.selectors.job_states import job_state
 from labeling.selectors.projects import admin_to, project_for_user
 from labeling.services.bundle_upload import (
     BundleUploadError,
@@ -31,12 +32,17 @@ class BundleImportJobSerializer(serializers.ModelSerializer):
     url = serializers.SerializerMethodField(help_text="this job: poll it until finished_at is set")
     problems = serializers.ListField(child=StrictCharField(),
                                      help_text="'file:line: what is wrong', the first of problems_total")
+    state = serializers.SerializerMethodField(help_text="queued (N ahead) while it waits its turn, running, stalled "
+                                                        "(no heartbeat for JOB_STALL_SECONDS), or how it ended")
 
     class Meta:
         model = BundleImportJob
-        fields = ("id", "url", "file_name", "size", "all_pairs", "run_name", "status", "stage", "members",
+        fields = ("id", "url", "file_name", "size", "all_pairs", "run_name", "status", "state", "stage", "members",
                   "unpacked_bytes", "written", "problems", "problems_total", "error", "attempts", "requested_by",
                   "created_at", "started_at", "heartbeat_at", "finished_at")
+
+    def get_state(self, job: BundleImportJob) -> str:
+        return job_state(job).text
 
     def get_url(self, job: BundleImportJob) -> str:
         return reverse("api:bundle-detail", kwargs={"slug": job.project.slug, "bundle_job_id": job.id},

@@ -219,6 +219,7 @@ def _preview_json(preview: PoolPreview) -> dict:
         "cost": None if cost is None else {
             "judge": cost.judge.name, "pairs": cost.tokens.pairs, "calls": cost.tokens.calls,
             "prompt_tokens": cost.tokens.prompt_tokens, "completion_tokens": cost.tokens.completion_tokens,
-            "cost_usd": cost.cost_usd,
+            "cost_usd": cost.cost_usd, "wall_s": cost.wall_s,
+            "speed": None if cost.throughput is None else cost.throughput.text,
         },
     }

@@ -37,6 +37,15 @@ class ProjectSerializer(serializers.Serializer):
     counts = ProjectCountsSerializer()
 
 
+class ProjectCreateSerializer(serializers.Serializer):
+    """A new, empty project (staff): its data comes as a bundle (POST /api/projects/SLUG/bundles/)."""
+
+    name = StrictCharField(max_length=200, help_text="unique whatever its case")
+    slug = serializers.SlugField(max_length=64, help_text="its address: letters, digits, '-' and '_'")
+    description = StrictCharField(required=False, allow_blank=True, default="")
+    scale = ScaleSerializer(required=False, help_text="the label scale; the default one when left out")
+
+
 class CurrentDefinitionSerializer(serializers.Serializer):
     version = StrictIntegerField()
     text = StrictCharField()
@@ -133,6 +142,13 @@ class ScoringJobCreateSerializer(serializers.Serializer):
     judge = StrictCharField()
     scope = serializers.ChoiceField(choices=ScoringJob.Scope.values, default=ScoringJob.Scope.MISSING.value)
     pair_ids = serializers.ListField(child=IdField(), required=False, allow_empty=False)
+    priority = StrictIntegerField(min_value=1, max_value=10, default=1,
+                                  help_text="the job's share of the workers among running jobs (1 to 10)")
+
+
+class ScoringJobPrioritySerializer(serializers.Serializer):
+    priority = StrictIntegerField(min_value=1, max_value=10,
+                                  help_text="the job's share of the workers among running jobs (1 to 10)")
 
 
 class ScoringJobSerializer(serializers.Serializer):
@@ -144,7 +160,14 @@ class ScoringJobSerializer(serializers.Serializer):
     done = StrictIntegerField(source="job.done")
     failed = StrictIntegerField(source="job.failed")
     last_error = StrictCharField(source="error", help_text="the reason for project admins; others a generic text")
-    stalled = StrictBooleanField(help_text="running, but no chunk has moved for SCORING_STALL_SECONDS")
+    state = serializers.ChoiceField(
+        source="state.name", choices=["queued", "running", "stalled", "done", "failed", "cancelled"],
+        help_text="queued: waiting its turn in the queue (`ahead` tasks before it); running: its chunks move; "
+                  "stalled: a chunk a worker took has not moved for SCORING_STALL_SECONDS; or how it ended")
+    ahead = StrictIntegerField(source="state.ahead", allow_null=True,
+                               help_text="queued: tasks of other jobs before it in the queue; else null")
+    priority = StrictIntegerField(source="job.priority", help_text="its share of the workers (1 to 10)")
+    stalled = StrictBooleanField(help_text="a chunk a worker took has not moved for SCORING_STALL_SECONDS")
     lost_calls = StrictIntegerField(help_text="pairs sent whose answer went with a lost worker (in calls)")
     created_at = serializers.DateTimeField(source="job.created_at")
     finished_at = serializers.DateTimeField(source="job.finished_at", allow_null=True)

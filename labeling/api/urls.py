@@ -29,6 +29,8 @@ urlpatterns = [
     path("projects/<slug:slug>/judges/", views.JudgeListView.as_view(), name="judge-list"),
     path("projects/<slug:slug>/jobs/", views.ScoringJobListView.as_view(), name="job-list"),
     path("projects/<slug:slug>/jobs/<id:job_id>/", views.ScoringJobDetailView.as_view(), name="job-detail"),
+    path("projects/<slug:slug>/jobs/<id:job_id>/priority/", views.ScoringJobPriorityView.as_view(),
+         name="job-priority"),
     path("projects/<slug:slug>/systems/evaluation/", systems.SystemsEvaluationView.as_view(),
          name="systems-evaluation"),
     path("projects/<slug:slug>/bundles/", bundles.BundleListView.as_view(), name="bundle-list"),

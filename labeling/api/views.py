@@ -15,6 +15,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from labeling.api.exceptions import api_error
 from labeling.api.fields import query_flag
 from labeling.api.serializers import (
     DefinitionCreateSerializer,
@@ -23,13 +24,16 @@ from labeling.api.serializers import (
     JudgeSerializer,
     PairSerializer,
     PassageSerializer,
+    ProjectCreateSerializer,
     ProjectSerializer,
     QuerySerializer,
     ScoringJobCreateSerializer,
+    ScoringJobPrioritySerializer,
     ScoringJobSerializer,
 )
 from labeling.exceptions import FieldsRefused
 from labeling.models import Membership, Pair, Passage, Project, Query
+from labeling.scale import LabelScale, ScaleError
 from labeling.selectors.definition_metrics import cached_metrics_by_definition, judge_metrics_by_definition
 from labeling.selectors.definitions import definition_history
 from labeling.selectors.disclosure import item_disclosure
@@ -56,7 +60,15 @@ from labeling.selectors.validation import (
 )
 from labeling.services.definitions import DefinitionError, definition_save
 from labeling.services.judges import judge_create
-from labeling.services.scoring import scoring_job_start
+from labeling.services.projects import (
+    PROJECT_CREATE_REFUSED,
+    ProjectCreateError,
+    ProjectCreateForbidden,
+    ProjectTaken,
+    may_create_projects,
+    project_create,
+)
+from labeling.services.scoring import scoring_job_priority_set, scoring_job_start
 from labeling.services.validation import validation_compute, validation_result_ensure
 from models_llm.metrics.ranking import MAX_CUTOFF
 
@@ -71,7 +83,9 @@ class IdCursorPagination(CursorPagination):
 
 
 class ProjectListView(generics.ListAPIView):
-    """The projects the caller may see (a member's projects; all of them for a superuser), with counts."""
+    """GET the projects the caller may see (a member's projects; all of them for a superuser), with counts. POST
+    creates an empty project (staff; the caller becomes its admin), as the project list's form does: a slug or a
+    name another project has (names whatever their case) is a 409 naming it."""
 
     serializer_class = ProjectSerializer
     pagination_class = SlugCursorPagination
@@ -84,6 +98,28 @@ class ProjectListView(generics.ListAPIView):
         page = self.paginate_queryset(self.get_queryset())
         serializer = self.get_serializer(project_summaries(projects=page), many=True)
         return self.get_paginated_response(serializer.data)
+
+    @extend_schema(request=ProjectCreateSerializer, responses={201: ProjectSerializer})
+    def post(self, request: Request) -> Response:
+        if not may_create_projects(request.user):
+            # Before the body: whoever may not create a project is told so, whatever they sent.
+            raise ProjectCreateForbidden(PROJECT_CREATE_REFUSED)
+        body = ProjectCreateSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        try:
+            scale = LabelScale.from_json(data["scale"]) if "scale" in data else None
+        except ScaleError as exc:
+            raise FieldsRefused({"scale": [str(exc)]}) from None
+        try:
+            project = project_create(by=request.user, name=data["name"], slug=data["slug"], scale=scale,
+                                     description=data["description"])
+        except ProjectTaken as exc:
+            raise api_error(409, "conflict", {field: [message] for field, message in exc.errors.items()}) from None
+        except ProjectCreateError as exc:
+            raise FieldsRefused({field: [message] for field, message in exc.errors.items()}) from None
+        (summary,) = project_summaries(projects=[project])
+        return Response(self.get_serializer(summary).data, status=201)
 
 
 class ProjectDetailView(generics.RetrieveAPIView):
@@ -266,7 +302,8 @@ class ScoringJobListView(APIView):
         body.is_valid(raise_exception=True)
         judge = judge_by_name(project=project, name=body.validated_data["judge"])  # a judge it lacks: 404
         job, created = scoring_job_start(project=project, judge=judge, scope=body.validated_data["scope"],
-                                         pair_ids=body.validated_data.get("pair_ids"), user=request.user)
+                                         pair_ids=body.validated_data.get("pair_ids"), user=request.user,
+                                         priority=body.validated_data["priority"])
         # 200 with the running job: the judge had one already, and it was resumed rather than doubled.
         return Response(ScoringJobSerializer(job_progress(job, show_errors=True)).data, status=201 if created else 200)
 
@@ -280,6 +317,21 @@ class ScoringJobDetailView(APIView):
         job = scoring_job_of_project(project=project, job_id=job_id)
         admin = project_role(user=request.user, project=project) == Membership.Role.ADMIN
         return Response(ScoringJobSerializer(job_progress(job, show_errors=admin)).data)
+
+
+class ScoringJobPriorityView(APIView):
+    """POST `priority` (1 to 10) gives a running job another share of the workers among running jobs (project
+    admins): it keeps SCORING_WINDOW_CHUNKS x priority chunks in the queue. 200 with the job; 409 when it has
+    ended."""
+
+    @extend_schema(request=ScoringJobPrioritySerializer, responses={200: ScoringJobSerializer})
+    def post(self, request: Request, slug: str, job_id: int) -> Response:
+        project = project_for_user(user=request.user, slug=slug, need=admin_to("change a job's priority"))
+        job = scoring_job_of_project(project=project, job_id=job_id)
+        body = ScoringJobPrioritySerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        job = scoring_job_priority_set(job=job, priority=body.validated_data["priority"])
+        return Response(ScoringJobSerializer(job_progress(job, show_errors=True)).data)
 
 
 class DefinitionListView(APIView):

@@ -6,6 +6,7 @@ import time
 
 from django.core.management.base import BaseCommand, CommandError
 
+from labeling.durations import duration_text
 from labeling.models import AuditJob
 from labeling.services.audit import AuditEstimate
 
@@ -13,7 +14,9 @@ from labeling.services.audit import AuditEstimate
 def estimate_text(estimate: AuditEstimate) -> str:
     """The estimate's probes, model calls, tokens and cost, after the caller's opening words."""
     line = (f"{estimate.probes:,} probe(s), {estimate.sampled_probes:,} of them sampled; built in "
-            f"{estimate.build_seconds:.2f} s.")
+            f"{duration_text(estimate.build_seconds)}.")
+    if estimate.wall_s is not None:
+        line += f" Time on one worker process: about {duration_text(estimate.wall_s)} ({estimate.speed})."
     if estimate.tokens is None:
         return line + " An embedding judge: no prompt, no token."
     t = estimate.tokens

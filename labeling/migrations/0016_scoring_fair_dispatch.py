@@ -39,6 +39,11 @@ class Migration(migrations.Migration):
             name='priority',
             field=models.PositiveSmallIntegerField(db_default=1, default=1, help_text='share of the workers among running jobs (1 to 10)'),
         ),
+        migrations.AddField(
+            model_name='scoringchunk',
+            name='timed_pairs',
+            field=models.PositiveIntegerField(db_default=0, default=0, help_text='pairs busy_seconds covers'),
+        ),
         migrations.AddIndex(
             model_name='scoringchunk',
             index=models.Index(condition=models.Q(('finished_at__isnull', True)), fields=['dispatched_at'], name='chunk_open_dispatched'),

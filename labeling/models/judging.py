@@ -386,6 +386,7 @@ class ScoringChunk(models.Model):
     # Seconds the model spent on this chunk's written parts (loading excluded), and where: the judge's measured
     # throughput per device, which estimates read.
     busy_seconds = models.FloatField(default=0.0, db_default=0.0)
+    timed_pairs = models.PositiveIntegerField(default=0, db_default=0, help_text="pairs busy_seconds covers")
     device = models.CharField(max_length=64, blank=True, default="", db_default="")
 
     class Meta:

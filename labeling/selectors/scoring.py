@@ -6,12 +6,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.conf import settings
 from django.db.models import Exists, Max, OuterRef, QuerySet, Sum
 from django.utils import timezone
 
 from labeling.llm_adapter import judge_method
 from labeling.models import Judge, Judgment, MemberOutput, Project, Query, ScoringChunk, ScoringJob
+from labeling.selectors.job_states import JobState, scoring_job_state
 from models_llm.cost import usd_cost
 from models_llm.ensembles import STEPS
 
@@ -31,8 +31,9 @@ class JobProgress:
     completion_tokens: int = 0
     cost_usd: float | None = None  # at the judge's prices; None when it has none
     lost_calls: int = 0  # pairs sent whose answer went with a lost worker (counted in calls, no tokens known)
-    stalled: bool = False  # running, and no chunk has moved for SCORING_STALL_SECONDS
+    stalled: bool = False  # a chunk a worker claimed has not moved for SCORING_STALL_SECONDS (state "stalled")
     error: str = ""  # the job's last error as the reader may see it
+    state: JobState | None = None  # queued (N ahead), running, stalled, or how it ended
 
 
 def job_usage(job: ScoringJob) -> tuple[int, int, int, int]:
@@ -51,12 +52,6 @@ def job_last_moved(job: ScoringJob) -> datetime:
     return max(filter(None, [moved["claimed"], moved["finished"], job.created_at]))
 
 
-def _stalled(job: ScoringJob) -> bool:
-    if job.status != ScoringJob.Status.RUNNING:
-        return False
-    return (timezone.now() - job_last_moved(job)).total_seconds() > settings.SCORING_STALL_SECONDS
-
-
 def job_progress(job: ScoringJob, *, show_errors: bool = False) -> JobProgress:
     """Speed counts from the first chunk written (model loading excluded) to now or the end; calls, tokens
     and cost add up every attempt of every chunk (ensemble members read from the cache cost nothing).
@@ -70,14 +65,15 @@ def job_progress(job: ScoringJob, *, show_errors: bool = False) -> JobProgress:
         counted = job.done - first_chunk
         if seconds > 0 and counted > 0:
             rate = counted / seconds
-            if job.status == ScoringJob.Status.RUNNING:
-                eta = (job.total - job.done) / rate
+    state = scoring_job_state(job)
+    if rate and state.name in ("running", "queued"):
+        eta = (job.total - job.done) / rate
     calls, prompt, completion, lost = job_usage(job)
     cost = usd_cost(prompt, completion, job.judge.price_in, job.judge.price_out)
     error = job.error if show_errors or not job.error else HIDDEN_ERROR
     return JobProgress(job=job, fraction=job.progress, pairs_per_s=rate, eta_s=eta, calls=calls, prompt_tokens=prompt,
-                       completion_tokens=completion, cost_usd=cost, lost_calls=lost, stalled=_stalled(job),
-                       error=error)
+                       completion_tokens=completion, cost_usd=cost, lost_calls=lost, stalled=state.name == "stalled",
+                       error=error, state=state)
 
 
 def queued_pairs(*, judge_ids: Iterable[int], query: Query | None = None) -> dict[int, set[int]]:

@@ -18,10 +18,13 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from labeling.llm_adapter import JudgeConfigError, judge_config, prompt_token_counter, scorer_for
-from labeling.models import AuditJob, Judge, Project
+from labeling.models import AuditJob, Judge, Pair, Project
+from labeling.selectors.throughput import judge_throughput
 from labeling.services import audit_multicondition, audit_perturbation
 from labeling.services.audit_errors import AuditConflict, AuditError
 from labeling.services.jobs import job_fail, job_heartbeat, job_take
+from labeling.services.scoring_dispatch import bulk_queue_for
+from labeling.services.throughput import throughput_probe
 from labeling.tasks import audit_task
 from models_llm.audit.robustness import samples_text
 from models_llm.audit.types import Probe
@@ -93,7 +96,8 @@ def audit_start(
     _, clean, probes = _prepare(project=project, judge=judge, kind=kind, parameters=parameters)
     job = AuditJob.objects.create(project=project, judge=judge, kind=kind, parameters=clean, total=len(probes),
                                   requested_by=user)
-    transaction.on_commit(lambda: audit_task.delay(job.id))
+    queue = bulk_queue_for(judge)  # GPU_QUEUE for a judge on a GPU (docs/operations.md, "Queues")
+    transaction.on_commit(lambda: audit_task.apply_async((job.id,), queue=queue))
     return job
 
 
@@ -212,6 +216,10 @@ class AuditEstimate:
     cost_usd: float | None
     build_seconds: float
     parameters: dict
+    # Wall time of the audit's model calls on one worker process, from the judge's measured speed (or a timed probe
+    # of a few of the project's pairs); None for a remote model that has not scored yet.
+    wall_s: float | None = None
+    speed: str = ""
 
 
 def audit_estimate(*, project: Project, judge: Judge, kind: str, parameters: Mapping) -> AuditEstimate:
@@ -232,8 +240,14 @@ def audit_estimate(*, project: Project, judge: Judge, kind: str, parameters: Map
         tokens = diras_token_estimate([probe.pair for probe in sample], config=config, total_pairs=len(probes),
                                       count_tokens=count)
         cost = tokens.cost(judge.price_in, judge.price_out)
+    throughput = judge_throughput(judge)
+    if throughput is None:
+        throughput = throughput_probe(judge=judge, pair_ids=list(
+            Pair.objects.filter(project=project).order_by("id").values_list("id", flat=True)[:1000]))
     return AuditEstimate(probes=len(probes), sampled_probes=sum(p.sampled for p in probes), tokens=tokens,
-                         cost_usd=cost, build_seconds=built, parameters=clean)
+                         cost_usd=cost, build_seconds=built, parameters=clean,
+                         wall_s=throughput.seconds(len(probes)) if throughput else None,
+                         speed=throughput.text if throughput else "")
 
 
 def audit_probes(*, project: Project, judge: Judge, kind: str, parameters: Mapping) -> Sequence[Probe]:

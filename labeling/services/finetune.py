@@ -6,6 +6,7 @@ both score the held-out pairs and the gold pairs for the side-by-side with the t
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from labeling.llm_adapter import JudgeConfigError, model_folder
 from labeling.models import FineTuneJob, Judge, Pair, Project, TrainingExample, TrainingSet
 from labeling.names import NameRefused, clean_name
 from labeling.selectors.distill import STUDENT_NAME_MAX_LENGTH, base_judge_name, teacher_examples
+from labeling.selectors.throughput import Throughput, finetune_throughput
 from labeling.selectors.training_sets import teacher_refusal
 from labeling.selectors.validation import gold_set
 from labeling.services.jobs import job_fail, job_heartbeat, job_scratch, job_take
@@ -27,7 +29,14 @@ from labeling.services.judges import judge_create
 from labeling.services.scoring import scoring_job_start
 from labeling.storage_folders import ADAPTER_PREFIX, CHECKPOINT_PREFIX, folder_delete, folder_download, folder_upload
 from labeling.tasks import finetune_task
-from models_llm.distill.finetune import FinetuneError, FinetuneStopped, LoraSettings, Progress, finetune
+from models_llm.distill.finetune import (
+    FinetuneError,
+    FinetuneStopped,
+    LoraSettings,
+    Progress,
+    finetune,
+    training_probe,
+)
 
 # Loss points kept on the job for the curve (the oldest are thinned out beyond this).
 MAX_LOSS_POINTS = 2000
@@ -99,6 +108,52 @@ def finetune_create(
         student_name=student_name, hyperparameters={**lora.as_dict(), "device": device},
         examples=len(found.examples), total_steps=lora.total_steps(len(found.examples)),
     )
+
+
+@dataclass(frozen=True)
+class FinetuneEstimate:
+    """What a fine-tuning would take on this deployment before it starts: its steps and the training examples they
+    go through (about examples x epochs), and the wall time on one worker from the base model's measured training
+    speed here (labeling/selectors/throughput.py) or, when it never trained here, a timed probe of a few micro
+    batches (models_llm.distill.finetune.training_probe)."""
+
+    examples: int
+    steps: int
+    processed: int  # examples gone through: steps x batch size
+    wall_s: float
+    throughput: Throughput
+
+
+def finetune_estimate(
+    *, project: Project, training_set: TrainingSet, teacher: Judge | None, base_model: str,
+    hyperparameters: dict | None = None, device: str = "cpu",
+) -> FinetuneEstimate:
+    """The time `finetune_create` with these arguments would take, before anything is stored or queued."""
+    if training_set.project_id != project.id or (teacher is not None and teacher.project_id != project.id):
+        raise FinetuneJobError("the training set and the teacher must be of this project")
+    if (refusal := teacher_refusal(training_set, teacher)) is not None:
+        raise FinetuneJobError(refusal)
+    try:
+        folder = model_folder(base_model, label="base model")
+        lora = LoraSettings.from_dict(hyperparameters or {})
+    except JudgeConfigError as exc:
+        raise BaseModelNotFound(str(exc)) from None
+    except FinetuneError as exc:
+        raise FinetuneJobError(str(exc)) from None
+    found = teacher_examples(training_set, teacher=teacher)
+    if not found.examples:
+        raise FinetuneJobConflict(f"training set {training_set.name!r} has no train example with a teacher's answer")
+    steps = lora.total_steps(len(found.examples))
+    processed = steps * lora.batch_size
+    throughput = finetune_throughput(base_model=base_model, device=device)
+    if throughput is None:
+        try:
+            per_s = training_probe(folder, found.examples, lora, device)
+        except (FinetuneError, OSError, ValueError, RuntimeError) as exc:
+            raise FinetuneJobError(f"the base model could not be timed: {type(exc).__name__}: {exc}"[:500]) from None
+        throughput = Throughput(per_s=per_s, items=lora.micro_batch * 2, device=device, basis="probe training")
+    return FinetuneEstimate(examples=len(found.examples), steps=steps, processed=processed,
+                            wall_s=throughput.seconds(processed), throughput=throughput)
 
 
 @transaction.atomic

@@ -11,7 +11,6 @@ from dataclasses import asdict, dataclass, is_dataclass
 from django.db import transaction
 from django.utils import timezone
 
-from labeling.models import Judge, Judgment, MemberOutput, Pair, RelevanceDefinition
 from labeling.llm_adapter import (
     ensemble_members,
     judge_config,
@@ -19,6 +18,7 @@ from labeling.llm_adapter import (
     pair_inputs,
     scorer_for,
 )
+from labeling.models import Judge, Judgment, MemberOutput, Pair, RelevanceDefinition
 from models_llm.ensembles import (
     DEFAULT_INTENT,
     EnsembleConfigError,

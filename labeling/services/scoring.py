@@ -10,13 +10,15 @@ from itertools import groupby
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from labeling.exceptions import DomainError
 from labeling.llm_adapter import JudgeConfigError, judge_check, judge_config, pair_inputs, prompt_token_counter
-from labeling.models import Judge, Judgment, Pair, Project, ScoringChunk, ScoringJob
+from labeling.models import Judge, Judgment, Pair, Project, RunEntry, ScoringChunk, ScoringJob
 from labeling.selectors.definitions import current_definitions
 from labeling.selectors.scoring import observed_answers, queued_pairs
+from labeling.selectors.throughput import Throughput, judge_throughput
 from labeling.services.judging import query_intent
 
 # The chunks' services, re-exported: callers start a job and run its chunks through this one module.
@@ -24,10 +26,17 @@ from labeling.services.scoring_chunks import (  # noqa: F401
     SweepResult,
     scoring_chunk_fail,
     scoring_chunk_run,
-    scoring_chunks_enqueue,
     scoring_sweep,
     worker_name,
 )
+from labeling.services.scoring_dispatch import (  # noqa: F401
+    PriorityError,
+    priority_check,
+    scoring_dispatch,
+    scoring_job_priority_set,
+    scoring_resend,
+)
+from labeling.services.throughput import throughput_probe
 from models_llm.cost import TokenEstimate, diras_token_estimate
 from models_llm.ensembles.cost import ensemble_token_estimate
 
@@ -46,6 +55,12 @@ def _scope_check(scope: str, pair_ids: Sequence[int] | None) -> None:
     if scope != ScoringJob.Scope.SELECTION and pair_ids is not None:
         raise ScoringError(f"pair ids go with scope 'selection' only; scope {scope!r} scores "
                            f"{ScoringJob.Scope(scope).label}: leave pair_ids out, or ask for scope 'selection'")
+
+
+def missing_pair_ids(*, project: Project, judge: Judge) -> list[int]:
+    """The project's pairs the judge has not judged under their query's current definition."""
+    return [pair_id for _, pair_id in _pairs_in_scope(project=project, judge=judge, scope=ScoringJob.Scope.MISSING,
+                                                      pair_ids=None)]
 
 
 def _pairs_in_scope(*, project: Project, judge: Judge, scope: str, pair_ids: Sequence[int] | None) -> list[tuple]:
@@ -73,10 +88,36 @@ def _pairs_in_scope(*, project: Project, judge: Judge, scope: str, pair_ids: Seq
     return [(query_id, pair_id) for query_id, pair_id in rows if pair_id not in judged]
 
 
+# The order a job scores its pairs in: the pairs that feed validation and the experts' work (a reference grade or an
+# expert's label), then those in any run's top RUNS_TOP_DEPTH (the Systems page's nDCG@10), then the rest of the pool.
+TIER_GOLD, TIER_RUNS_TOP, TIER_REST = 0, 1, 2
+RUNS_TOP_DEPTH = 10
+
+
+def scoring_tiers(*, project: Project, pair_ids: Sequence[int]) -> dict[int, int]:
+    """Pair id -> its tier (TIER_GOLD or TIER_RUNS_TOP) for the pairs that are not simply the rest of the pool."""
+    wanted = set(pair_ids)
+    if not wanted:
+        return {}
+    tiers: dict[int, int] = {}
+    top = set(RunEntry.objects.filter(run__project=project, rank__lte=RUNS_TOP_DEPTH)
+              .values_list("query_id", "passage_id").iterator(chunk_size=20_000))
+    if top:
+        for pair_id, query_id, passage_id in (Pair.objects.filter(project=project)
+                                               .values_list("id", "query_id", "passage_id").iterator(chunk_size=20_000)):
+            if pair_id in wanted and (query_id, passage_id) in top:
+                tiers[pair_id] = TIER_RUNS_TOP
+    gold = Pair.objects.filter(project=project).filter(Q(reference_grade__isnull=False) | Q(labels__isnull=False))
+    for pair_id in gold.values_list("id", flat=True).distinct().iterator(chunk_size=20_000):
+        if pair_id in wanted:
+            tiers[pair_id] = TIER_GOLD
+    return tiers
+
+
 @transaction.atomic
 def scoring_job_start(
     *, project: Project, judge: Judge, scope: str = ScoringJob.Scope.MISSING, pair_ids: Sequence[int] | None = None,
-    user=None, chunk_pairs: int | None = None,
+    user=None, chunk_pairs: int | None = None, priority: int = 1,
 ) -> tuple[ScoringJob, bool]:
     """Score `scope` of the project's pairs with `judge` on the workers: (job, created). The judge is locked, so
     two starts at once (two clicks, two API calls, the page and the CLI) never make two jobs: while the judge has
@@ -92,19 +133,19 @@ def scoring_job_start(
         fresh = [pair_id for pair_id in pair_ids if pair_id not in queued]
         if fresh:
             return scoring_job_create(project=project, judge=judge, scope=scope, pair_ids=fresh, user=user,
-                                      chunk_pairs=chunk_pairs), True
+                                      chunk_pairs=chunk_pairs, priority=priority), True
     job = running.first()
     if job is not None:
         scoring_job_resume(job=job)
         return job, False
     return scoring_job_create(project=project, judge=judge, scope=scope, pair_ids=pair_ids, user=user,
-                              chunk_pairs=chunk_pairs), True
+                              chunk_pairs=chunk_pairs, priority=priority), True
 
 
 @transaction.atomic
 def scoring_job_create(
     *, project: Project, judge: Judge, scope: str = ScoringJob.Scope.MISSING, pair_ids: Sequence[int] | None = None,
-    user=None, chunk_pairs: int | None = None,
+    user=None, chunk_pairs: int | None = None, priority: int = 1,
 ) -> ScoringJob:
     """A new job over `scope` of the project's pairs; workers pick the chunks up once this commits. Scope
     `missing` (the default) skips pairs already judged under their query's current definition. Interfaces
@@ -112,15 +153,20 @@ def scoring_job_create(
     if judge.project_id != project.id:
         raise ScoringError(f"judge {judge.name!r} belongs to another project")
     _scope_check(scope, pair_ids)
+    priority_check(priority)
     try:
         judge_check(judge)
     except JudgeConfigError as exc:
         raise ScoringError(str(exc)) from None
     size = chunk_pairs or settings.SCORING_CHUNK_PAIRS
     rows = _pairs_in_scope(project=project, judge=judge, scope=scope, pair_ids=pair_ids)
-    job = ScoringJob.objects.create(project=project, judge=judge, scope=scope, total=len(rows), requested_by=user)
+    job = ScoringJob.objects.create(project=project, judge=judge, scope=scope, total=len(rows), requested_by=user,
+                                    priority=priority)
+    # Chunks are sent in id order: what the reports need comes first (scoring_tiers).
+    tier = scoring_tiers(project=project, pair_ids=[pair_id for _, pair_id in rows])
+    rows.sort(key=lambda row: (tier.get(row[1], TIER_REST), row[0], row[1]))
     chunks = []
-    for query_id, group in groupby(rows, key=lambda row: row[0]):
+    for (_, query_id), group in groupby(rows, key=lambda row: (tier.get(row[1], TIER_REST), row[0])):
         ids = [pair_id for _, pair_id in group]
         for start in range(0, len(ids), size):
             part = ids[start:start + size]
@@ -130,20 +176,19 @@ def scoring_job_create(
         ScoringJob.objects.filter(id=job.id).update(status=ScoringJob.Status.DONE, finished_at=timezone.now())
         job.refresh_from_db()
         return job
-    chunk_ids = list(ScoringChunk.objects.filter(job=job).values_list("id", flat=True))
-    transaction.on_commit(lambda: scoring_chunks_enqueue(chunk_ids))
+    scoring_dispatch(job=job)  # its first window; each chunk written sends the next (scoring_dispatch.py)
     return job
 
 
 def scoring_job_resume(*, job: ScoringJob) -> int:
-    """Queue again every chunk of a running job that has not been written (its worker was killed, its
-    message lost); finished chunks are never redone, and a chunk a live worker holds is skipped by the second
-    delivery. Returns the number of chunks queued."""
+    """Queue again every chunk of a running job that was sent and has not been written (its worker was killed, its
+    message lost) and fill the job's window; finished chunks are never redone, and a chunk a live worker holds is
+    skipped by the second delivery. Returns the number of chunks queued."""
     if job.status != ScoringJob.Status.RUNNING:
         return 0
-    chunk_ids = list(job.chunks.filter(finished_at__isnull=True).values_list("id", flat=True))
-    transaction.on_commit(lambda: scoring_chunks_enqueue(chunk_ids))
-    return len(chunk_ids)
+    sent = list(job.chunks.filter(finished_at__isnull=True, dispatched_at__isnull=False).values_list("id", flat=True))
+    scoring_resend(job=job, chunk_ids=sent)
+    return len(sent) + len(scoring_dispatch(job=job))
 
 
 @transaction.atomic
@@ -172,6 +217,26 @@ class JobEstimate:
     reference_pairs: int = 1_340_000
     reference_cost_usd: float | None = None
     observed_pairs: int = 0  # ensemble: answers of this judge the estimate learnt from (0: typical values)
+    # Wall time on one worker process, from the judge's measured speed (or a timed probe); None when unknown (a
+    # remote model that has not scored yet).
+    wall_s: float | None = None
+    throughput: Throughput | None = None
+    sends_prompts: bool = True  # False: an embedding judge, no prompt and no token (tokens all 0)
+
+
+def _throughput(*, project: Project, judge: Judge, rows: list[tuple], probe: bool) -> Throughput | None:
+    """The judge's measured speed, else (with `probe`) a timed probe of the scope's pairs (the project's when the
+    scope is empty)."""
+    throughput = judge_throughput(judge)
+    if throughput is not None or not probe:
+        return throughput
+    ids = [pair_id for _, pair_id in rows] or list(
+        Pair.objects.filter(project=project).order_by("id").values_list("id", flat=True)[:1000])
+    try:
+        return throughput_probe(judge=judge, pair_ids=ids)
+    except (OSError, ValueError, RuntimeError, JudgeConfigError) as exc:
+        raise ScoringError(f"judge {judge.name!r} could not be timed on {len(ids[:9])} pairs: "
+                           f"{type(exc).__name__}: {exc}"[:500]) from None
 
 
 # GPT-4o-mini's list prices (USD per million tokens) when DisastIR ran, for the comparison line.
@@ -180,11 +245,13 @@ GPT_4O_MINI_PRICES = (0.15, 0.60)
 
 def scoring_job_estimate(
     *, project: Project, judge: Judge, scope: str = ScoringJob.Scope.MISSING, pair_ids: Sequence[int] | None = None,
-    sample: int = ESTIMATE_SAMPLE,
+    sample: int = ESTIMATE_SAMPLE, probe: bool = True,
 ) -> JobEstimate:
-    """Estimate the calls and tokens of scoring `scope` with a generative judge, before starting it: prompts
-    of a random sample of the pairs (fixed seed) are built and counted with the judge's tokenizer (hf) or from
-    their characters (openai); answers take typical lengths. Nothing is sent to a model and nothing is stored."""
+    """Estimate the wall time, calls and tokens of scoring `scope` with a judge, before starting it: prompts of a
+    random sample of the pairs (fixed seed) are built and counted with the judge's tokenizer (hf) or from their
+    characters (openai); answers take typical lengths. The wall time comes from the judge's measured speed, or, for
+    a local model never timed, from a probe of a few pairs (`probe`; labeling/services/throughput.py). Nothing is
+    sent to a remote model and nothing is stored."""
     if judge.project_id != project.id:
         raise ScoringError(f"judge {judge.name!r} belongs to another project")
     if judge.is_ensemble:
@@ -193,9 +260,14 @@ def scoring_job_estimate(
         config = judge_config(judge)
     except JudgeConfigError as exc:
         raise ScoringError(str(exc)) from None
-    if config.backend == Judge.Backend.EMBEDDING:
-        raise ScoringError(f"judge {judge.name!r} is an embedding judge: it sends no prompts and costs no tokens")
     rows = _pairs_in_scope(project=project, judge=judge, scope=scope, pair_ids=pair_ids)
+    if config.backend == Judge.Backend.EMBEDDING:
+        # No prompt and no token: what an embedding judge costs is time.
+        tokens = TokenEstimate(pairs=len(rows), sampled=0, calls=0, prompt_tokens=0, completion_tokens=0,
+                               exact_prompt_tokens=True)
+        throughput = _throughput(project=project, judge=judge, rows=rows, probe=probe)
+        return JobEstimate(judge=judge, scope=scope, tokens=tokens, cost_usd=None, throughput=throughput,
+                           wall_s=throughput.seconds(len(rows)) if throughput else None, sends_prompts=False)
     chosen = sorted(random.Random(0).sample([pair_id for _, pair_id in rows], min(sample, len(rows))))
     pairs = list(Pair.objects.filter(id__in=chosen).select_related("query", "passage").order_by("id"))
     definitions = current_definitions({pair.query_id for pair in pairs})
@@ -218,8 +290,10 @@ def scoring_job_estimate(
         )
     else:
         tokens = diras_token_estimate(inputs, config=config, total_pairs=len(rows), count_tokens=count)
+    throughput = _throughput(project=project, judge=judge, rows=rows, probe=probe)
+    wall = throughput.seconds(len(rows)) if throughput else None
     return JobEstimate(
         judge=judge, scope=scope, tokens=tokens, cost_usd=tokens.cost(judge.price_in, judge.price_out),
         reference_cost_usd=tokens.cost(*GPT_4O_MINI_PRICES, pairs=JobEstimate.reference_pairs),
-        observed_pairs=observed.pairs if observed else 0,
+        observed_pairs=observed.pairs if observed else 0, wall_s=wall, throughput=throughput,
     )

@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
-from collections.abc import Sequence
+import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -15,23 +15,19 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from labeling.llm_adapter import judge_method
+from labeling.llm_adapter import judge_device, judge_method
 from labeling.models import Judgment, Pair, RelevanceDefinition, ScoringChunk, ScoringJob
 from labeling.selectors.definitions import current_definition
 from labeling.selectors.scoring import job_last_moved
 from labeling.services.jobs import job_take
 from labeling.services.judging import Usage, judge_pairs, judgments_upsert
+from labeling.services.scoring_dispatch import scoring_dispatch, scoring_resend
 from labeling.services.validation import validation_request_refresh
-from labeling.tasks import score_chunk_task
 from models_llm.types import Verdict
 
 logger = logging.getLogger(__name__)
-
-
-def scoring_chunks_enqueue(chunk_ids: Sequence[int]) -> None:
-    """Send the chunks to the workers (call it on commit: a worker must find the rows)."""
-    for chunk_id in chunk_ids:
-        score_chunk_task.delay(chunk_id)
+# Judges this process has scored a part with (their model is loaded): the parts it times.
+_warm_judges: set[tuple] = set()
 
 
 def worker_name(task_id: str | None = None) -> str:
@@ -105,9 +101,14 @@ def scoring_chunk_run(*, chunk_id: int, worker: str | None = None) -> int:
         if not moved:
             return written
         pairs = list(Pair.objects.filter(id__in=part).select_related("query", "passage").order_by("id"))
+        began = time.perf_counter()
         verdicts, usage = judge_pairs(judge=chunk.job.judge, pairs=pairs, definitions={chunk.query_id: definition})
+        # A process's first part for a judge also loads its model: the measured throughput counts the parts after.
+        warm = (chunk.job.judge_id, chunk.job.judge.created_at)  # ids can come back after a delete: not alone
+        seconds = time.perf_counter() - began if warm in _warm_judges else None
+        _warm_judges.add(warm)
         if not _part_write(chunk=chunk, worker=worker, start=start, definition=definition, verdicts=verdicts,
-                           usage=usage, error=""):
+                           usage=usage, error="", seconds=seconds):
             return written
         written += len(part)
     return written
@@ -132,9 +133,10 @@ def scoring_chunk_fail(*, chunk_id: int, error: str, worker: str | None = None) 
 
 @transaction.atomic
 def _part_write(*, chunk: ScoringChunk, worker: str | None, start: int, definition: RelevanceDefinition | None,
-                verdicts: list[Verdict], usage: Usage, error: str) -> bool:
+                verdicts: list[Verdict], usage: Usage, error: str, seconds: float | None = None) -> bool:
     """Write the verdicts of pair_ids[start:start + len(verdicts)] and the part's usage, once: False (nothing
-    written) when the chunk is finished, has moved past `start`, or (with a `worker`) is no longer its."""
+    written) when the chunk is finished, has moved past `start`, or (with a `worker`) is no longer its. `seconds`:
+    what the model took for the part, for the judge's measured throughput (None: not a fair measure)."""
     locked = ScoringChunk.objects.select_for_update().get(id=chunk.id)
     if locked.finished_at is not None or locked.written != start or (worker and locked.claimed_by != worker):
         return False  # another worker wrote this part, or took the chunk over while this one was scoring
@@ -153,6 +155,11 @@ def _part_write(*, chunk: ScoringChunk, worker: str | None, start: int, definiti
     locked.claimed_at = now
     fields = ["written", "failed_pairs", "calls", "prompt_tokens", "completion_tokens", "in_flight", "lost_calls",
               "claimed_at"]
+    if seconds is not None:
+        locked.busy_seconds += seconds
+        locked.timed_pairs += len(verdicts)
+        locked.device = judge_device(chunk.job.judge)
+        fields += ["busy_seconds", "timed_pairs", "device"]
     finished = locked.written >= locked.size
     if finished:
         locked.finished_at, locked.failed, locked.error = now, bool(error), error
@@ -169,6 +176,8 @@ def _part_write(*, chunk: ScoringChunk, worker: str | None, start: int, definiti
             job.status, job.finished_at = ScoringJob.Status.DONE, now
     job.save(update_fields=["done", "failed", "first_result_at", "error", "status", "finished_at"])
     if finished:
+        job.judge = chunk.job.judge
+        scoring_dispatch(job=job)  # the chunk's place in the window goes to the job's next chunk
         validation_request_refresh(project=chunk.job.project)
     return True
 
@@ -182,15 +191,16 @@ class SweepResult:
 def scoring_sweep() -> SweepResult:
     """Bring back what lost its worker, for Celery beat: in running jobs, a claimed chunk whose claim has not
     moved for SCORING_STALL_SECONDS is released and queued again (or failed, when it has lost its worker
-    SCORING_CHUNK_MAX_ATTEMPTS times); in a job with no sign of progress for that long, the unclaimed chunks
-    are queued again too (their messages may have gone with a worker). A second delivery of a chunk some
+    SCORING_CHUNK_MAX_ATTEMPTS times); in a job with no sign of progress for that long, the chunks sent and never
+    claimed are queued again too (their messages may have gone with a worker). A second delivery of a chunk some
     worker still holds is skipped, so queuing again never scores twice."""
     stale = _stale_before()
     requeued: list[int] = []
     failed: list[int] = []
-    for job in ScoringJob.objects.filter(status=ScoringJob.Status.RUNNING, created_at__lt=stale):
+    for job in ScoringJob.objects.filter(status=ScoringJob.Status.RUNNING, created_at__lt=stale).select_related("judge"):
         open_chunks = job.chunks.filter(finished_at__isnull=True)
         idle = job_last_moved(job) < stale
+        before = len(requeued)
         for chunk_id in open_chunks.filter(claimed_at__lt=stale).values_list("id", flat=True):
             with transaction.atomic():
                 chunk = ScoringChunk.objects.select_for_update().get(id=chunk_id)
@@ -203,10 +213,11 @@ def scoring_sweep() -> SweepResult:
             else:
                 requeued.append(chunk_id)
         if idle:
-            requeued += list(open_chunks.filter(claimed_at__isnull=True).exclude(id__in=requeued)
-                             .values_list("id", flat=True))
-    if requeued:
-        transaction.on_commit(lambda: scoring_chunks_enqueue(sorted(set(requeued))))
+            # Sent over SCORING_STALL_SECONDS ago (or sent again), never claimed, and the job has not moved: their
+            # messages may have gone with a worker. At most once per stall time, so a long queue does not grow.
+            requeued += list(open_chunks.filter(claimed_at__isnull=True, dispatched_at__lt=stale)
+                             .exclude(id__in=requeued).values_list("id", flat=True))
+        scoring_resend(job=job, chunk_ids=sorted(set(requeued[before:])))
     if requeued or failed:
         logger.info("scoring sweep: %d chunk(s) queued again, %d given up", len(set(requeued)), len(failed))
     return SweepResult(requeued=sorted(set(requeued)), failed=failed)

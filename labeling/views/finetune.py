@@ -261,6 +261,18 @@ def training_set_score_view(request: HttpRequest, project: Project, training_set
 @project_view(admin_to("start a fine-tuning job"))
 def finetune_start_view(request: HttpRequest, project: Project) -> HttpResponse:
     form = _finetune_form(project, request.POST)
+    if form.is_valid() and request.POST.get("dry_run"):
+        # "Estimate time": what the job would take here, before anyone starts it; nothing stored or queued.
+        data = form.cleaned_data
+        try:
+            estimate = _finetune_services().finetune_estimate(
+                project=project, training_set=training_set_by_name(project, data["training_set"]),
+                teacher=judge_by_name(project=project, name=data["teacher"]) if data["teacher"] else None,
+                base_model=data["base_model"], hyperparameters=form.hyperparameters(), device=data["device"])
+        except DomainError as exc:
+            form.add_error(None, str(exc))
+            return _page(request, project, status=400, finetune_form=form)
+        return _page(request, project, finetune_form=form, finetune_estimate=estimate)
     if form.is_valid():
         data = form.cleaned_data
         try:

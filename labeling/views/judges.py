@@ -17,7 +17,15 @@ from labeling.selectors.lookups import judge_by_name, scoring_job_of_project
 from labeling.selectors.projects import admin_to, project_role
 from labeling.selectors.scoring import job_progress, jobs_for_project, judges_for_project
 from labeling.services.judges import JudgeError, judge_create
-from labeling.services.scoring import ScoringError, scoring_job_cancel, scoring_job_estimate, scoring_job_start
+from labeling.services.scoring import (
+    PriorityError,
+    ScoringError,
+    scoring_job_cancel,
+    scoring_job_estimate,
+    scoring_job_priority_set,
+    scoring_job_start,
+)
+from labeling.services.scoring_dispatch import PRIORITY_MAX, PRIORITY_MIN
 from labeling.views.access import project_view
 from labeling.views.htmx import htmx_partial
 from models_llm.prompts import DEFAULT_TEMPLATE
@@ -35,6 +43,7 @@ def _judges_context(request: HttpRequest, project: Project, form: JudgeForm | No
         "jobs": jobs,
         "any_running": any(p.job.status == ScoringJob.Status.RUNNING for p in jobs),
         "is_admin": role == Membership.Role.ADMIN,
+        "priorities": range(PRIORITY_MIN, PRIORITY_MAX + 1),
         "sees_reports": sees_reports(project=project, role=role),
         "form": form or JudgeForm(project=project),
         "default_template": json.dumps(DEFAULT_TEMPLATE, indent=2),
@@ -108,4 +117,20 @@ def job_cancel_view(request: HttpRequest, project: Project, job_id: int) -> Http
     job = scoring_job_of_project(project=project, job_id=job_id)
     scoring_job_cancel(job=job)
     messages.info(request, f"Job {job.id} cancelled; what it wrote stays.")
+    return redirect("labeling:judges", slug=project.slug)
+
+
+@login_required
+@require_POST
+@project_view(JUDGE_ADMIN)
+def job_priority_view(request: HttpRequest, project: Project, job_id: int) -> HttpResponse:
+    """A running job's share of the workers (1 to 10): its window of chunks in the queue widens at once."""
+    job = scoring_job_of_project(project=project, job_id=job_id)
+    raw = request.POST.get("priority", "")
+    try:
+        job = scoring_job_priority_set(job=job, priority=int(raw) if raw.isdigit() else raw)
+    except PriorityError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.info(request, f"Job {job.id} now has priority {job.priority}.")
     return redirect("labeling:judges", slug=project.slug)

@@ -359,3 +359,42 @@ def load_adapter(base_folder: str, adapter_dir: str) -> PeftModel:
     """The base model with a saved adapter, for inference (what the hf backend does with Judge.adapter)."""
     model = AutoModelForCausalLM.from_pretrained(base_folder, local_files_only=True, dtype=torch.float32)
     return PeftModel.from_pretrained(model, adapter_dir)
+
+
+def training_probe(base_folder: str, examples: Sequence[ChatExample], settings: LoraSettings, device: str,
+                   *, micro_batches: int = 2) -> float:
+    """A first guess of the training speed, in examples per second, before any fine-tuning of this base model has
+    run here: the student is built as the training builds it (LoRA, gradient checkpointing as set) and
+    `micro_batches` + 1 micro batches of `examples` go forward and backward; the first (warm-up) is not timed. The
+    optimizer's step is left out: with LoRA it moves a fraction of a percent of the weights."""
+    if not examples:
+        raise FinetuneError("no example to time")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise FinetuneError(f"this machine has no CUDA device to time the training on {device} (the first job "
+                            "there measures it)")
+    set_seed(settings.seed)
+    model, tokenizer, _ = load_student_base(base_folder, settings, device)
+    if settings.gradient_checkpointing:
+        model.gradient_checkpointing_enable()
+        model.enable_input_require_grads()
+    model.train()
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    needed = settings.micro_batch * (micro_batches + 1)
+    chosen = [examples[i % len(examples)] for i in range(needed)]
+    encoded = encode_all(tokenizer, chosen, settings.max_length)
+    collate = _Collator(pad_id)
+    target = torch.device(device if device.startswith("cuda") and torch.cuda.is_available() else "cpu")
+    model.to(target)
+    seconds = 0.0
+    for index in range(micro_batches + 1):
+        rows = encoded[index * settings.micro_batch:(index + 1) * settings.micro_batch]
+        batch = {key: value.to(target) for key, value in collate(
+            [{"input_ids": list(row.input_ids), "labels": list(row.labels)} for row in rows]).items()}
+        started = time.monotonic()
+        model(**batch).loss.backward()
+        if target.type == "cuda":
+            torch.cuda.synchronize()
+        if index:
+            seconds += time.monotonic() - started
+        model.zero_grad(set_to_none=True)
+    return settings.micro_batch * micro_batches / max(seconds, 1e-6)

@@ -31,3 +31,26 @@ def test_the_llm_judge_becomes_the_queue_judge_once(tmp_path):
     assert "Queue judge" not in run(project.slug)
     project.refresh_from_db()
     assert project.queue_judge.name == "minilm"
+
+
+def test_a_judge_too_slow_for_every_pair_here_scores_what_the_pages_need_and_says_so(tmp_path):
+    from labeling.models import Pair, ScoringChunk
+    from labeling.services.runs import run_store
+
+    project = small_scoring_project(tmp_path / "b", queries=2, passages=12)
+    query = project.queries.order_by("id").first()
+    passages = list(Pair.objects.filter(project=project, query=query).order_by("id").values_list("passage_id", flat=True))
+    run_store(project=project, name="bm25", kind="bm25", parameters={},
+              rankings=[(query.id, passages, [float(-i) for i in range(len(passages))])])
+    gold = Pair.objects.filter(project=project).exclude(query=query).order_by("id").first()
+    Pair.objects.filter(id=gold.id).update(reference_grade=1)
+    out = StringIO()
+    # Any positive time is "too long" with a limit of 0 s: both judges score only the needed pairs.
+    call_command("demo_judges", "--project", project.slug, "--full-limit", "0", stdout=out)
+    text = out.getvalue()
+    assert "scoring all 24 pairs would take about" in text and "scoring the 11 the pages need now" in text
+    assert "manage.py score --project score --judge smollm2-tok" in text
+    for job in ScoringJob.objects.all():
+        scored = {pid for chunk in ScoringChunk.objects.filter(job=job) for pid in chunk.pair_ids}
+        top = set(Pair.objects.filter(query=query, passage_id__in=passages[:10]).values_list("id", flat=True))
+        assert job.scope == "selection" and scored == top | {gold.id}

@@ -4,6 +4,7 @@ import time
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from labeling.durations import duration_text
 from labeling.management.lookup import command_judge, command_project
 from labeling.models import Judge, Project, ScoringJob
 from labeling.selectors.scoring import job_progress
@@ -48,6 +49,17 @@ class Command(BaseCommand):
         except ScoringError as exc:
             raise CommandError(str(exc)) from None
         t = estimate.tokens
+        if estimate.wall_s is not None:
+            speed = estimate.throughput
+            self.stdout.write(f"Time on one worker process: about {duration_text(estimate.wall_s)} for {t.pairs:,} "
+                              f"pair(s) ({speed.per_s:.1f} pairs/s, {speed.text}; n processes take about 1/n).")
+        else:
+            self.stdout.write("Time: unknown until its first chunks are scored (a remote model is not asked by a dry "
+                              "run).")
+        if not estimate.sends_prompts:
+            self.stdout.write(f"Dry run of {judge.name!r} over {t.pairs:,} pair(s) ({scope}): an embedding judge "
+                              "sends no prompts and costs no tokens.")
+            return
         how = "counted with the model's tokenizer" if t.exact_prompt_tokens else "guessed from characters"
         if estimate.observed_pairs:
             how += f"; step reach and answer lengths from the judge's {estimate.observed_pairs} answered pair(s)"
@@ -71,7 +83,7 @@ class Command(BaseCommand):
             job.refresh_from_db()
             progress = job_progress(job, show_errors=True)
             bar = "#" * int(30 * progress.fraction)
-            eta = f", ETA {progress.eta_s:.0f}s" if progress.eta_s is not None else ""
+            eta = f", ETA {duration_text(progress.eta_s)}" if progress.eta_s is not None else ""
             rate = f", {progress.pairs_per_s:.1f} pairs/s" if progress.pairs_per_s else ""
             usage = f", {progress.prompt_tokens + progress.completion_tokens:,} tokens" if progress.calls else ""
             cost = f", ${progress.cost_usd:,.4f}" if progress.cost_usd is not None else ""
