@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import io
 import random
+import re
 from pathlib import Path
 
 import pytest
 from django.core.management import call_command
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.html import escape
 
-from labeling.models import Judge, Membership, Project
+from labeling.models import Judge, Judgment, Membership, Pair, Project
 from labeling.services.bundle_import import bundle_import
 from labeling.services.validation import judge_calibrate
 from tests.factories import MembershipFactory, UserFactory
@@ -167,3 +169,19 @@ def test_an_expert_gets_neither_the_form_nor_the_file(client, world):
     for format in FORMATS:
         response = client.get(reverse("labeling:qrels_export", args=[SLUG]), {"format": format})
         assert response.status_code == 403
+
+
+def test_a_judge_that_has_not_scored_the_whole_pool_is_marked_partial_on_the_form(client, world):
+    project, reference, users = world
+    pool = len(reference["order"])
+    unjudged = list(Pair.objects.filter(project=project).order_by("id").values_list("id", flat=True)[: pool // 4])
+    Judgment.objects.filter(judge__name=RAW, pair_id__in=unjudged).delete()
+    client.force_login(users[Membership.Role.VIEWER])
+    html = client.get(reverse("labeling:project_detail", args=[SLUG])).content.decode()
+    percent = (pool - len(unjudged)) * 100 // pool
+    raw = escape(RAW)
+    assert re.search(rf'<option value="judge:{re.escape(raw)}" data-partial="{percent}" title="[^"]*">'
+                     rf'judge:{re.escape(raw)} &mdash; partial \({percent}&nbsp;%\)</option>', html)
+    assert f"{len(unjudged)} of the {pool} pool pairs have no judgment from it" in html
+    # The calibrated judge scored every pair: its options carry no mark.
+    assert f'<option value="judge:{CALIBRATED}">' in html and f'data-export-partial="{CALIBRATED}"' not in html

@@ -22,6 +22,7 @@ from labeling.services.retrieval import retrieval_create, retrieval_run
 from tests.factories import PassageFactory, UserFactory
 from tests.html_audit import audit_html
 from tests.scoring_fixtures import SAMPLE
+from tests.selectors.test_systems import RUN_NAMES, coverage_project
 from tests.test_xss import ESCAPED, PAYLOAD, RAW
 from tests.url_matrix import ADMIN, EXPERT, VIEWER, build_world
 
@@ -293,7 +294,8 @@ def test_untrusted_run_names_and_descriptions_are_shown_as_text(client, world):
     assert response.status_code == 302
     for who in (ADMIN, VIEWER):
         client.force_login(world.users[who])
-        html = client.get(page(world)).content.decode()
+        # The world's judge has not scored the whole pool: included, so that it has a scatter plot too.
+        html = client.get(page(world), {"include_partial": "true"}).content.decode()
         audit = audit_html(html)
         assert audit.inline_scripts == 0 and audit.handlers == [] and audit.script_urls == []
         assert ESCAPED in html and not any(raw in html for raw in RAW)
@@ -326,3 +328,40 @@ def test_the_scatter_shortens_long_labels_and_survives_one_value():
     chart = scatter_chart([(name, 0.5, 0.5), ("b", 0.5, 0.5)])
     assert chart.points[0].label == name[:23] + "\u2026" and chart.points[0].title.startswith(name)
     assert chart.plot_left < chart.points[0].x < chart.plot_right  # the range is widened, never empty
+
+
+def test_agreement_over_two_runs_says_it_cannot_show_anything_instead_of_a_tau(client):
+    project = coverage_project(judged=100)
+    viewer = UserFactory()
+    project.memberships.create(user=viewer, role=VIEWER)
+    client.force_login(viewer)
+    url = reverse("labeling:systems", args=[project.slug])
+    html = client.get(url).content.decode()
+    assert html.count('data-coefficient="kendall_tau"') == 2  # four runs: nDCG@10 and AP, each with a tau
+    Run.objects.filter(project=project, name__in=RUN_NAMES[2:]).delete()
+    html = client.get(url).content.decode()
+    assert "data-coefficient" not in html and 'id="agreement"' not in html
+    message = re.search(r"<p class=\"empty\" data-too-few-runs>(.*?)</p>", html, re.DOTALL).group(1)
+    assert "2 runs: agreement needs 3 or more" in message and "+1 or -1 whatever the sources say" in message
+
+
+def test_a_partial_judge_is_marked_on_its_leaderboard_and_left_out_until_included(client):
+    project = coverage_project(judged=60)
+    viewer = UserFactory()
+    project.memberships.create(user=viewer, role=VIEWER)
+    client.force_login(viewer)
+    url = reverse("labeling:systems", args=[project.slug])
+    html = client.get(url).content.decode()
+    caption = re.search(r'data-leaderboard="judge:llm">\s*<caption>(.*?)</caption>', html, re.DOTALL).group(1)
+    # The default measures read whole rankings: 60 of the top-10 pairs and all 20 at ranks 11-12, of 120.
+    assert 'data-partial="66"' in caption and "80 of the 120 pool pairs the runs retrieve in their rankings" in caption
+    assert "data-not-ranked" in caption
+    # Not ranked: its runs stay in name order; the human board is ordered by nDCG@10.
+    assert list(_cells(html, "judge:llm")) == sorted(RUN_NAMES)
+    assert "data-left-out" in html and 'data-agreement="human|judge:llm"' not in html and "data-scatter" not in html
+    included = client.get(url, {"include_partial": "true"}).content.decode()
+    assert 'data-agreement="human|judge:llm"' in included and "data-scatter" in included
+    assert "data-not-ranked" not in included and "Ranked all the same" in included
+    means = [float(cells[1].split()[0]) for cells in _cells(included, "judge:llm").values()]
+    assert means == sorted(means, reverse=True)
+    assert list(_cells(included, "judge:llm")) != sorted(RUN_NAMES)  # so the name order above was not by chance

@@ -1,6 +1,8 @@
 """The validation dashboard, its actions and its API through the test client."""
+import re
 import sys
 from collections import Counter
+from html import unescape
 
 import pytest
 from django.urls import reverse
@@ -13,7 +15,7 @@ from labeling.services.validation import validation_refresh, validation_request_
 from tests.factories import MembershipFactory, ProjectFactory, UserFactory
 from tests.selectors.test_definition_metrics import build_study
 from tests.services.test_bundle_import import SAMPLE
-from tests.services.test_validation import synthetic_bundle
+from tests.services.test_validation import coverage_study, synthetic_bundle
 
 pytestmark = pytest.mark.django_db
 
@@ -169,3 +171,54 @@ def test_metrics_by_definition_are_computed_once_for_many_reads(client, monkeypa
         assert 'data-group="v2"' in section.content.decode()
     computed = Counter(call["judge"].name for call in calls)
     assert computed["qwen"] == 1, computed
+
+
+def _cached(project):
+    validation_request_refresh(project=project)
+    validation_refresh(project_id=project.id)
+    return project
+
+
+def _cell(html: str, judge_index: int, metric: str) -> str:
+    """The text of the cell of `metric` in the judges-side-by-side table for the judge of that column."""
+    cells = re.findall(rf'<td class="num" data-metric="{re.escape(metric)}"[^>]*>(.*?)</td>', html, re.DOTALL)
+    return cells[judge_index]
+
+
+def test_a_partial_judge_is_marked_and_does_not_compete_for_the_best_until_included(client):
+    project = _cached(coverage_study())
+    client.force_login(member(project))
+    page = reverse("labeling:validation", args=[project.slug])
+    html = client.get(page).content.decode()
+    header = re.search(r'<th class="num" data-judge="partial">(.*?)</th>', html, re.DOTALL).group(1)
+    assert 'data-partial="60"' in header and "partial (60&nbsp;%)" in header
+    assert "60 of the 100 gold pairs; 40 missing. Left out of the rankings until complete" in header
+    assert "data-partial" not in re.search(r'<th class="num" data-judge="full">(.*?)</th>', html, re.DOTALL).group(1)
+    # The judges are full, partial, rough: the partial one is perfect on its 60 pairs, yet the best AUROC and
+    # Brier shown are the full judge's.
+    assert ["data-best" in _cell(html, index, "auroc") for index in range(3)] == [True, False, False]
+    assert ["data-best" in _cell(html, index, "brier") for index in range(3)] == [True, False, False]
+    included = client.get(page, {"include_partial": "true"}).content.decode()
+    assert ["data-best" in _cell(included, index, "auroc") for index in range(3)] == [False, True, False]
+    assert 'name="include_partial" value="true" checked' in included
+    assert "Ranked all the same: partial judges are included." in included
+    # Every metric line says what it measures and which way is better.
+    assert "chance that a relevant pair gets a higher P than a non-relevant one (0.5: guessing, 1: perfect); higher " \
+           "is better" in html
+    assert "mean squared gap between P and gold&#x27;s 0 or 1; lower is better (0: perfect)" in html
+
+
+@pytest.mark.parametrize(("non_relevant", "noted"), [(4, True), (10, False)])
+def test_a_gold_set_with_under_5_percent_non_relevant_pairs_sends_to_the_all_pairs_view(client, non_relevant, noted):
+    project = _cached(coverage_study(non_relevant=non_relevant))
+    client.force_login(member(project))
+    page = reverse("labeling:validation", args=[project.slug])
+    html = client.get(page).content.decode()
+    assert ("data-few-non-relevant" in html) is noted
+    if noted:
+        assert "4 of the 100 gold pairs are not relevant, fewer than 5%: precision, MAP and AUROC cannot" in html
+        link = re.search(r'<a href="([^"]+)" data-all-pairs-link>', html).group(1)
+        assert unescape(link) == f"{page}?all_pairs=1" and "adds 20 pairs" in html
+        # One click away: the view it links to counts the 20 unjudged pool pairs as irrelevant (24 of 120).
+        followed = client.get(unescape(link)).content.decode()
+        assert 'data-added="20"' in followed and "data-few-non-relevant" not in followed

@@ -10,6 +10,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from labeling.api.fields import query_flag
+from labeling.selectors.coverage import INCLUDE_PARTIAL
 from labeling.selectors.projects import READ_REPORTS, project_for_user
 from labeling.selectors.systems import systems_report, systems_report_json
 from models_llm.retrieval.evaluation import MEASURES
@@ -20,7 +22,8 @@ QRELS_PATTERN = r"(human|(judge|combined|expected):[^\x00]+)"
 class SystemsEvaluationView(APIView):
     """Every run of the project under each qrels source (`human`, `judge:NAME`, `combined:NAME`,
     `expected:NAME`): mean and bootstrap interval of each measure, the share of each run the source judged, and
-    the agreement of the sources on the ranking of the runs (Kendall's tau, tau_AP, Spearman). Admins and viewers
+    the agreement of the sources on the ranking of the runs (Kendall's tau, tau_AP, Spearman; partial sources only
+    with `include_partial`, and no agreement with fewer than three runs). Admins and viewers
     only: every source is made of gold grades or judges' P of items experts have not labelled (blind first)."""
 
     @extend_schema(
@@ -31,6 +34,9 @@ class SystemsEvaluationView(APIView):
             OpenApiParameter("measure", str, many=True, enum=list(MEASURES),
                              description="measure (repeat; default: all; judged@10 is always given)"),
             OpenApiParameter("group_by", str, description="query metadata key to break the results down by"),
+            OpenApiParameter(INCLUDE_PARTIAL, bool, description="true: compare partial sources too (a judge without "
+                             "an ok judgment of every pool pair the runs retrieve to the depth the measures read, "
+                             "see `coverage`); by default they are left out of `agreement` and listed in `left_out`"),
         ],
         responses={200: OpenApiTypes.OBJECT},
     )
@@ -47,6 +53,8 @@ class SystemsEvaluationView(APIView):
             refused["measure"] = [f"unknown measure {unknown[0]!r}: one of {', '.join(MEASURES)}"]
         if refused:
             raise ValidationError(refused)
+        include_partial = query_flag(params, INCLUDE_PARTIAL)
         report = systems_report(project=project, sources=params.getlist("qrels") or None,
-                                measures=params.getlist("measure") or None, group_by=params.get("group_by") or None)
+                                measures=params.getlist("measure") or None, group_by=params.get("group_by") or None,
+                                include_partial=include_partial)
         return Response(systems_report_json(report))

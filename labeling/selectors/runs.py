@@ -47,11 +47,9 @@ class RunNames:
                    passage_names=np.array(list(passages.values()), dtype=object)[order])
 
 
-def run_rankings(run: Run, names: RunNames | None = None) -> dict[str, list[str]]:
-    """Query external id -> the passages' external ids, best first. The entries are read as ids in the order of
-    their index (no sort in the database) and named through numpy with the project's ids read once (pass
-    `names` when reading several runs of a project): joining the names in SQL made PostgreSQL sort a million
-    rows again, and collecting the names a run uses cost a semi-join of its entries per run."""
+def run_entry_ids(run: Run) -> np.ndarray:
+    """The run's entries as (query id, passage id) rows, by query id then rank. Read as ids in the order of their
+    index (no sort in the database): joining the names in SQL made PostgreSQL sort a million rows again."""
     with transaction.atomic(), connection.cursor() as cursor:
         if connection.vendor == "postgresql":
             # With tens of millions of entries PostgreSQL's planner prefers scanning the whole table (or a bitmap
@@ -64,14 +62,40 @@ def run_rankings(run: Run, names: RunNames | None = None) -> dict[str, list[str]
         # Plain SQL: two integers a row, read twice as fast as through the ORM's iterator.
         cursor.execute(f"SELECT query_id, passage_id FROM {RunEntry._meta.db_table} WHERE run_id = %s "
                        "ORDER BY query_id, rank", [run.id])
-        rows = np.array(cursor.fetchall(), dtype=np.int64).reshape(-1, 2)
+        return np.array(cursor.fetchall(), dtype=np.int64).reshape(-1, 2)
+
+
+def _query_starts(rows: np.ndarray) -> np.ndarray:
+    return np.flatnonzero(np.r_[True, rows[1:, 0] != rows[:-1, 0]])
+
+
+def run_top_ids(rows: np.ndarray, depth: int | None) -> np.ndarray:
+    """The rows of run_entry_ids within the first `depth` of each query (None: all of them)."""
+    if depth is None or not len(rows):
+        return rows
+    starts = _query_starts(rows)
+    position = np.arange(len(rows)) - np.repeat(starts, np.diff(np.r_[starts, len(rows)]))
+    return rows[position < depth]
+
+
+def rankings_named(rows: np.ndarray, names: RunNames) -> dict[str, list[str]]:
+    """run_entry_ids' rows as query external id -> the passages' external ids, best first, named through numpy
+    with the project's ids read once: collecting the names a run uses cost a semi-join of its entries per run."""
     if not len(rows):
         return {}
-    names = names or RunNames.of(run.project)
     named = names.passage_names[np.searchsorted(names.passage_ids, rows[:, 1])]
-    starts = np.flatnonzero(np.r_[True, rows[1:, 0] != rows[:-1, 0]])
+    starts = _query_starts(rows)
     ends = np.r_[starts[1:], len(rows)]
     return {names.queries[int(rows[s, 0])]: named[s:e].tolist() for s, e in zip(starts, ends)}
+
+
+def run_rankings(run: Run, names: RunNames | None = None) -> dict[str, list[str]]:
+    """Query external id -> the passages' external ids, best first (pass `names` when reading several runs of a
+    project)."""
+    rows = run_entry_ids(run)
+    if not len(rows):
+        return {}
+    return rankings_named(rows, names or RunNames.of(run.project))
 
 
 def run_top(run: Run, depth: int) -> Iterator[tuple[int, int, int]]:

@@ -6,7 +6,12 @@ Agreement pairs: with human grades among the sources, human (the reference) agai
 every pair. Computed per measure on the queries both sources evaluate (every run is scored on all of a source's
 queries, a query a run lacks at 0, so the systems share them), for AGREEMENT_MEASURES (nDCG@10, the main one, and
 AP) among the measures asked; with neither asked, for the first measure asked. Expected sources have no AP, so
-their AP agreement is absent."""
+their AP agreement is absent; with fewer than MIN_SYSTEMS runs (models_llm.retrieval.agreement) there is no
+agreement to show.
+
+Coverage (labeling.selectors.coverage): a source made from a judge needs the judge's P of every pool pair that a
+run retrieves within the depth the measures read (the whole ranking for AP). A source whose judge lacks some is
+partial, and is left out of the agreement unless `include_partial`."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
@@ -15,7 +20,8 @@ from itertools import combinations
 
 import numpy as np
 
-from labeling.models import Project, Query
+from labeling.models import Judge, Project, Query
+from labeling.selectors.coverage import Coverage, coverage_of, is_ranked, pool_pairs_retrieved
 from labeling.selectors.qrels_sources import (
     COMBINED,
     HUMAN,
@@ -26,9 +32,15 @@ from labeling.selectors.qrels_sources import (
     qrels_source_parse,
     qrels_sources,
 )
-from labeling.selectors.runs import RunNames, project_runs, run_rankings
+from labeling.selectors.runs import RunNames, project_runs, rankings_named, run_entry_ids, run_top_ids
 from models_llm.retrieval.agreement import Agreement, system_agreement
-from models_llm.retrieval.evaluation import MEASURES, ExpectedEvaluator, QrelsEvaluator, QueryScores
+from models_llm.retrieval.evaluation import (
+    MEASURE_DEPTHS,
+    MEASURES,
+    ExpectedEvaluator,
+    QrelsEvaluator,
+    QueryScores,
+)
 
 AGREEMENT_MEASURES = ("nDCG@10", "AP")
 # The share of a run's top 10 that the source judged: always reported, whichever measures are asked.
@@ -66,7 +78,9 @@ class Table:
 class SystemsReport:
     """The evaluation of a project's runs. `per_query[run][source]` holds each run's per-query values;
     `judged_entries[run][source]` the share of all of the run's entries that the source grades (or gives a P);
-    `groups` maps each value of the `group_by` metadata key to its own Table."""
+    `groups` maps each value of the `group_by` metadata key to its own Table. `coverage[source]`: the source's
+    judge's coverage of the pool pairs the runs retrieve within `depth` (None: human, not a judge's; depth None:
+    the whole rankings); `include_partial`: whether partial sources are in the agreement all the same."""
 
     project: str
     sources: tuple[QrelsSource, ...]
@@ -81,6 +95,18 @@ class SystemsReport:
     draws: int
     seed: int
     level: float
+    coverage: dict[str, Coverage | None]
+    depth: int | None
+    include_partial: bool
+
+    def ranked(self, key: str) -> bool:
+        """Whether the source ranks the runs here: complete, not a judge's, or included though partial."""
+        return is_ranked(self.coverage.get(key), include_partial=self.include_partial)
+
+    @property
+    def left_out(self) -> tuple[str, ...]:
+        """The partial sources left out of the agreement."""
+        return tuple(source.key for source in self.sources if not self.ranked(source.key))
 
     @property
     def scores(self) -> dict[str, dict[str, dict[str, Estimate]]]:
@@ -99,6 +125,12 @@ def _measures(measures: Sequence[str] | None) -> tuple[str, ...]:
         raise SystemsError(f"unknown measure {unknown[0]!r} (measures: {', '.join(MEASURES)})")
     chosen = tuple(dict.fromkeys(measures))
     return chosen if JUDGED in chosen else (*chosen, JUDGED)
+
+
+def _depth(measures: tuple[str, ...]) -> int | None:
+    """How deep into the rankings the measures read (None: all of them)."""
+    depths = [MEASURE_DEPTHS[measure] for measure in measures]
+    return None if None in depths else max(depths)
 
 
 def _agreement_measures(measures: tuple[str, ...]) -> tuple[str, ...]:
@@ -150,6 +182,14 @@ def _evaluators(project: Project, sources: Sequence[QrelsSource], *,
                                                                                       relevant_from=relevant_from)
         built[source.key] = (evaluator, {query: frozenset(docs) for query, docs in grades.items()})
     return built
+
+
+def _coverage(project: Project, sources: Sequence[QrelsSource], needed: np.ndarray) -> dict[str, Coverage | None]:
+    """Source key -> its judge's coverage of the `needed` pairs, one read per judge (None: human)."""
+    names = {source.judge for source in sources if source.judge is not None}
+    judges = {judge.name: coverage_of(judge=judge, needed=needed)
+              for judge in Judge.objects.filter(project=project, name__in=names)}
+    return {source.key: None if source.judge is None else judges[source.judge] for source in sources}
 
 
 def _judged_share(ranking: Mapping[str, Sequence[str]], judged: Mapping[str, frozenset[str]]) -> float | None:
@@ -204,13 +244,15 @@ def _subset(per_query: Mapping[str, Mapping[str, QueryScores]],
 
 
 def systems_report(*, project: Project, sources: Sequence[str] | None = None, measures: Sequence[str] | None = None,
-                   group_by: str | None = None, draws: int = DRAWS, seed: int = 0,
-                   level: float = LEVEL) -> SystemsReport:
+                   group_by: str | None = None, draws: int = DRAWS, seed: int = 0, level: float = LEVEL,
+                   include_partial: bool = False) -> SystemsReport:
     """Evaluate every run of `project` under `sources` (keys; None: all of qrels_sources, less any that turns
     out to grade nothing) with `measures` (None: MEASURES; judged@10 is always added). Each run is read once and
-    each qrels built once. A project without runs gets a report without runs."""
+    each qrels built once. A project without runs gets a report without runs. Partial sources (coverage) are
+    left out of the agreement unless `include_partial`."""
     chosen_measures = _measures(measures)
     agreement_measures = _agreement_measures(chosen_measures)
+    depth = _depth(chosen_measures)
     if sources:
         chosen = [qrels_source_parse(project=project, key=key) for key in dict.fromkeys(sources)]
     else:
@@ -221,13 +263,19 @@ def systems_report(*, project: Project, sources: Sequence[str] | None = None, me
     keys = [source.key for source in chosen]
     per_query: dict[str, dict[str, QueryScores]] = {}
     judged_entries: dict[str, dict[str, float | None]] = {}
+    tops = []
     names = RunNames.of(project) if run_rows else None
     for run in run_rows:
-        ranking = run_rankings(run, names)
+        entries = run_entry_ids(run)
+        ranking = rankings_named(entries, names)
+        tops.append(run_top_ids(entries, depth))
         per_query[run.name] = {key: evaluators[key][0].evaluate(ranking) for key in keys}
         judged_entries[run.name] = {key: _judged_share(ranking, evaluators[key][1]) for key in keys}
     runs = [run.name for run in run_rows]
-    pairs = _agreement_pairs(chosen)
+    needed = pool_pairs_retrieved(project=project, tops=tops)
+    coverage = _coverage(project, chosen, needed)
+    ranked = [source for source in chosen if is_ranked(coverage[source.key], include_partial=include_partial)]
+    pairs = _agreement_pairs(ranked)
     args = (keys, pairs, chosen_measures, agreement_measures, draws, seed, level)
     overall = _table(per_query, runs, *args)
     groups = {}
@@ -237,7 +285,8 @@ def systems_report(*, project: Project, sources: Sequence[str] | None = None, me
     return SystemsReport(
         project=project.slug, sources=tuple(chosen), runs=tuple(runs), measures=chosen_measures,
         agreement_measures=agreement_measures, overall=overall, per_query=per_query, judged_entries=judged_entries,
-        group_by=group_by, groups=groups, draws=draws, seed=seed, level=level,
+        group_by=group_by, groups=groups, draws=draws, seed=seed, level=level, coverage=coverage, depth=depth,
+        include_partial=include_partial,
     )
 
 
@@ -288,13 +337,20 @@ def systems_report_json(report: SystemsReport) -> dict:
      "queries": {source: queries evaluated},
      "runs": {run: {source: {measure: mean}}}, "intervals": {run: {source: {measure: [low, high]}}},
      "judged_entries": {run: {source: share of the run's entries the source grades}},
+     "depth": how deep into each run the measures read (null: all of it),
+     "coverage": {source: null (human) or {"needed", "covered", "share", "partial"}}: of the pool pairs the runs
+                 retrieve within depth, how many the source's judge has an ok judgment for under the current
+                 definition,
+     "include_partial": whether partial sources are compared all the same, "left_out": the partial sources
+                 that are not (absent from every "agreement"),
      "agreement": {"human|judge:X": {"kendall_tau", "tau_ap", "spearman"}},
      "agreement_intervals": {"human|judge:X": {coefficient: [low, high]}},
      "agreement_by_measure": {"human|judge:X": {measure: every field of the Agreement}},
      "groups": null or {"key": KEY, "values": {value: {"queries", "runs", "intervals", "agreement",
                                                        "agreement_intervals", "agreement_by_measure"}}}}
     A mean or interval is null where the source does not define the measure (AP and judged@10 of an expected
-    source) or evaluates no query; an agreement is null with fewer than two runs or no shared query."""
+    source) or evaluates no query; an agreement is null with fewer than MIN_SYSTEMS (3) runs or no shared
+    query."""
     # Only judged@10 asked: no measure ranks the runs, so there is no agreement to give (null, not an error).
     main = report.agreement_measures[0] if report.agreement_measures else None
     return _plain({
@@ -305,6 +361,10 @@ def systems_report_json(report: SystemsReport) -> dict:
         "agreement_measure": main,
         **_table_json(report.overall, main),
         "judged_entries": report.judged_entries,
+        "depth": report.depth,
+        "coverage": {key: None if found is None else found.as_json() for key, found in report.coverage.items()},
+        "include_partial": report.include_partial,
+        "left_out": list(report.left_out),
         "groups": None if report.group_by is None else {
             "key": report.group_by,
             "values": {value: _table_json(table, main) for value, table in report.groups.items()},

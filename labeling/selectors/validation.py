@@ -300,6 +300,17 @@ def judge_arrays(gold: GoldSet, judge: Judge) -> JudgeArrays:
     return JudgeArrays(data=data, pair_ids=gold.pair_ids[judged], p=p[judged], n_unjudged=int(size - judged.sum()))
 
 
+# Below this share of non-relevant pairs a gold set cannot show precision, MAP or AUROC: nearly every pair is
+# relevant, so any judge calling everything relevant looks precise and any ranking puts relevant pairs first.
+MIN_NON_RELEVANT_SHARE = 0.05
+
+
+def few_non_relevant(counts: Mapping) -> bool:
+    """Whether a report's gold set (its `counts`) has pairs but fewer than MIN_NON_RELEVANT_SHARE non-relevant."""
+    gold = counts.get("gold") or 0
+    return bool(gold) and "non_relevant" in counts and counts["non_relevant"] < MIN_NON_RELEVANT_SHARE * gold
+
+
 def validation_result_for(project: Project) -> ValidationResult | None:
     return ValidationResult.objects.filter(project=project).first()
 
@@ -310,9 +321,11 @@ BY_DEFINITION = "by_definition"
 
 def holds_report(result: ValidationResult | None) -> bool:
     """Whether the cache holds a report with every part the pages and the API read (one stored before the
-    metrics by definition version, or the options and the count of ungraded pool pairs, lacks them)."""
+    metrics by definition version, the options and the count of ungraded pool pairs, or the count of non-relevant
+    gold pairs and the judges' coverage, lacks them)."""
     return (result is not None and result.data is not None and BY_DEFINITION in result.data
-            and "options" in result.data)
+            and "options" in result.data and "non_relevant" in result.data["counts"]
+            and all("coverage" in section for section in result.data["judges"]))
 
 
 def report_for_judges(data: dict, names: list[str] | None) -> dict:

@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from labeling.exceptions import DomainError
 from labeling.models import Judge, JudgeCalibration, Project, ValidationResult
+from labeling.selectors.coverage import coverage_of
 from labeling.selectors.definition_metrics import judge_metrics_by_definition
 from labeling.selectors.validation import (
     BY_DEFINITION,
@@ -36,13 +37,15 @@ class ValidationReportError(DomainError):
     """The report or the calibration cannot be made as asked (unknown judge, too few gold pairs...)."""
 
 
-def _counts(gold: GoldSet) -> dict[str, int]:
-    """`gold`: the pairs the metrics are computed on (with all_pairs, the `added` ungraded ones among them);
-    `ungraded`: pool pairs with no reference grade and no label, what all_pairs would add."""
+def _counts(gold: GoldSet, relevant_from: int) -> dict[str, int]:
+    """`gold`: the pairs the metrics are computed on (with all_pairs, the `added` ungraded ones among them), of
+    which `non_relevant` are below the scale's relevant grade; `ungraded`: pool pairs with no reference grade and
+    no label, what all_pairs would add."""
     return {
         "pairs": gold.n_pairs,
         "labelled": gold.n_labelled,
         "gold": int(gold.pair_ids.size),
+        "non_relevant": int((gold.gold < relevant_from).sum()),
         "unresolved": gold.n_unresolved,
         "uncertain": gold.n_uncertain,
         "ungraded": gold.n_ungraded,
@@ -60,6 +63,8 @@ def _judge_section(gold: GoldSet, judge: Judge, *, bootstrap_draws: int, options
         **report,
         "n_unresolved": gold.n_unresolved,
         "n_unjudged": arrays.n_unjudged,
+        # Its metrics are on the pairs it judged under any version; a partial judge is one the page does not rank.
+        "coverage": coverage_of(judge=judge, needed=gold.pair_ids).as_json(),
         "calibration": None if calibration is None else {
             "method": calibration.method,
             "n": calibration.n,
@@ -85,7 +90,7 @@ def _report(project: Project, judges: list[Judge], gold: GoldSet, bootstrap_draw
         "project": project.slug,
         "computed_at": timezone.now().isoformat(),
         "options": {**options.as_json(), "n_units": gold.n_units},
-        "counts": _counts(gold),
+        "counts": _counts(gold, project.label_scale.relevant_from),
         "human": human_agreement(human.item, human.annotator, human.grade, scale_spec(project)),
         "judges": [_judge_section(gold, judge, bootstrap_draws=bootstrap_draws, options=options)
                    for judge in judges],

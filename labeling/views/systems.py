@@ -19,6 +19,7 @@ from labeling.exceptions import NotFound
 from labeling.forms import PoolForm, RetrievalForm, RunUploadForm
 from labeling.models import BundleImportJob, Membership, Project, Run
 from labeling.run_upload import run_import_upload, upload_refusal
+from labeling.selectors.coverage import include_partial_from
 from labeling.selectors.disclosure import BLIND_REPORTS, sees_reports
 from labeling.selectors.lookups import judge_by_name, retrieval_job_of_project, run_of_project
 from labeling.selectors.projects import admin_to, project_role
@@ -33,7 +34,8 @@ from labeling.services.runs import RunImportError, run_delete
 from labeling.services.scoring import ScoringError
 from labeling.views.access import project_view
 from labeling.views.htmx import htmx_partial
-from models_llm.retrieval.agreement import COEFFICIENTS, Agreement
+from models_llm.retrieval.agreement import COEFFICIENT_EXPLAIN, COEFFICIENTS, MIN_SYSTEMS, Agreement
+from models_llm.retrieval.evaluation import MEASURE_EXPLAIN
 
 RUN_ADMIN = admin_to("change the project's runs")
 # A run whose top 10 the source judged less than this share of is marked: its unjudged passages count as not
@@ -69,7 +71,8 @@ class ScatterCard:
 
 def _leaderboards(report: SystemsReport) -> list[dict]:
     """Per source: its runs x measures (judged@10 apart, as the warning column), best first on the first measure
-    (nDCG@10), runs without a value last."""
+    (nDCG@10), runs without a value last; a partial source that is not ranked (coverage) keeps the runs in name
+    order."""
     measures = [measure for measure in report.measures if measure != JUDGED]
     boards = []
     for source in report.sources:
@@ -78,10 +81,19 @@ def _leaderboards(report: SystemsReport) -> list[dict]:
             scores = report.scores[run][source.key]
             rows.append(LeaderboardRow(run=run, cells=[scores[measure] for measure in measures],
                                        judged=scores[JUDGED].mean if JUDGED in scores else None))
-        rows.sort(key=lambda row: (row.cells[0].mean is None, -(row.cells[0].mean or 0.0), row.run))
-        boards.append({"source": source, "queries": report.overall.queries.get(source.key, 0), "measures": measures,
-                       "rows": rows})
+        ranked = report.ranked(source.key)
+        if ranked:
+            rows.sort(key=lambda row: (row.cells[0].mean is None, -(row.cells[0].mean or 0.0), row.run))
+        boards.append({"source": source, "queries": report.overall.queries.get(source.key, 0), "rows": rows,
+                       "measures": [{"name": measure, "explain": MEASURE_EXPLAIN[measure]} for measure in measures],
+                       "coverage": report.coverage.get(source.key), "ranked": ranked})
     return boards
+
+
+def _needed_words(report: SystemsReport) -> str:
+    """What a judge of the report has to have scored, in words, for the partial marks."""
+    within = "rankings" if report.depth is None else f"top {report.depth}"
+    return f"pool pairs the runs retrieve in their {within}"
 
 
 @dataclass(frozen=True)
@@ -96,7 +108,7 @@ class AgreementRow:
     a: str
     b: str
     measure: str
-    coefficients: list[Coefficient] | None  # COEFFICIENTS' order; None: fewer than two runs or no shared query
+    coefficients: list[Coefficient] | None  # COEFFICIENTS' order; None: too few runs or no shared query
     largest_change: tuple[str, int, int] | None  # (run, rank under a, rank under b)
     queries: int
 
@@ -131,7 +143,7 @@ def _scatters(report: SystemsReport) -> list[ScatterCard]:
         return []
     cards = []
     for source in report.sources:
-        if source.kind != JUDGE:
+        if source.kind != JUDGE or not report.ranked(source.key):
             continue
         points = [(run, report.scores[run][HUMAN][SCATTER_MEASURE].mean,
                    report.scores[run][source.key][SCATTER_MEASURE].mean) for run in report.runs]
@@ -141,20 +153,23 @@ def _scatters(report: SystemsReport) -> list[ScatterCard]:
     return cards
 
 
-def _evaluation(project: Project, runs: list[Run], asked: list[str]) -> dict:
-    """The leaderboards, agreement and scatter plots under the sources `asked` (keys; none: DEFAULT_KINDS)."""
+def _evaluation(project: Project, runs: list[Run], asked: list[str], include_partial: bool) -> dict:
+    """The leaderboards, agreement and scatter plots under the sources `asked` (keys; none: DEFAULT_KINDS), partial
+    sources ranked and compared only when `include_partial`."""
     sources = qrels_sources(project)
     chosen = asked or [source.key for source in sources if source.kind in DEFAULT_KINDS]
-    context: dict = {"qrels_sources": sources, "chosen_sources": chosen}
+    context: dict = {"qrels_sources": sources, "chosen_sources": chosen, "include_partial": include_partial,
+                     "min_systems": MIN_SYSTEMS, "measure_explain": MEASURE_EXPLAIN,
+                     "coefficient_explain": COEFFICIENT_EXPLAIN}
     if not runs or not chosen:
         return context
     try:
-        report = systems_report(project=project, sources=chosen)
+        report = systems_report(project=project, sources=chosen, include_partial=include_partial)
     except SystemsError as exc:
         return {**context, "evaluation_error": str(exc)}
-    return {**context, "report": report, "leaderboards": _leaderboards(report),
+    return {**context, "report": report, "leaderboards": _leaderboards(report), "needed_words": _needed_words(report),
             "agreement_rows": _agreement_rows(report), "agreement_span": len(report.agreement_measures),
-            "scatters": _scatters(report)}
+            "too_few_runs": len(report.runs) < MIN_SYSTEMS, "scatters": _scatters(report)}
 
 
 def _parameters_summary(parameters: dict) -> str:
@@ -203,7 +218,7 @@ def _systems_context(request: HttpRequest, project: Project, **answer: object) -
         **answer,
     }
     if reads:
-        context |= _evaluation(project, runs, request.GET.getlist("source"))
+        context |= _evaluation(project, runs, request.GET.getlist("source"), include_partial_from(request.GET))
     return context
 
 

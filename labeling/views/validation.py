@@ -9,6 +9,7 @@ request runs for minutes."""
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from urllib.parse import urlencode
 
 from django.contrib import messages
@@ -19,6 +20,7 @@ from django.views.decorators.http import require_POST
 
 from labeling.charts import f1_curve_chart, reliability_chart
 from labeling.models import Membership, Project, ValidationResult
+from labeling.selectors.coverage import Coverage, include_partial_from, is_ranked
 from labeling.selectors.definition_metrics import (
     cached_metrics_by_definition,
     cut_keys,
@@ -31,8 +33,10 @@ from labeling.selectors.projects import READ_REPORTS, admin_to, project_role
 from labeling.selectors.scoring import judges_with_judgments
 from labeling.selectors.validation import (
     DEFAULT_OPTIONS,
+    MIN_NON_RELEVANT_SHARE,
     ReportOptions,
     ReportOptionsError,
+    few_non_relevant,
     holds_report,
     passage_metadata_keys,
     report_options_from,
@@ -46,7 +50,7 @@ from labeling.services.validation import (
 )
 from labeling.views.access import project_view
 from labeling.views.htmx import htmx_partial
-from models_llm.metrics import human_rows, metric_table
+from models_llm.metrics import human_rows, metric_table, metrics_for
 
 # Above this many pool pairs the page does not compute a report with other options in the request (the sample's
 # 7,136 take about a second; time grows about linearly with pairs and judges).
@@ -67,6 +71,9 @@ def _options_context(project: Project, options: ReportOptions, error: str | None
     return {
         "options": options,
         "options_query": _options_query(options),
+        # The same report with the pool pairs nobody graded counted as irrelevant: what a gold set of relevant
+        # pairs only needs to show precision, MAP and AUROC.
+        "all_pairs_query": _options_query(replace(options, all_pairs=True)),
         "options_error": error,
         "unit_keys": passage_metadata_keys(project),
         "cutoffs_text": ",".join(map(str, options.cutoffs)),
@@ -74,15 +81,20 @@ def _options_context(project: Project, options: ReportOptions, error: str | None
 
 
 def _validation_context(project: Project, result: ValidationResult | None, role: str | None,
-                        data: dict | None = None) -> dict:
-    """`data`: a report computed for this request with other options (else the cached one of `result`)."""
+                        data: dict | None = None, include_partial: bool = False) -> dict:
+    """`data`: a report computed for this request with other options (else the cached one of `result`). Only the
+    judges that are complete, or all with `include_partial`, compete for the best value of a metric's line."""
     data = data if data is not None else result.data if result is not None else None
+    few = few_non_relevant(data["counts"]) if data else False
     judges = []
     if data is not None:
         for section in data["judges"]:
+            coverage = Coverage.from_json(section["coverage"]) if "coverage" in section else None
             judges.append(
                 {
                     "section": section,
+                    "coverage": coverage,
+                    "ranked": is_ranked(coverage, include_partial=include_partial),
                     "reliability": reliability_chart(section["reliability"]) if section.get("reliability") else None,
                     "f1_curve": f1_curve_chart(section["f1_curve"]) if section.get("f1_curve") else None,
                 }
@@ -96,7 +108,15 @@ def _validation_context(project: Project, result: ValidationResult | None, role:
         "is_admin": role == Membership.Role.ADMIN,
         # A report cached before the options existed has none: it used the default cut-offs.
         "metric_table": metric_table(data["judges"] if data else [],
-                                     tuple((data or {}).get("options", {}).get("cutoffs", DEFAULT_OPTIONS.cutoffs))),
+                                     tuple((data or {}).get("options", {}).get("cutoffs", DEFAULT_OPTIONS.cutoffs)),
+                                     ranked=[judge["ranked"] for judge in judges], few_non_relevant=few),
+        "include_partial": include_partial,
+        "any_partial": any(judge["coverage"] is not None and judge["coverage"].partial for judge in judges),
+        "few_non_relevant": few,
+        # What a judge has to have judged, for the partial marks' titles.
+        "needed_words": "pool pairs, gold or counted as irrelevant" if (data or {}).get("options", {}).get("all_pairs")
+        else "gold pairs",
+        "min_non_relevant": MIN_NON_RELEVANT_SHARE,
         "students": student_comparisons(project),
     }
 
@@ -111,6 +131,7 @@ def _by_definition_context(project: Project, result: ValidationResult | None, ju
         judge = judge_by_name(project=project, name=judge_name)
     else:
         judge = default_comparison_judge(project=project, judges=judges)
+    explained = {key: metric.explain for key, metric in metrics_for(options.cutoffs).items()}
     comparison = None
     if judge is not None and not options.is_default:
         comparison = judge_metrics_by_definition(judge=judge, options=options)
@@ -123,6 +144,9 @@ def _by_definition_context(project: Project, result: ValidationResult | None, ju
         "comparison": comparison,
         "cut_labels": [key.replace("ndcg", "nDCG").replace("map", "MAP") for key in cut_keys(comparison.cutoffs)]
         if comparison else [],
+        "metric_explain": explained,
+        "cut_columns": [(key.replace("ndcg", "nDCG").replace("map", "MAP"), explained.get(key, ""))
+                        for key in cut_keys(comparison.cutoffs)] if comparison else [],
         "all_pairs": options.all_pairs,
         "options_query": options_query,
     }
@@ -157,12 +181,13 @@ def validation_dashboard(request: HttpRequest, project: Project) -> HttpResponse
         validation_request_refresh(project=project)
         result = validation_result_for(project)
     role = project_role(user=request.user, project=project)
+    include_partial = include_partial_from(request.GET)
     if options.is_default:
-        context = _validation_context(project, result, role) | {"on_request": False}
+        context = _validation_context(project, result, role, include_partial=include_partial) | {"on_request": False}
     else:
         started = time.perf_counter()
         data = validation_compute(project=project, options=options)
-        context = _validation_context(project, result, role, data) | {
+        context = _validation_context(project, result, role, data, include_partial=include_partial) | {
             "on_request": True, "seconds": time.perf_counter() - started}
     context |= options_context
     if partial:

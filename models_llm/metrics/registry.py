@@ -63,7 +63,9 @@ class Metric:
     `compute` takes the pairs and returns the value (None or nan where undefined); a metric combined from
     others names them in `requires` and gets their values in `combine` instead, and is undefined, with their
     reasons, when one of them is. `undefined` says why a value is missing ({n}: the number of pairs; {one_class}:
-    which gold class is missing). `draw` gives its value in each bootstrap draw; without one it has no interval."""
+    which gold class is missing). `draw` gives its value in each bootstrap draw; without one it has no interval.
+    `explain`: what it measures in one plain line, shown beside it; `higher_is_better` which way is better, for
+    the line and for picking the best judge of a row; `needs_non_relevant`: see below."""
 
     key: str
     label: str
@@ -74,6 +76,11 @@ class Metric:
     needs_negatives: bool = False  # undefined unless gold has non-relevant pairs as well as relevant ones
     draw: Callable[[Resampled], np.ndarray] | None = None
     decimals: int = 3
+    explain: str = ""
+    higher_is_better: bool = True
+    # Says little when nearly every gold pair is relevant (any judge calling all relevant looks precise, any ranking
+    # puts relevant pairs first), though it is defined: no judge is picked as best of it then.
+    needs_non_relevant: bool = False
 
 
 NO_GAIN = "no query has a gold pair of positive gain"
@@ -81,8 +88,10 @@ NO_RELEVANT = "no query has a relevant gold pair (all {n} are non-relevant)"
 
 
 def _at_cutoff(k: int) -> tuple[Metric, Metric]:
-    return (Metric(f"ndcg@{k}", f"nDCG@{k}", lambda s: mean_defined(s.ranking.ndcg_at[k]), undefined=NO_GAIN),
-            Metric(f"map@{k}", f"MAP@{k}", lambda s: mean_defined(s.ranking.ap_at[k]), undefined=NO_RELEVANT))
+    return (Metric(f"ndcg@{k}", f"nDCG@{k}", lambda s: mean_defined(s.ranking.ndcg_at[k]), undefined=NO_GAIN,
+                   explain=f"nDCG of each query's top {k} pairs by P; higher is better"),
+            Metric(f"map@{k}", f"MAP@{k}", lambda s: mean_defined(s.ranking.ap_at[k]), undefined=NO_RELEVANT,
+                   explain=f"MAP of each query's top {k} pairs by P; higher is better", needs_non_relevant=True))
 
 
 def _metrics(cutoffs: tuple[int, ...]) -> tuple[Metric, ...]:
@@ -90,35 +99,63 @@ def _metrics(cutoffs: tuple[int, ...]) -> tuple[Metric, ...]:
     # after info avg. `s` is the JudgedPairs, `d` a Resampled block of bootstrap draws.
     return (
         Metric("f1", "F1", lambda s: s.confusion.f1(), draw=lambda d: d.confusion.f1(),
-               undefined="no pair is relevant, neither in gold nor by the judge"),
+               undefined="no pair is relevant, neither in gold nor by the judge",
+               explain="balance of precision and recall of the judge's relevant calls; higher is better (1: perfect)"),
         Metric("precision", "precision", lambda s: s.confusion.precision(),
-               undefined="the judge calls none of the {n} pairs relevant"),
+               undefined="the judge calls none of the {n} pairs relevant",
+               explain="of the pairs the judge calls relevant, the share gold calls relevant; higher is better",
+               needs_non_relevant=True),
         Metric("recall", "recall", lambda s: s.confusion.recall(),
-               undefined="no gold pair is relevant (all {n} are non-relevant)"),
-        Metric("accuracy", "accuracy", lambda s: s.confusion.accuracy()),
+               undefined="no gold pair is relevant (all {n} are non-relevant)",
+               explain="of the pairs gold calls relevant, the share the judge calls relevant; higher is better"),
+        Metric("accuracy", "accuracy", lambda s: s.confusion.accuracy(),
+               explain="share of pairs where the judge's call matches gold; higher is better, but high whenever one "
+                       "class dominates", needs_non_relevant=True),
         Metric("kappa_vs_gold", "Cohen's kappa", lambda s: s.confusion.kappa(), draw=lambda d: d.confusion.kappa(),
-               needs_negatives=True, undefined="{one_class}; kappa would be 0 whatever the judge says"),
+               needs_negatives=True, undefined="{one_class}; kappa would be 0 whatever the judge says",
+               explain="agreement of the judge's calls with gold beyond chance (1: perfect, 0: chance); higher is "
+                       "better", needs_non_relevant=True),
         Metric("auroc", "AUROC", lambda s: roc_auc_score(s.relevant, s.data.p), draw=Resampled.auroc,
-               needs_negatives=True, undefined="{one_class}"),
-        Metric("brier", "Brier", lambda s: brier(s.data.p, s.relevant)),
-        Metric("ece", "ECE", lambda s: ece(s.data.p, s.relevant), draw=Resampled.ece),
-        Metric("ece_adaptive", "ECE (equal-count)", lambda s: ece_adaptive(s.data.p, s.relevant)),
+               needs_negatives=True, undefined="{one_class}",
+               explain="chance that a relevant pair gets a higher P than a non-relevant one (0.5: guessing, "
+                       "1: perfect); higher is better", needs_non_relevant=True),
+        Metric("brier", "Brier", lambda s: brier(s.data.p, s.relevant),
+               explain="mean squared gap between P and gold's 0 or 1; lower is better (0: perfect)",
+               higher_is_better=False),
+        Metric("ece", "ECE", lambda s: ece(s.data.p, s.relevant), draw=Resampled.ece,
+               explain="how far P is from the share actually relevant, over 10 equal-width bins of P; lower is "
+                       "better (0: P means what it says)", higher_is_better=False),
+        Metric("ece_adaptive", "ECE (equal-count)", lambda s: ece_adaptive(s.data.p, s.relevant),
+               explain="ECE over 10 bins holding equally many pairs; lower is better", higher_is_better=False),
         Metric("cal_avg", "cal avg", requires=("auroc", "ece", "brier"),
-               combine=lambda auroc, ece_, brier_: (auroc + (1 - ece_) + (1 - brier_)) / 3),
+               combine=lambda auroc, ece_, brier_: (auroc + (1 - ece_) + (1 - brier_)) / 3,
+               explain="mean of AUROC, 1 - ECE and 1 - Brier: calibration in one number; higher is better",
+               needs_non_relevant=True),
         Metric("ndcg", "nDCG", lambda s: mean_defined(s.ranking.ndcg), draw=lambda d: d.query_mean(d.stats.ndcg),
-               undefined=NO_GAIN),
+               undefined=NO_GAIN,
+               explain="each query's pairs ranked by P against gold's grades, the top weighing most (1: gold's own "
+                       "order); higher is better"),
         Metric("map", "MAP", lambda s: mean_defined(s.ranking.ap), draw=lambda d: d.query_mean(d.stats.ap),
-               undefined=NO_RELEVANT),
-        Metric("info_avg", "info avg", requires=("ndcg", "map"), combine=lambda ndcg, map_: (ndcg + map_) / 2),
+               undefined=NO_RELEVANT,
+               explain="mean average precision of the ranking by P: relevant pairs near the top; higher is better",
+               needs_non_relevant=True),
+        Metric("info_avg", "info avg", requires=("ndcg", "map"), combine=lambda ndcg, map_: (ndcg + map_) / 2,
+               explain="mean of nDCG and MAP: ranking quality in one number; higher is better", needs_non_relevant=True),
         *(metric for k in cutoffs for metric in _at_cutoff(k)),
         Metric("kendall_tau", "Kendall tau-b", lambda s: mean_defined(s.ranking.kendall_tau),
-               undefined="in every query P or the gold grade is constant (tau-b needs both to vary)"),
-        Metric("ndcg_tie_aware", "nDCG tie-aware", lambda s: mean_defined(s.ranking.ndcg_tie_aware), undefined=NO_GAIN),
-        Metric("map_tie_aware", "MAP tie-aware", lambda s: mean_defined(s.ranking.ap_tie_aware), undefined=NO_RELEVANT),
+               undefined="in every query P or the gold grade is constant (tau-b needs both to vary)",
+               explain="per-query rank correlation of P with the gold grade (-1 to 1); higher is better"),
+        Metric("ndcg_tie_aware", "nDCG tie-aware", lambda s: mean_defined(s.ranking.ndcg_tie_aware), undefined=NO_GAIN,
+               explain="nDCG averaged over every order of the pairs that share a P; higher is better"),
+        Metric("map_tie_aware", "MAP tie-aware", lambda s: mean_defined(s.ranking.ap_tie_aware), undefined=NO_RELEVANT,
+               explain="MAP averaged over every order of the pairs that share a P; higher is better",
+               needs_non_relevant=True),
         Metric("uncertainty_ap", "uncertainty AP",
                lambda s: average_precision_score(s.data.uncertain, 1.0 - s.data.confidence_used())
                if s.data.uncertain.any() else None,
-               undefined="needs at least one uncertain pair; none of the {n} is"),
+               undefined="needs at least one uncertain pair; none of the {n} is",
+               explain="how well the judge's low confidence finds the pairs experts disagreed on (average "
+                       "precision); higher is better"),
     )
 
 

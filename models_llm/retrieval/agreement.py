@@ -19,6 +19,15 @@ from scipy import stats
 from models_llm.metrics.bootstrap import percentile_interval, resampling_counts
 
 COEFFICIENTS = ("kendall_tau", "tau_ap", "spearman")
+# Each coefficient in one plain line, with the way that is better.
+COEFFICIENT_EXPLAIN = {
+    "kendall_tau": "how alike the two sources order the runs: 1 same order, 0 unrelated, -1 reversed",
+    "tau_ap": "Kendall's tau with swaps near the top weighing more; 1 is the same order",
+    "spearman": "correlation of the runs' positions under the two sources; 1 is the same order",
+}
+# Fewer systems cannot show agreement: any two systems are in the same or the opposite order, so a rank
+# correlation of two is +1 or -1 whatever the sources say.
+MIN_SYSTEMS = 3
 
 
 @dataclass(frozen=True)
@@ -124,7 +133,7 @@ def system_agreement(systems: Sequence[str], a: np.ndarray, b: np.ndarray, *, dr
     """Agreement of the system rankings by one measure under reference source a and source b.
 
     a, b: (len(systems), queries) per-query values, the same queries in the same columns. None with fewer than
-    two systems or no query defined for all. Intervals: percentile bootstrap, each draw resampling the queries
+    MIN_SYSTEMS systems or no query defined for all. Intervals: percentile bootstrap, each draw resampling the queries
     (the same draw for a and b) and recomputing the means and the coefficients.
     """
     a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
@@ -133,7 +142,7 @@ def system_agreement(systems: Sequence[str], a: np.ndarray, b: np.ndarray, *, dr
     defined = np.isfinite(a).all(axis=0) & np.isfinite(b).all(axis=0)
     a, b = a[:, defined], b[:, defined]
     n_systems, n_queries = a.shape
-    if n_systems < 2 or n_queries == 0:
+    if n_systems < MIN_SYSTEMS or n_queries == 0:
         return None
     mean_a, mean_b = a.mean(axis=1), b.mean(axis=1)
     point = _coefficients(mean_a[None], mean_b[None])

@@ -32,6 +32,18 @@ from models_llm.metrics.bootstrap import percentile_interval, resampling_counts
 
 MEASURES = ("nDCG@10", "nDCG@100", "AP", "P@10", "R@100", "judged@10")
 EXPECTED_MEASURES = ("nDCG@10", "nDCG@100", "P@10", "R@100")
+# How deep into each ranking a measure reads (None: all of it, as AP does).
+MEASURE_DEPTHS: dict[str, int | None] = {"nDCG@10": 10, "nDCG@100": 100, "AP": None, "P@10": 10, "R@100": 100,
+                                         "judged@10": 10}
+# Each measure in one plain line, with the way that is better.
+MEASURE_EXPLAIN = {
+    "nDCG@10": "the grades of the top 10, the top weighing most, against the best possible order; higher is better",
+    "nDCG@100": "the same over the top 100; higher is better",
+    "AP": "average precision over the whole ranking: relevant passages near the top; higher is better",
+    "P@10": "share of the top 10 that is relevant; higher is better",
+    "R@100": "share of the query's relevant passages found in the top 100; higher is better",
+    "judged@10": "share of the top 10 the source graded; below 1 the other numbers are lower bounds",
+}
 
 # The measures left to pytrec_eval, by trec_eval name. None looks below rank 100, so the run it gets stops there:
 # converting a 1,000-deep run is most of pytrec_eval's time. AP, which reads the whole list, is computed here.

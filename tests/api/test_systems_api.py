@@ -51,12 +51,18 @@ def test_viewers_and_admins_get_the_report_s_json(built, role):
 
 
 def test_every_source_by_default_and_the_measures_asked(built):
-    data = _client(built, Membership.Role.VIEWER).get(_url(built), {"measure": "AP"}).json()
+    client = _client(built, Membership.Role.VIEWER)
+    data = client.get(_url(built), {"measure": "AP", "include_partial": "true"}).json()
     assert [source["key"] for source in data["sources"]] == ["human", "judge:llm", "combined:llm", "expected:llm"]
     assert list(data["runs"]["bm25"]["human"]) == ["AP", "judged@10"]
     assert data["agreement_measure"] == "AP"
     # No AP under an expected source: its agreement with human is null.
     assert data["agreement"]["human|expected:llm"] is None
+    # The judge lacks some of the pool pairs the runs retrieve: by default its sources are left out, and say so.
+    default = client.get(_url(built), {"measure": "AP"}).json()
+    assert default["left_out"] == ["judge:llm", "combined:llm", "expected:llm"] and default["agreement"] == {}
+    assert default["coverage"]["human"] is None and default["coverage"]["judge:llm"]["partial"] is True
+    assert default["coverage"]["judge:llm"] == data["coverage"]["expected:llm"]
 
 
 def test_an_expert_is_refused_and_an_outsider_finds_no_project(built):
@@ -71,6 +77,7 @@ def test_an_expert_is_refused_and_an_outsider_finds_no_project(built):
     ({"qrels": "judge:nobody"}, 404, "no judge 'nobody'"),
     ({"qrels": "gold"}, 400, "qrels: 'human', 'judge:NAME'"),
     ({"measure": "MRR"}, 400, "unknown measure 'MRR'"),
+    ({"include_partial": "yes"}, 400, "include_partial: must be true or false"),
 ])
 def test_a_source_or_measure_the_project_lacks_is_refused_naming_it(built, params, status, message):
     # 400: not a source or measure the schema allows; 404: a judge the project lacks.

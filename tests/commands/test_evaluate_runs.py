@@ -11,7 +11,16 @@ from scipy import stats
 
 from labeling.models import Run
 from tests.factories import JudgeFactory, ProjectFactory, QueryFactory
-from tests.selectors.test_systems import RUN_NAMES, human_qrels, judge_qrels, systems_project, trec_per_query
+from tests.selectors.test_systems import (
+    JUDGE_P,
+    LABELS,
+    REFERENCE,
+    RUN_NAMES,
+    human_qrels,
+    judge_qrels,
+    systems_project,
+    trec_per_query,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -24,8 +33,9 @@ def _run(*args: str) -> str:
 
 def test_the_table_shows_each_run_under_each_source_with_its_interval_and_the_agreement():
     built = systems_project()
+    # The judge lacks some of the pool pairs the runs retrieve: it is compared only when asked to be.
     text = _run("--project", "systems", "--qrels", "human", "--qrels", "judge:llm", "--measure", "nDCG@10",
-                "--draws", "100")
+                "--draws", "100", "--include-partial")
     lines = text.splitlines()
     assert lines[0].startswith("Project systems: 4 runs under 2 qrels sources")
     block = lines[lines.index("nDCG@10") + 1:lines.index("nDCG@10") + 2 + len(RUN_NAMES)]
@@ -52,9 +62,34 @@ def test_the_table_shows_each_run_under_each_source_with_its_interval_and_the_ag
     assert " ".join(tokens[11:]) == f"{RUN_NAMES[moved]} {ranks['human'][moved]} -> {ranks['judge'][moved]}"
 
 
+def test_a_partial_judge_is_named_and_left_out_of_the_agreement_unless_included():
+    built = systems_project()
+    text = _run("--project", "systems", "--qrels", "human", "--qrels", "judge:llm", "--measure", "nDCG@10",
+                "--draws", "0")
+    # Pool pairs the runs retrieve in their top 10, and those of them the judge scored, counted in the test's data.
+    pool = set(REFERENCE) | set(LABELS) | set(JUDGE_P)
+    needed = {(q, d) for ranking in built.rankings.values() for q, docs in ranking.items() for d in docs[:10]} & pool
+    judged = needed & set(JUDGE_P)
+    assert (f"judge:llm: judge llm (its judge scored {len(judged)} of the {len(needed)} pool pairs the runs "
+            "retrieve in their top 10: partial)") in text
+    assert "Left out of the agreement as partial: judge:llm (--include-partial compares them all the same)." in text
+    assert not any(line.startswith("human|judge:llm") for line in text.splitlines())
+
+
+def test_two_runs_get_no_agreement():
+    systems_project()
+    Run.objects.filter(name__in=RUN_NAMES[2:]).delete()
+    text = _run("--project", "systems", "--qrels", "human", "--qrels", "judge:llm", "--draws", "0",
+                "--include-partial")
+    assert "No agreement: it needs 3 runs or more" in text
+    row = next(line for line in text.splitlines() if line.startswith("human|judge:llm"))
+    assert row.split()[1:] == ["-"] * 5
+
+
 def test_json_is_the_report_s_json_and_groups_break_it_down():
     systems_project()
-    data = json.loads(_run("--project", "systems", "--json", "--group-by", "intent", "--draws", "50"))
+    data = json.loads(_run("--project", "systems", "--json", "--group-by", "intent", "--draws", "50",
+                           "--include-partial"))
     assert set(data["runs"]) == set(RUN_NAMES)
     assert list(data["runs"]["bm25"]) == ["human", "judge:llm", "combined:llm", "expected:llm"]
     assert set(data["agreement"]) == {"human|judge:llm", "human|combined:llm", "human|expected:llm"}

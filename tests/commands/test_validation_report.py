@@ -7,7 +7,7 @@ from django.core.management import CommandError, call_command
 
 from labeling.services.bundle_import import bundle_import
 from tests.services.test_bundle_import import SAMPLE
-from tests.services.test_validation import synthetic_bundle
+from tests.services.test_validation import coverage_study, synthetic_bundle
 
 pytestmark = pytest.mark.django_db
 
@@ -81,3 +81,13 @@ def test_free_text_metadata_is_not_a_query_group():
     # Each ClimRetrieve query carries a long per-query definition in its metadata: not a grouping key.
     report = json.loads(run("--project", "cr", "--judge", "gpt4-ask-generic", "--json"))
     assert report["judge"]["group_kappa"] == {}
+
+
+def test_a_partial_judge_is_named_with_what_it_lacks():
+    project = coverage_study()
+    text = run("--project", project.slug, "--judge", "full", "--judge", "partial")
+    assert "partial: partial (60 %): judged under the current definition 60 of the 100 gold pairs." in text
+    assert "full: partial" not in text
+    data = json.loads(run("--project", project.slug, "--judge", "partial", "--json"))
+    assert data["judge"]["coverage"] == {"needed": 100, "covered": 60, "share": 0.6, "partial": True}
+    assert data["counts"]["non_relevant"] == 10

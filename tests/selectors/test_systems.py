@@ -203,7 +203,9 @@ def _means(built: Built, qrels: dict, measure: str, queries: list[str]) -> list[
 
 
 def test_agreement_of_human_with_each_source_is_scipy_s_on_the_means(built):
-    report = systems_report(project=built.project, sources=["human", "judge:llm", "combined:llm"], draws=300)
+    # The judge has not judged every pool pair the runs retrieve: compared all the same (include_partial).
+    report = systems_report(project=built.project, sources=["human", "judge:llm", "combined:llm"], draws=300,
+                            include_partial=True)
     assert list(report.agreement) == [("human", "judge:llm"), ("human", "combined:llm")]
     assert report.agreement_measures == ("nDCG@10", "AP")
     human = human_qrels()
@@ -219,7 +221,7 @@ def test_agreement_of_human_with_each_source_is_scipy_s_on_the_means(built):
 
 def test_without_human_grades_every_pair_of_sources_is_compared():
     built = systems_project(slug="judges-only", human=False)
-    report = systems_report(project=built.project, draws=0)
+    report = systems_report(project=built.project, draws=0, include_partial=True)
     assert list(report.agreement) == [("judge:llm", "expected:llm")]
     # Expected sources have no AP: only nDCG@10 is compared.
     assert report.agreement[("judge:llm", "expected:llm")]["AP"] is None
@@ -227,7 +229,8 @@ def test_without_human_grades_every_pair_of_sources_is_compared():
 
 
 def test_groups_by_a_metadata_key_have_their_own_means_and_agreement(built):
-    report = systems_report(project=built.project, sources=["human", "judge:llm"], group_by="intent", draws=100)
+    report = systems_report(project=built.project, sources=["human", "judge:llm"], group_by="intent", draws=100,
+                            include_partial=True)
     assert list(report.groups) == ["(none)", "action", "info"]
     members = {"info": ["q1", "q2"], "action": ["q3", "q4"], "(none)": ["q5"]}
     human, judge = human_qrels(), judge_qrels()
@@ -246,7 +249,8 @@ def test_groups_by_a_metadata_key_have_their_own_means_and_agreement(built):
 
 
 def test_json_is_the_issue_s_shape_with_intervals_and_groups_beside(built):
-    report = systems_report(project=built.project, sources=["human", "judge:llm"], group_by="intent", draws=100)
+    report = systems_report(project=built.project, sources=["human", "judge:llm"], group_by="intent", draws=100,
+                            include_partial=True)
     data = systems_report_json(report)
     measures = ["nDCG@10", "nDCG@100", "AP", "P@10", "R@100", "judged@10"]
     assert set(data["runs"]) == set(RUN_NAMES)
@@ -291,3 +295,85 @@ def test_a_project_without_runs_gets_a_report_without_runs():
     report = systems_report(project=built.project)
     assert report.runs == () and report.scores == {}
     assert Query.objects.filter(project=built.project).count() == len(QUERIES)
+
+
+# --- Coverage: a judge that scored part of what the report needs -------------------------------------------------
+
+COVERAGE_QUERIES = [f"c{i}" for i in range(10)]
+TOP_DOCS = [f"e{i}" for i in range(10)]
+DEEP_DOCS = ["e10", "e11"]
+
+
+def coverage_project(*, judged: int) -> Project:
+    """10 queries x 12 passages in the pool, each with a reference grade, and a pool pair of c0 that no run
+    retrieves. Four runs rank e0..e9 of every query in their own order, then e10 and e11 (ranks 11 and 12). The
+    judge scored the first `judged` of the 100 pairs in the runs' top 10 (by query, then passage), every pair at
+    ranks 11 and 12, and nothing else."""
+    rng = np.random.default_rng(5)
+    project = ProjectFactory(slug=f"coverage-{judged}")
+    judge = JudgeFactory(project=project, name="llm")
+    queries = {q: QueryFactory(project=project, external_id=q) for q in COVERAGE_QUERIES}
+    passages = {d: PassageFactory(project=project, external_id=d) for d in [*TOP_DOCS, *DEEP_DOCS, "unretrieved"]}
+    top = [(q, d) for q in COVERAGE_QUERIES for d in TOP_DOCS]
+    for index, (q, d) in enumerate([*top, *((q, d) for q in COVERAGE_QUERIES for d in DEEP_DOCS)]):
+        pair = PairFactory(project=project, query=queries[q], passage=passages[d],
+                           reference_grade=int(rng.integers(0, 3)))
+        if index < judged or d in DEEP_DOCS:
+            JudgmentFactory(pair=pair, judge=judge, p_relevant=float(rng.random()))
+    PairFactory(project=project, query=queries["c0"], passage=passages["unretrieved"], reference_grade=0)
+    for name in RUN_NAMES:
+        run = Run.objects.create(project=project, name=name, kind=Run.Kind.IMPORTED)
+        RunEntry.objects.bulk_create(
+            RunEntry(run=run, query=queries[q], passage=passages[d], rank=rank, score=100.0 - rank)
+            for q in COVERAGE_QUERIES
+            for rank, d in enumerate([*rng.permutation(TOP_DOCS), *DEEP_DOCS], 1)
+        )
+    return project
+
+
+def test_a_judge_that_scored_60_of_the_100_pairs_needed_is_partial_and_left_out_of_the_agreement():
+    project = coverage_project(judged=60)
+    asked = {"sources": ["human", "judge:llm"], "measures": ["nDCG@10"], "draws": 0}
+    report = systems_report(project=project, **asked)
+    # nDCG@10 and judged@10 read the top 10: the 100 pool pairs there are needed, ranks 11-12 and the pair no
+    # run retrieves are not.
+    assert report.depth == 10
+    coverage = report.coverage["judge:llm"]
+    assert (coverage.needed, coverage.covered, coverage.missing) == (100, 60, 40)
+    assert coverage.share == pytest.approx(0.6) and coverage.partial
+    assert report.coverage["human"] is None
+    assert report.left_out == ("judge:llm",) and report.agreement == {}
+    # Its scores are still reported: it is only kept out of the comparison.
+    assert report.scores["bm25"]["judge:llm"]["nDCG@10"].mean is not None
+
+    included = systems_report(project=project, include_partial=True, **asked)
+    assert included.left_out == () and list(included.agreement) == [("human", "judge:llm")]
+    assert included.agreement[("human", "judge:llm")]["nDCG@10"].n_systems == len(RUN_NAMES)
+    data = systems_report_json(included)
+    assert data["coverage"] == {"human": None, "judge:llm": {"needed": 100, "covered": 60, "share": 0.6,
+                                                             "partial": True}}
+    assert (data["depth"], data["include_partial"], data["left_out"]) == (10, True, [])
+    assert systems_report_json(report)["left_out"] == ["judge:llm"] and systems_report_json(report)["agreement"] == {}
+
+    # AP reads whole rankings: ranks 11 and 12 are needed too, and the judge scored all 20 of them.
+    whole = systems_report(project=project, sources=["human", "judge:llm"], draws=0)
+    assert whole.depth is None
+    assert (whole.coverage["judge:llm"].needed, whole.coverage["judge:llm"].covered) == (120, 80)
+
+
+def test_a_judge_that_scored_every_pair_needed_is_compared_without_asking():
+    report = systems_report(project=coverage_project(judged=100), sources=["human", "judge:llm", "expected:llm"],
+                            measures=["nDCG@10"], draws=0)
+    assert report.coverage["judge:llm"] == report.coverage["expected:llm"]
+    assert report.coverage["judge:llm"].share == 1.0 and not report.coverage["judge:llm"].partial
+    assert report.left_out == ()
+    assert list(report.agreement) == [("human", "judge:llm"), ("human", "expected:llm")]
+
+
+def test_agreement_needs_three_runs():
+    project = coverage_project(judged=100)
+    Run.objects.filter(project=project, name__in=RUN_NAMES[2:]).delete()
+    report = systems_report(project=project, sources=["human", "judge:llm"], measures=["nDCG@10"], draws=0)
+    # Two runs are in the same or the opposite order under any two sources: no tau of +1 or -1 is given.
+    assert report.runs == RUN_NAMES[:2]
+    assert report.agreement == {("human", "judge:llm"): {"nDCG@10": None}}

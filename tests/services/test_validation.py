@@ -11,9 +11,10 @@ from django.db import OperationalError
 from django.utils import timezone
 from sklearn.metrics import cohen_kappa_score, f1_score
 
-from labeling.models import Judge, JudgeCalibration, ValidationResult
+from labeling.models import Judge, JudgeCalibration, Project, ValidationResult
 from labeling.selectors.definition_metrics import judge_metrics_by_definition
 from labeling.selectors.export import export_source_parse, pair_records, qrels_rows
+from labeling.selectors.validation import ReportOptions
 from labeling.services import validation as validation_module
 from labeling.services.bundle_import import bundle_import
 from labeling.services.validation import (
@@ -23,7 +24,8 @@ from labeling.services.validation import (
     validation_refresh,
     validation_request_refresh,
 )
-from tests.factories import JudgeFactory
+from models_llm.metrics import metric_table
+from tests.factories import JudgeFactory, JudgmentFactory, PairFactory, ProjectFactory, QueryFactory
 from tests.services.test_bundle_import import SAMPLE, jsonl, write_bundle
 
 pytestmark = pytest.mark.django_db
@@ -250,3 +252,61 @@ def test_the_task_retries_a_database_that_is_briefly_gone_and_counts_the_attempt
     result = ValidationResult.objects.get(project=project)
     assert (result.status, result.attempts, result.error) == ("done", 2, "") and not result.is_stale
     assert result.started_at <= result.computed_at <= result.finished_at
+
+
+def coverage_study(*, non_relevant: int = 10, ungraded: int = 20) -> Project:
+    """100 gold pairs over 10 queries (pair i of query i % 10), the first `non_relevant` graded 0 and the others
+    2, and `ungraded` pool pairs nobody graded. Judges "full" and "rough" scored all 100 gold pairs, "full" erring
+    on five relevant ones (P 0.3), "rough" on twenty and less sure; judge "partial" scored only the 60 with
+    i % 10 < 6, every one right (P 0.9 or 0.1)."""
+    project = ProjectFactory(slug=f"coverage-{non_relevant}")
+    queries = [QueryFactory(project=project, external_id=f"q{i}") for i in range(10)]
+    full = JudgeFactory(project=project, name="full")
+    partial = JudgeFactory(project=project, name="partial")
+    rough = JudgeFactory(project=project, name="rough")
+    for i in range(100):
+        relevant = i >= non_relevant
+        pair = PairFactory(project=project, query=queries[i % 10], reference_grade=2 if relevant else 0)
+        JudgmentFactory(pair=pair, judge=full, p_relevant=(0.3 if i in range(50, 55) else 0.7) if relevant else 0.4)
+        JudgmentFactory(pair=pair, judge=rough, p_relevant=(0.35 if i in range(50, 70) else 0.55) if relevant else 0.45)
+        if i % 10 < 6:
+            JudgmentFactory(pair=pair, judge=partial, p_relevant=0.9 if relevant else 0.1)
+    for i in range(ungraded):
+        PairFactory(project=project, query=queries[i % 10])
+    return project
+
+
+def test_a_judge_that_scored_60_of_the_100_gold_pairs_is_partial_and_ranked_only_when_included():
+    project = coverage_study()
+    report = validation_compute(project=project, bootstrap_draws=0)
+    assert report["counts"]["non_relevant"] == 10 and report["counts"]["gold"] == 100
+    full, partial, rough = report["judges"]
+    assert full["coverage"] == rough["coverage"] == {"needed": 100, "covered": 100, "share": 1.0, "partial": False}
+    assert partial["coverage"] == {"needed": 100, "covered": 60, "share": 0.6, "partial": True}
+    # AUROC by hand: the share of (relevant, non-relevant) pairs a judge orders right. On its 60 pairs the partial
+    # judge is perfect, and would be the best of every line if it were ranked.
+    assert (partial["auroc"], full["auroc"], rough["auroc"]) == (
+        1.0, pytest.approx(1 - 5 * 10 / (90 * 10)), pytest.approx(1 - 20 * 10 / (90 * 10)))
+    # Brier by hand (mean squared gap to 0 or 1) is better lower.
+    assert full["brier"] == pytest.approx((85 * 0.3**2 + 5 * 0.7**2 + 10 * 0.4**2) / 100)
+    assert rough["brier"] == pytest.approx((70 * 0.45**2 + 20 * 0.65**2 + 10 * 0.45**2) / 100)
+    assert partial["brier"] == pytest.approx(0.1**2)
+    ranked = [True, False, True]
+    lines = {line.label: line for line in metric_table(report["judges"], ranked=ranked)}
+    assert [cell.best for cell in lines["AUROC"].cells] == [True, False, False]
+    assert [cell.best for cell in lines["Brier"].cells] == [True, False, False]
+    assert not any(cell.best for cell in lines["pairs evaluated"].cells)  # a count has no better way
+    included = {line.label: line for line in metric_table(report["judges"], ranked=[True, True, True])}
+    assert [cell.best for cell in included["AUROC"].cells] == [False, True, False]
+    assert [cell.best for cell in included["Brier"].cells] == [False, True, False]
+    # A best of one says nothing: with one judge ranked, no line marks it.
+    alone = metric_table(report["judges"], ranked=[True, False, False])
+    assert not any(cell.best for line in alone for cell in line.cells)
+    # With few non-relevant gold pairs precision, AUROC and MAP pick no best; Brier, which needs none, still does.
+    few = {line.label: line for line in metric_table(report["judges"], ranked=ranked, few_non_relevant=True)}
+    assert not any(cell.best for label in ("precision", "AUROC", "MAP") for cell in few[label].cells)
+    assert [cell.best for cell in few["Brier"].cells] == [True, False, False]
+    # With the unjudged pool pairs counted as irrelevant, the report needs them too.
+    all_pairs = validation_compute(project=project, bootstrap_draws=0, options=ReportOptions(all_pairs=True))
+    assert [section["coverage"]["needed"] for section in all_pairs["judges"]] == [120, 120, 120]
+    assert all_pairs["counts"]["non_relevant"] == 30

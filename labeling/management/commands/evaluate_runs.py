@@ -1,5 +1,6 @@
-"""`manage.py evaluate_runs --project SLUG [--qrels SOURCE ...] [--measure M ...] [--group-by KEY] [--json]`: every
-run of a project under each qrels source, and how far the sources agree on the ranking of the runs."""
+"""`manage.py evaluate_runs --project SLUG [--qrels SOURCE ...] [--measure M ...] [--group-by KEY] [--include-partial]
+[--json]`: every run of a project under each qrels source, and how far the sources agree on the ranking of the
+runs (partial sources only with --include-partial)."""
 import json
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
@@ -15,6 +16,7 @@ from labeling.selectors.systems import (
     systems_report,
     systems_report_json,
 )
+from models_llm.retrieval.agreement import MIN_SYSTEMS
 from models_llm.retrieval.evaluation import MEASURES
 
 # The coefficients of a row of the agreement table, in the order they are printed.
@@ -52,16 +54,19 @@ class Command(BaseCommand):
                             help="query metadata key to break the results down by (KEY1,KEY2 crosses two)")
         parser.add_argument("--draws", type=int, default=DRAWS, help="bootstrap draws for the intervals")
         parser.add_argument("--seed", type=int, default=0, help="seed of the bootstrap draws")
+        parser.add_argument("--include-partial", dest="include_partial", action="store_true",
+                            help="compare the sources of a judge that lacks some of the pool pairs the runs retrieve "
+                                 "too (left out of the agreement by default)")
         parser.add_argument("--json", dest="as_json", action="store_true", help="print JSON instead of tables")
 
     def handle(self, *args, project: str, qrels: list[str] | None, measure: list[str] | None, group_by: str | None,
-               draws: int, seed: int, as_json: bool, **options) -> None:
+               draws: int, seed: int, include_partial: bool, as_json: bool, **options) -> None:
         found = command_project(project)
         if draws < 0:
             raise CommandError("--draws must be 0 or more")
         try:
             report = systems_report(project=found, sources=qrels, measures=measure, group_by=group_by, draws=draws,
-                                    seed=seed)
+                                    seed=seed, include_partial=include_partial)
         except SystemsError as exc:
             raise CommandError(str(exc)) from None
         if not report.runs:
@@ -84,8 +89,19 @@ class Command(BaseCommand):
             f"Project {report.project}: {len(report.runs)} runs under {len(report.sources)} qrels sources; "
             f"means over queries with [{level} bootstrap interval, {report.draws} draws]."
         )
+        depth = "rankings" if report.depth is None else f"top {report.depth}"
         for source in report.sources:
-            self.stdout.write(f"  {source.key}: {source.label}")
+            coverage = report.coverage.get(source.key)
+            scored = "" if coverage is None or not coverage.needed else (
+                f" (its judge scored {coverage.covered:,} of the {coverage.needed:,} pool pairs the runs retrieve in "
+                f"their {depth}{': partial' if coverage.partial else ''})")
+            self.stdout.write(f"  {source.key}: {source.label}{scored}")
+        if report.left_out:
+            self.stdout.write(f"Left out of the agreement as partial: {', '.join(report.left_out)} "
+                              "(--include-partial compares them all the same).")
+        if len(report.runs) < MIN_SYSTEMS:
+            self.stdout.write(f"No agreement: it needs {MIN_SYSTEMS} runs or more (a rank correlation of two runs is "
+                              "+1 or -1 whatever the sources say).")
         self._table(report, report.overall)
         self.stdout.write("")
         self.stdout.write("Share of each run's entries graded by the source")

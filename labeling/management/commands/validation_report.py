@@ -5,6 +5,7 @@ import json
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from labeling.management.lookup import command_judge, command_project
+from labeling.selectors.coverage import Coverage
 from labeling.selectors.validation import ReportOptionsError, report_for_judges, report_options
 from labeling.services.validation import BOOTSTRAP_DRAWS, validation_compute
 from models_llm.metrics import MetricRow, human_rows, metric_table
@@ -70,6 +71,11 @@ class Command(BaseCommand):
                               "the pairs it did not judge rank below them.")
         if options["unit_key"]:
             self.stdout.write(f"Ranking units: query x {options['unit_key']} ({options['n_units']:,} units).")
+        for section in judges:
+            coverage = Coverage.from_json(section["coverage"])
+            if coverage.partial:
+                self.stdout.write(f"{section['name']}: partial ({coverage.percent} %): judged under the current "
+                                  f"definition {coverage.covered:,} of the {coverage.needed:,} gold pairs.")
         self.stdout.write("".ljust(width) + "".join(s["name"].ljust(w) for s, w in zip(judges, col_width)))
         for label, cells in table:
             self.stdout.write(label.ljust(width) + "".join(c.ljust(w) for c, w in zip(cells, col_width)))

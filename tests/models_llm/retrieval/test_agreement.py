@@ -104,6 +104,8 @@ def test_undefined_queries_and_too_few_systems():
     assert np.isnan(constant.kendall_tau) and np.isnan(constant.spearman)
     assert system_agreement(["x"], a[:1], b[:1]) is None
     assert system_agreement(["x", "y"], a[:2, 1:2], b[:2, 1:2]) is None
+    # Two systems with every query defined: a rank correlation of two is +1 or -1 whatever the sources say.
+    assert system_agreement(["x", "y"], a[:2, [0, 2]], b[:2, [0, 2]]) is None
     with pytest.raises(ValueError):
         system_agreement(["x", "y"], a, b)
 

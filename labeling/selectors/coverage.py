@@ -1,0 +1,106 @@
+"""How much of what a report needs a judge has scored: the share of the report's pairs (the validation's gold
+pairs, the pool pairs the runs retrieve to the depth the systems report reads, the pool an export writes) that
+the judge has an ok judgment for under their query's current definition. A judge below 100 % is partial: the
+reports mark it and leave it out of their rankings unless the reader includes it (INCLUDE_PARTIAL)."""
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from labeling.models import Judge, Pair, Project
+from labeling.selectors.definitions import pairs_judged_under_current_definition
+from labeling.selectors.streams import CHUNK
+from labeling.selectors.validation import TRUE_FLAGS
+
+# The query parameter (pages and API) that ranks partial judges too.
+INCLUDE_PARTIAL = "include_partial"
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """`covered` of the `needed` pairs have an ok judgment of the judge under their current definition."""
+
+    needed: int
+    covered: int
+
+    @property
+    def share(self) -> float | None:
+        """covered / needed; None when the report needs no pair (nothing to be partial about)."""
+        return self.covered / self.needed if self.needed else None
+
+    @property
+    def missing(self) -> int:
+        return self.needed - self.covered
+
+    @property
+    def partial(self) -> bool:
+        return self.covered < self.needed
+
+    @property
+    def percent(self) -> str:
+        """The share as a whole percent rounded down, so that a judge missing one pair of thousands never reads
+        as 100; "< 1" for a share that rounds down to 0 but is not ("" when nothing is needed)."""
+        if self.share is None:
+            return ""
+        percent = math.floor(self.share * 100)
+        return "< 1" if percent == 0 and self.covered else str(percent)
+
+    def as_json(self) -> dict:
+        return {"needed": self.needed, "covered": self.covered, "share": self.share, "partial": self.partial}
+
+    @classmethod
+    def from_json(cls, data: Mapping) -> Coverage:
+        return cls(needed=int(data["needed"]), covered=int(data["covered"]))
+
+
+def judged_pair_ids(judge: Judge) -> np.ndarray:
+    """The sorted ids of the pairs the judge has an ok judgment of under their current definition."""
+    rows = pairs_judged_under_current_definition(judge=judge).iterator(chunk_size=CHUNK)
+    return np.unique(np.fromiter(rows, dtype=np.int64))
+
+
+def coverage_of(*, judge: Judge, needed: np.ndarray) -> Coverage:
+    """The judge's coverage of the pairs whose ids are `needed` (each once)."""
+    needed = np.asarray(needed, dtype=np.int64)
+    if not needed.size:
+        return Coverage(needed=0, covered=0)
+    return Coverage(needed=int(needed.size), covered=int(np.isin(needed, judged_pair_ids(judge)).sum()))
+
+
+def pool_pairs_retrieved(*, project: Project, tops: Sequence[np.ndarray]) -> np.ndarray:
+    """The ids of the pool pairs that any of `tops` retrieves: the runs' (query id, passage id) rows cut to the
+    depth a systems report reads (labeling.selectors.runs.run_top_ids), what its judges need to have scored."""
+    if not tops:
+        return np.zeros(0, np.int64)
+    rows = Pair.objects.filter(project=project).order_by("id").values_list("id", "query_id", "passage_id")
+    pool = np.array(list(rows.iterator(chunk_size=CHUNK)), dtype=np.int64).reshape(-1, 3)
+    if not len(pool):
+        return pool[:, 0]
+    # A pair as one integer: query id x (largest passage id + 1) + passage id.
+    base = int(max([pool[:, 2].max(), *(top[:, 1].max() for top in tops if len(top))])) + 1
+    keys = pool[:, 1] * base + pool[:, 2]
+    hit = np.zeros(len(pool), bool)
+    for top in tops:
+        hit |= np.isin(keys, top[:, 0] * base + top[:, 1])
+    return pool[hit, 0]
+
+
+def pool_coverage(*, project: Project, judges: Iterable[Judge]) -> list[tuple[Judge, Coverage]]:
+    """Each of `judges` with its coverage of the whole pool, what an export from the judge writes: a count per
+    judge in the database, nothing read into memory."""
+    pool = project.pairs.count()
+    return [(judge, Coverage(needed=pool, covered=pairs_judged_under_current_definition(judge=judge).count()))
+            for judge in judges]
+
+
+def is_ranked(coverage: Coverage | None, *, include_partial: bool) -> bool:
+    """Whether a report ranks a source of this coverage (None: not a judge's, always ranked)."""
+    return coverage is None or include_partial or not coverage.partial
+
+
+def include_partial_from(params: Mapping[str, str]) -> bool:
+    """Whether a page's query string asks to rank partial judges too (`include_partial=true`)."""
+    return params.get(INCLUDE_PARTIAL, "").lower() in TRUE_FLAGS
