@@ -398,6 +398,9 @@ VALIDATION_REFRESH_MIN_SECONDS = env_int("VALIDATION_REFRESH_MIN_SECONDS", 30)
 # Pairs of one query per scoring task: big enough to reuse the query's prompt prefix, small enough that a
 # killed worker loses little and progress moves.
 SCORING_CHUNK_PAIRS = env_int("SCORING_CHUNK_PAIRS", 32)
+# ...or fewer for a judge whose measured speed would make a chunk take longer than this many seconds: jobs share the
+# workers chunk by chunk, so chunks of similar length share them by time.
+SCORING_CHUNK_SECONDS = env_float("SCORING_CHUNK_SECONDS", 30.0)
 # Pairs a chunk scores between two writes: what a killed worker can lose, and how often a chunk shows it lives.
 SCORING_WRITE_PAIRS = env_int("SCORING_WRITE_PAIRS", 8)
 # A chunk whose worker shows no sign of life for this long is taken back by the sweep and queued again...

@@ -83,3 +83,13 @@ def test_a_fine_tuning_estimate_comes_from_past_trainings_of_the_base_model_or_a
         with pytest.raises(FinetuneJobError, match="no CUDA device to time the training on cuda"):
             finetune_estimate(project=project, training_set=training_set, teacher=teacher, base_model=base_folder(),
                               hyperparameters=settings, device="cuda")
+
+
+def test_a_slow_judge_gets_chunks_that_take_about_scoring_chunk_seconds(settings):
+    from labeling.selectors.throughput import Throughput
+    from labeling.services.scoring import chunk_size_for
+
+    settings.SCORING_CHUNK_PAIRS, settings.SCORING_CHUNK_SECONDS = 32, 30.0
+    speed = lambda per_s: Throughput(per_s=per_s, items=10, device="cpu", basis="measured")  # noqa: E731
+    assert [chunk_size_for(None), chunk_size_for(speed(100.0)), chunk_size_for(speed(0.5)),
+            chunk_size_for(speed(0.01))] == [32, 32, 15, 1]

@@ -94,6 +94,15 @@ TIER_GOLD, TIER_RUNS_TOP, TIER_REST = 0, 1, 2
 RUNS_TOP_DEPTH = 10
 
 
+def chunk_size_for(throughput: Throughput | None) -> int:
+    """Pairs per chunk: SCORING_CHUNK_PAIRS, or fewer for a slow judge, so that a chunk takes about
+    SCORING_CHUNK_SECONDS at its measured speed. Jobs share the workers chunk by chunk (scoring_dispatch.py): chunks of
+    similar length share them by time, and a slow judge's job does not hold a worker for minutes at each turn."""
+    if throughput is None:
+        return settings.SCORING_CHUNK_PAIRS
+    return max(1, min(settings.SCORING_CHUNK_PAIRS, int(throughput.per_s * settings.SCORING_CHUNK_SECONDS)))
+
+
 def scoring_tiers(*, project: Project, pair_ids: Sequence[int]) -> dict[int, int]:
     """Pair id -> its tier (TIER_GOLD or TIER_RUNS_TOP) for the pairs that are not simply the rest of the pool."""
     wanted = set(pair_ids)
@@ -158,7 +167,7 @@ def scoring_job_create(
         judge_check(judge)
     except JudgeConfigError as exc:
         raise ScoringError(str(exc)) from None
-    size = chunk_pairs or settings.SCORING_CHUNK_PAIRS
+    size = chunk_pairs or chunk_size_for(judge_throughput(judge))
     rows = _pairs_in_scope(project=project, judge=judge, scope=scope, pair_ids=pair_ids)
     job = ScoringJob.objects.create(project=project, judge=judge, scope=scope, total=len(rows), requested_by=user,
                                     priority=priority)

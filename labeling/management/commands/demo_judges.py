@@ -15,6 +15,7 @@ from labeling.services.projects import queue_judge_default
 from labeling.services.scoring import (
     RUNS_TOP_DEPTH,
     ScoringError,
+    chunk_size_for,
     missing_pair_ids,
     scoring_job_estimate,
     scoring_job_start,
@@ -25,6 +26,8 @@ from models_llm.bundled import BundledModelError, minilm_folder, smollm2_folder
 QUEUE_JUDGE = "smollm2-tok"
 # A judge that would take longer than this to score every pair here scores what the pages need first (30 min).
 FULL_LIMIT_S = 1800.0
+# A job done within FAST_S seconds here gets FAST_PRIORITY times a slow one's share of the bulk worker.
+FAST_S, FAST_PRIORITY = 600.0, 4
 
 
 class Command(BaseCommand):
@@ -55,15 +58,26 @@ class Command(BaseCommand):
                 f"The rest: manage.py score --project {project.slug} --judge {judge.name}")
             if not needed:
                 return
-            job, created = scoring_job_start(project=project, judge=judge, scope="selection", pair_ids=needed)
+            job, created = scoring_job_start(project=project, judge=judge, scope="selection", pair_ids=needed,
+                                             chunk_pairs=chunk_size_for(estimate.throughput),
+                                             priority=self._priority(estimate, len(needed)))
         else:
-            job, created = scoring_job_start(project=project, judge=judge)
+            job, created = scoring_job_start(project=project, judge=judge,
+                                             chunk_pairs=chunk_size_for(estimate.throughput),
+                                             priority=self._priority(estimate, pairs))
         if created:
             self.stdout.write(f"{judge.name}: job {job.id} queued for {job.total:,} pairs"
                               + (f" (about {duration_text(estimate.throughput.seconds(job.total))} here)."
                                  if estimate.throughput else "."))
         else:
             self.stdout.write(f"{judge.name}: job {job.id} resumed (its unfinished chunks queued again).")
+
+    @staticmethod
+    def _priority(estimate, pairs: int) -> int:
+        """A job done within FAST_S here goes first (the pages wait for it, not for the slow judge beside it)."""
+        if estimate.throughput is not None and estimate.throughput.seconds(pairs) <= FAST_S:
+            return FAST_PRIORITY
+        return 1
 
     def handle(self, *args, project: str, full_limit: float, **options) -> None:
         found = command_project(project)
