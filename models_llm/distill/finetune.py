@@ -19,7 +19,6 @@ from peft import LoraConfig, PeftModel, get_peft_model
 from transformers import (
     AutoModelForCausalLM,
     AutoTokenizer,
-    Trainer,
     TrainerCallback,
     TrainerControl,
     TrainerState,
@@ -27,6 +26,7 @@ from transformers import (
     set_seed,
 )
 
+from models_llm.distill.answer_loss import AnswerLossTrainer, answer_loss, head_trims
 from models_llm.distill.chat import IGNORE, ChatExample, DistillFormatError, EncodedExample, encode
 
 
@@ -330,8 +330,8 @@ def _finetune(base_folder, examples, work_dir, adapter_dir, settings, device, re
     )
     start_step = _checkpoint_step(resume_from) if resume_from else 0
     report = _Report(on_progress, on_checkpoint, settings.micro_batch, accumulation, start_step, stop_after_s)
-    trainer = Trainer(model=model, args=args, train_dataset=_Examples(encoded), data_collator=_Collator(pad_id),
-                      callbacks=[report])
+    trainer = AnswerLossTrainer(model=model, args=args, train_dataset=_Examples(encoded),
+                                data_collator=_Collator(pad_id), callbacks=[report])
     started = time.monotonic()
     output = trainer.train(resume_from_checkpoint=resume_from)
     if report.stopped:
@@ -382,7 +382,7 @@ def training_probe(base_folder: str, examples: Sequence[ChatExample], settings: 
     needed = settings.micro_batch * (micro_batches + 1)
     chosen = [examples[i % len(examples)] for i in range(needed)]
     encoded = encode_all(tokenizer, chosen, settings.max_length)
-    collate = _Collator(pad_id)
+    collate, trims = _Collator(pad_id), head_trims(model)
     target = torch.device(device if device.startswith("cuda") and torch.cuda.is_available() else "cpu")
     model.to(target)
     seconds = 0.0
@@ -391,7 +391,7 @@ def training_probe(base_folder: str, examples: Sequence[ChatExample], settings: 
         batch = {key: value.to(target) for key, value in collate(
             [{"input_ids": list(row.input_ids), "labels": list(row.labels)} for row in rows]).items()}
         started = time.monotonic()
-        model(**batch).loss.backward()
+        (answer_loss(model, batch) if trims else model(**batch).loss).backward()  # as the training does
         if target.type == "cuda":
             torch.cuda.synchronize()
         if index:

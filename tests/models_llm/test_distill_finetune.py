@@ -1,15 +1,18 @@
-"""The fine-tuning core without Django's job: chat examples encoded with the loss on the answer only, Tok on a
-prepared prompt equal to the hf backend's Tok on the same pair, a time budget that ends training with an adapter,
+"""The fine-tuning core without Django's job: chat examples encoded with the loss on the answer only, that loss
+computed with the head on the answer's positions only equal to the model's own, Tok on a prepared prompt equal to
+the hf backend's Tok on the same pair, a time budget that ends training with an adapter,
 and DIRAS's settings refused where they make no sense."""
 import pytest
+import torch
 from django.conf import settings
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from models_llm.backends.hf import HFScorer
 from models_llm.bundled import smollm2_folder
+from models_llm.distill.answer_loss import answer_loss
 from models_llm.distill.chat import IGNORE, ChatExample, pair_example, teacher_answer
 from models_llm.distill.evaluation import agreement, tok_probabilities
-from models_llm.distill.finetune import FinetuneError, LoraSettings, finetune
+from models_llm.distill.finetune import FinetuneError, LoraSettings, _Collator, encode_all, finetune, load_student_base
 from models_llm.types import JudgeConfig, PairInput
 
 PAIRS = [
@@ -54,6 +57,37 @@ def test_a_time_budget_ends_training_after_one_step_with_an_adapter(base, tmp_pa
                       adapter_dir=str(tmp_path / "a"), stop_after_s=0.001,
                       settings=LoraSettings(r=4, batch_size=2, micro_batch=2, max_steps=50, save_steps=100))
     assert result.steps == 1 and (tmp_path / "a" / "adapter_config.json").is_file()
+
+
+
+def test_the_loss_with_the_head_on_answer_positions_only_is_the_models_own_loss(base):
+    """The head runs on the positions that predict an answer token only, yet the loss and the LoRA gradients are
+    those of the model's own loss over the whole padded batch."""
+    model, tokenizer, _ = load_student_base(base, LoraSettings(r=4, dropout=0.0), "cpu")
+    examples = [ChatExample(system="S", user="Is it about bananas? The banana harvest doubled this year.",
+                            answer=teacher_answer(0.9)),
+                ChatExample(system="S", user="U", answer=teacher_answer(0.2))]  # short: padded in the batch
+    batch = _Collator(tokenizer.pad_token_id)([{"input_ids": list(e.input_ids), "labels": list(e.labels)}
+                                               for e in encode_all(tokenizer, examples, 512)])
+
+    def loss_and_gradients(loss_of):
+        model.zero_grad()
+        loss = loss_of()
+        loss.backward()
+        return loss.item(), [p.grad.clone() for p in model.parameters() if p.grad is not None]
+
+    rows = []
+    hook = model.get_output_embeddings().register_forward_hook(lambda _m, args, _o: rows.append(args[0].shape[1]))
+    trimmed, trimmed_grads = loss_and_gradients(lambda: answer_loss(model, batch))
+    hook.remove()
+    full, full_grads = loss_and_gradients(lambda: model(**batch).loss)
+    assert trimmed == pytest.approx(full, rel=1e-5)
+    assert len(trimmed_grads) == len(full_grads) > 0
+    for mine, reference in zip(trimmed_grads, full_grads):
+        assert torch.allclose(mine, reference, rtol=1e-4, atol=1e-7)
+    # Position i predicts token i + 1: the head ran where either row's next token is an answer token.
+    predicting = {i - 1 for row in batch["labels"].tolist() for i, label in enumerate(row) if label != IGNORE}
+    assert rows == [len(predicting)] and len(predicting) < batch["input_ids"].shape[1]
 
 
 @pytest.mark.parametrize("values, message", [
