@@ -49,11 +49,12 @@ def test_a_project_with_runs_shows_its_leaderboard_and_pools_from_runs(browser, 
     assert [page.locator(f"#runs tr[data-run='{name}']").count() for name in RUNS] == [1, 1, 1]
     human = page.locator("table[data-leaderboard='human']")
     assert human.locator("tbody tr").count() == 3
-    # gpt35 judged 578 of the sample's 595 pairs, all of which the runs retrieve. It is marked, its board is not
-    # ranked, and it is left out of the agreement and the plots until it is included.
+    # gpt35 judged 578 of the sample's 595 pairs, all of which the runs retrieve; 74 of the 76 in their top 10,
+    # which nDCG@10 (the measure the board is ordered by) reads. It is marked, its board is not ranked, and it is
+    # left out of the agreement and the plots until it is included.
     mark = page.locator("table[data-leaderboard='judge:gpt35-ask-generic'] caption [data-partial]")
     assert mark.is_visible() and mark.inner_text() == "partial (97\u00a0%)"
-    assert "578 of the 595 pool pairs the runs retrieve in their rankings; 17 missing" in mark.get_attribute("title")
+    assert "74 of the 76 pool pairs the runs retrieve in their top 10; 2 missing" in mark.get_attribute("title")
     assert page.locator("table[data-leaderboard='judge:gpt4-ask-generic'] [data-partial]").count() == 0
     assert page.locator("[data-left-out]").is_visible()
     assert page.locator("#agreement tbody tr").count() == 6  # human vs each of the 3 complete judges, nDCG@10 and AP

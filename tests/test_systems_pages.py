@@ -16,13 +16,13 @@ from django.urls import reverse
 from scipy import stats
 
 from labeling.charts import scatter_chart
-from labeling.models import Pair, PairSource, Passage, Project, RetrievalJob, Run, RunEntry
+from labeling.models import Judgment, Pair, PairSource, Passage, Project, RetrievalJob, Run, RunEntry
 from labeling.services.bundle_import import bundle_import
 from labeling.services.retrieval import retrieval_create, retrieval_run
 from tests.factories import PassageFactory, UserFactory
 from tests.html_audit import audit_html
 from tests.scoring_fixtures import SAMPLE
-from tests.selectors.test_systems import RUN_NAMES, coverage_project
+from tests.selectors.test_systems import DEEP_DOCS, RUN_NAMES, coverage_project
 from tests.test_xss import ESCAPED, PAYLOAD, RAW
 from tests.url_matrix import ADMIN, EXPERT, VIEWER, build_world
 
@@ -353,8 +353,8 @@ def test_a_partial_judge_is_marked_on_its_leaderboard_and_left_out_until_include
     url = reverse("labeling:systems", args=[project.slug])
     html = client.get(url).content.decode()
     caption = re.search(r'data-leaderboard="judge:llm">\s*<caption>(.*?)</caption>', html, re.DOTALL).group(1)
-    # The default measures read whole rankings: 60 of the top-10 pairs and all 20 at ranks 11-12, of 120.
-    assert 'data-partial="66"' in caption and "80 of the 120 pool pairs the runs retrieve in their rankings" in caption
+    # The board is ordered by nDCG@10, which reads the top 10: 60 of its 100 pairs.
+    assert 'data-partial="60"' in caption and "60 of the 100 pool pairs the runs retrieve in their top 10" in caption
     assert "data-not-ranked" in caption
     # Not ranked: its runs stay in name order; the human board is ordered by nDCG@10.
     assert list(_cells(html, "judge:llm")) == sorted(RUN_NAMES)
@@ -365,3 +365,25 @@ def test_a_partial_judge_is_marked_on_its_leaderboard_and_left_out_until_include
     means = [float(cells[1].split()[0]) for cells in _cells(included, "judge:llm").values()]
     assert means == sorted(means, reverse=True)
     assert list(_cells(included, "judge:llm")) != sorted(RUN_NAMES)  # so the name order above was not by chance
+
+
+def test_a_judge_that_scored_the_top_10_is_ranked_on_ndcg_10_and_marked_on_the_measures_that_read_deeper(client):
+    """What `make demo` shows while a judge scores the rest of the pool: the runs' top 10 scored first, the board
+    is ordered and compared on nDCG@10, and AP, nDCG@100 and R@100 carry the mark with their own coverage."""
+    project = coverage_project(judged=100)
+    Judgment.objects.filter(judge__project=project, pair__passage__external_id__in=DEEP_DOCS).delete()
+    viewer = UserFactory()
+    project.memberships.create(user=viewer, role=VIEWER)
+    client.force_login(viewer)
+    html = client.get(reverse("labeling:systems", args=[project.slug])).content.decode()
+    caption = re.search(r'data-leaderboard="judge:llm">\s*<caption>(.*?)</caption>', html, re.DOTALL).group(1)
+    assert "data-partial" not in caption and "data-not-ranked" not in caption
+    board = re.search(r'data-leaderboard="judge:llm">(.*?)</table>', html, re.DOTALL).group(1)
+    marked = dict(re.findall(r'<th class="num"[^>]*data-measure="([^"]+)">[^<]*<br><span class="badge" '
+                             r'data-partial="(\d+)"', board))
+    assert marked == {"nDCG@100": "83", "AP": "83", "R@100": "83"}  # 100 of the 120 pairs at ranks 1-12
+    means = [float(cells[1].split()[0]) for cells in _cells(html, "judge:llm").values()]
+    assert means == sorted(means, reverse=True)  # ordered by nDCG@10
+    assert 'data-agreement="human|judge:llm" data-measure="nDCG@10"' in html
+    assert 'data-agreement="human|judge:llm" data-measure="AP"' not in html
+    assert 'data-left-out-measure="AP"' in html and "data-left-out>" not in html

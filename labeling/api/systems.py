@@ -35,8 +35,9 @@ class SystemsEvaluationView(APIView):
                              description="measure (repeat; default: all; judged@10 is always given)"),
             OpenApiParameter("group_by", str, description="query metadata key to break the results down by"),
             OpenApiParameter(INCLUDE_PARTIAL, bool, description="true: compare partial sources too (a judge without "
-                             "an ok judgment of every pool pair the runs retrieve to the depth the measures read, "
-                             "see `coverage`); by default they are left out of `agreement` and listed in `left_out`"),
+                             "an ok judgment of every pool pair the runs retrieve to the depth a measure reads, "
+                             "see `coverage_by_measure`); by default each is left out of the agreement on the "
+                             "measures it is partial on (`left_out_by_measure`; `left_out` for `agreement`)"),
         ],
         responses={200: OpenApiTypes.OBJECT},
     )

@@ -73,19 +73,41 @@ def coverage_of(*, judge: Judge, needed: np.ndarray) -> Coverage:
 def pool_pairs_retrieved(*, project: Project, tops: Sequence[np.ndarray]) -> np.ndarray:
     """The ids of the pool pairs that any of `tops` retrieves: the runs' (query id, passage id) rows cut to the
     depth a systems report reads (labeling.selectors.runs.run_top_ids), what its judges need to have scored."""
-    if not tops:
-        return np.zeros(0, np.int64)
+    return pool_pairs_retrieved_at(project=project, tops_at={None: tops})[None]
+
+
+def pool_pairs_retrieved_at(*, project: Project, tops_at: Mapping[object, Sequence[np.ndarray]]
+                            ) -> dict[object, np.ndarray]:
+    """pool_pairs_retrieved for several cuts of the runs at once (a key per cut, such as the depth a measure
+    reads), the pool read once."""
+    if not any(len(top) for tops in tops_at.values() for top in tops):
+        return {key: np.zeros(0, np.int64) for key in tops_at}
     rows = Pair.objects.filter(project=project).order_by("id").values_list("id", "query_id", "passage_id")
     pool = np.array(list(rows.iterator(chunk_size=CHUNK)), dtype=np.int64).reshape(-1, 3)
     if not len(pool):
-        return pool[:, 0]
+        return {key: pool[:, 0] for key in tops_at}
     # A pair as one integer: query id x (largest passage id + 1) + passage id.
-    base = int(max([pool[:, 2].max(), *(top[:, 1].max() for top in tops if len(top))])) + 1
+    base = int(max([pool[:, 2].max(), *(top[:, 1].max() for tops in tops_at.values() for top in tops
+                                        if len(top))])) + 1
     keys = pool[:, 1] * base + pool[:, 2]
-    hit = np.zeros(len(pool), bool)
-    for top in tops:
-        hit |= np.isin(keys, top[:, 0] * base + top[:, 1])
-    return pool[hit, 0]
+    found = {}
+    for key, tops in tops_at.items():
+        hit = np.zeros(len(pool), bool)
+        for top in tops:
+            hit |= np.isin(keys, top[:, 0] * base + top[:, 1])
+        found[key] = pool[hit, 0]
+    return found
+
+
+def coverages_of(*, judge: Judge, needed_at: Mapping[object, np.ndarray]) -> dict[object, Coverage]:
+    """coverage_of for several sets of needed pair ids (a key per set), the judge's judgments read once."""
+    judged = judged_pair_ids(judge) if any(np.asarray(ids).size for ids in needed_at.values()) else None
+    out = {}
+    for key, ids in needed_at.items():
+        ids = np.asarray(ids, dtype=np.int64)
+        out[key] = (Coverage(needed=int(ids.size), covered=int(np.isin(ids, judged).sum())) if ids.size
+                    else Coverage(needed=0, covered=0))
+    return out
 
 
 def pool_coverage(*, project: Project, judges: Iterable[Judge]) -> list[tuple[Judge, Coverage]]:

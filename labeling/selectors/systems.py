@@ -9,9 +9,12 @@ AP) among the measures asked; with neither asked, for the first measure asked. E
 their AP agreement is absent; with fewer than MIN_SYSTEMS runs (models_llm.retrieval.agreement) there is no
 agreement to show.
 
-Coverage (labeling.selectors.coverage): a source made from a judge needs the judge's P of every pool pair that a
-run retrieves within the depth the measures read (the whole ranking for AP). A source whose judge lacks some is
-partial, and is left out of the agreement unless `include_partial`."""
+Coverage (labeling.selectors.coverage), per measure: a source made from a judge needs, for a measure, the judge's
+P of every pool pair that a run retrieves within the depth that measure reads (10 for nDCG@10 and P@10, 100 for
+nDCG@100 and R@100, the whole ranking for AP). A source whose judge lacks some is partial on that measure, and is
+left out of that measure's agreement (and, for the leaderboard's first measure, of the ordering) unless
+`include_partial`: a judge that has scored the runs' top 10 compares the runs on nDCG@10 while it scores the
+rest."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
@@ -21,7 +24,7 @@ from itertools import combinations
 import numpy as np
 
 from labeling.models import Judge, Project, Query
-from labeling.selectors.coverage import Coverage, coverage_of, is_ranked, pool_pairs_retrieved
+from labeling.selectors.coverage import Coverage, coverages_of, is_ranked, pool_pairs_retrieved_at
 from labeling.selectors.qrels_sources import (
     COMBINED,
     HUMAN,
@@ -80,7 +83,9 @@ class SystemsReport:
     `judged_entries[run][source]` the share of all of the run's entries that the source grades (or gives a P);
     `groups` maps each value of the `group_by` metadata key to its own Table. `coverage[source]`: the source's
     judge's coverage of the pool pairs the runs retrieve within `depth` (None: human, not a judge's; depth None:
-    the whole rankings); `include_partial`: whether partial sources are in the agreement all the same."""
+    the whole rankings), what every measure asked needs; `measure_coverage[source][measure]` the same within the
+    depth that one measure reads; `include_partial`: whether partial sources are ranked and compared all the
+    same."""
 
     project: str
     sources: tuple[QrelsSource, ...]
@@ -98,15 +103,31 @@ class SystemsReport:
     coverage: dict[str, Coverage | None]
     depth: int | None
     include_partial: bool
+    measure_coverage: dict[str, dict[str, Coverage | None]]
 
-    def ranked(self, key: str) -> bool:
-        """Whether the source ranks the runs here: complete, not a judge's, or included though partial."""
-        return is_ranked(self.coverage.get(key), include_partial=self.include_partial)
+    @property
+    def lead_measure(self) -> str:
+        """The measure leaderboards order the runs by and the main agreement's: the first asked (nDCG@10 by
+        default), judged@10 only when nothing else is asked."""
+        return next((measure for measure in self.measures if measure != JUDGED), JUDGED)
+
+    def ranked(self, key: str, measure: str | None = None) -> bool:
+        """Whether the source ranks the runs on `measure` (None: lead_measure): complete within the depth the
+        measure reads, not a judge's, or included though partial."""
+        found = self.measure_coverage.get(key, {}).get(measure or self.lead_measure)
+        return is_ranked(found, include_partial=self.include_partial)
 
     @property
     def left_out(self) -> tuple[str, ...]:
-        """The partial sources left out of the agreement."""
-        return tuple(source.key for source in self.sources if not self.ranked(source.key))
+        """The partial sources left out of the main agreement (its first measure, nDCG@10 by default)."""
+        main = self.agreement_measures[0] if self.agreement_measures else self.lead_measure
+        return tuple(source.key for source in self.sources if not self.ranked(source.key, main))
+
+    @property
+    def left_out_by_measure(self) -> dict[str, tuple[str, ...]]:
+        """Per agreement measure, the partial sources left out of its agreement."""
+        return {measure: tuple(source.key for source in self.sources if not self.ranked(source.key, measure))
+                for measure in self.agreement_measures}
 
     @property
     def scores(self) -> dict[str, dict[str, dict[str, Estimate]]]:
@@ -184,12 +205,15 @@ def _evaluators(project: Project, sources: Sequence[QrelsSource], *,
     return built
 
 
-def _coverage(project: Project, sources: Sequence[QrelsSource], needed: np.ndarray) -> dict[str, Coverage | None]:
-    """Source key -> its judge's coverage of the `needed` pairs, one read per judge (None: human)."""
+def _coverage(project: Project, sources: Sequence[QrelsSource],
+              needed_at: Mapping[int | None, np.ndarray]) -> dict[int | None, dict[str, Coverage | None]]:
+    """Depth -> source key -> its judge's coverage of the pairs needed at that depth, one read per judge (None:
+    human)."""
     names = {source.judge for source in sources if source.judge is not None}
-    judges = {judge.name: coverage_of(judge=judge, needed=needed)
+    judges = {judge.name: coverages_of(judge=judge, needed_at=needed_at)
               for judge in Judge.objects.filter(project=project, name__in=names)}
-    return {source.key: None if source.judge is None else judges[source.judge] for source in sources}
+    return {depth: {source.key: None if source.judge is None else judges[source.judge][depth] for source in sources}
+            for depth in needed_at}
 
 
 def _judged_share(ranking: Mapping[str, Sequence[str]], judged: Mapping[str, frozenset[str]]) -> float | None:
@@ -226,13 +250,16 @@ def _agreement(per_query: Mapping[str, Mapping[str, QueryScores]], runs: Sequenc
 
 
 def _table(per_query: Mapping[str, Mapping[str, QueryScores]], runs: Sequence[str], keys: Sequence[str],
-           pairs: Sequence[tuple[str, str]], measures: tuple[str, ...], agreement_measures: tuple[str, ...],
-           draws: int, seed: int, level: float) -> Table:
+           pairs: Mapping[str, Sequence[tuple[str, str]]], measures: tuple[str, ...],
+           agreement_measures: tuple[str, ...], draws: int, seed: int, level: float) -> Table:
+    """`pairs`: per agreement measure, the source pairs compared on it (both sources ranked on the measure)."""
     scores = {run: {key: _estimates(per_query[run][key], measures, draws, seed, level) for key in keys}
               for run in runs}
     queries = {key: len(per_query[runs[0]][key].queries) if runs else 0 for key in keys}
+    every_pair = dict.fromkeys(pair for measure in agreement_measures for pair in pairs[measure])
     agreement = {pair: {measure: _agreement(per_query, runs, pair, measure, draws, seed, level)
-                        for measure in agreement_measures} if runs else {} for pair in pairs}
+                        for measure in agreement_measures if pair in pairs[measure]} if runs else {}
+                 for pair in every_pair}
     return Table(queries=queries, scores=scores, agreement=agreement)
 
 
@@ -248,8 +275,8 @@ def systems_report(*, project: Project, sources: Sequence[str] | None = None, me
                    include_partial: bool = False) -> SystemsReport:
     """Evaluate every run of `project` under `sources` (keys; None: all of qrels_sources, less any that turns
     out to grade nothing) with `measures` (None: MEASURES; judged@10 is always added). Each run is read once and
-    each qrels built once. A project without runs gets a report without runs. Partial sources (coverage) are
-    left out of the agreement unless `include_partial`."""
+    each qrels built once. A project without runs gets a report without runs. Sources partial on a measure
+    (coverage within the depth it reads) are left out of that measure's agreement unless `include_partial`."""
     chosen_measures = _measures(measures)
     agreement_measures = _agreement_measures(chosen_measures)
     depth = _depth(chosen_measures)
@@ -263,19 +290,22 @@ def systems_report(*, project: Project, sources: Sequence[str] | None = None, me
     keys = [source.key for source in chosen]
     per_query: dict[str, dict[str, QueryScores]] = {}
     judged_entries: dict[str, dict[str, float | None]] = {}
-    tops = []
+    depths = list(dict.fromkeys(MEASURE_DEPTHS[measure] for measure in chosen_measures))
+    tops: dict[int | None, list[np.ndarray]] = {each: [] for each in depths}
     names = RunNames.of(project) if run_rows else None
     for run in run_rows:
         entries = run_entry_ids(run)
         ranking = rankings_named(entries, names)
-        tops.append(run_top_ids(entries, depth))
+        for each in depths:
+            tops[each].append(run_top_ids(entries, each))
         per_query[run.name] = {key: evaluators[key][0].evaluate(ranking) for key in keys}
         judged_entries[run.name] = {key: _judged_share(ranking, evaluators[key][1]) for key in keys}
     runs = [run.name for run in run_rows]
-    needed = pool_pairs_retrieved(project=project, tops=tops)
-    coverage = _coverage(project, chosen, needed)
-    ranked = [source for source in chosen if is_ranked(coverage[source.key], include_partial=include_partial)]
-    pairs = _agreement_pairs(ranked)
+    coverage_at = _coverage(project, chosen, pool_pairs_retrieved_at(project=project, tops_at=tops))
+    measure_coverage = {key: {measure: coverage_at[MEASURE_DEPTHS[measure]][key] for measure in chosen_measures}
+                        for key in keys}
+    pairs = {measure: _agreement_pairs([source for source in chosen if is_ranked(
+        measure_coverage[source.key][measure], include_partial=include_partial)]) for measure in agreement_measures}
     args = (keys, pairs, chosen_measures, agreement_measures, draws, seed, level)
     overall = _table(per_query, runs, *args)
     groups = {}
@@ -285,8 +315,8 @@ def systems_report(*, project: Project, sources: Sequence[str] | None = None, me
     return SystemsReport(
         project=project.slug, sources=tuple(chosen), runs=tuple(runs), measures=chosen_measures,
         agreement_measures=agreement_measures, overall=overall, per_query=per_query, judged_entries=judged_entries,
-        group_by=group_by, groups=groups, draws=draws, seed=seed, level=level, coverage=coverage, depth=depth,
-        include_partial=include_partial,
+        group_by=group_by, groups=groups, draws=draws, seed=seed, level=level, coverage=coverage_at[depth],
+        depth=depth, include_partial=include_partial, measure_coverage=measure_coverage,
     )
 
 
@@ -341,8 +371,11 @@ def systems_report_json(report: SystemsReport) -> dict:
      "coverage": {source: null (human) or {"needed", "covered", "share", "partial"}}: of the pool pairs the runs
                  retrieve within depth, how many the source's judge has an ok judgment for under the current
                  definition,
+     "coverage_by_measure": {source: {measure: null or the same}}: within the depth each measure reads (a
+                 judge that has scored the runs' top 10 is complete on nDCG@10 and P@10 before AP),
      "include_partial": whether partial sources are compared all the same, "left_out": the partial sources
-                 that are not (absent from every "agreement"),
+                 that are not on agreement_measure (absent from every "agreement"), "left_out_by_measure":
+                 {measure: those left out of that measure's agreement},
      "agreement": {"human|judge:X": {"kendall_tau", "tau_ap", "spearman"}},
      "agreement_intervals": {"human|judge:X": {coefficient: [low, high]}},
      "agreement_by_measure": {"human|judge:X": {measure: every field of the Agreement}},
@@ -363,8 +396,12 @@ def systems_report_json(report: SystemsReport) -> dict:
         "judged_entries": report.judged_entries,
         "depth": report.depth,
         "coverage": {key: None if found is None else found.as_json() for key, found in report.coverage.items()},
+        "coverage_by_measure": {key: {measure: None if found is None else found.as_json()
+                                      for measure, found in by_measure.items()}
+                                for key, by_measure in report.measure_coverage.items()},
         "include_partial": report.include_partial,
         "left_out": list(report.left_out),
+        "left_out_by_measure": {measure: list(keys) for measure, keys in report.left_out_by_measure.items()},
         "groups": None if report.group_by is None else {
             "key": report.group_by,
             "values": {value: _table_json(table, main) for value, table in report.groups.items()},

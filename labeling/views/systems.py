@@ -35,7 +35,7 @@ from labeling.services.scoring import ScoringError
 from labeling.views.access import project_view
 from labeling.views.htmx import htmx_partial
 from models_llm.retrieval.agreement import COEFFICIENT_EXPLAIN, COEFFICIENTS, MIN_SYSTEMS, Agreement
-from models_llm.retrieval.evaluation import MEASURE_EXPLAIN
+from models_llm.retrieval.evaluation import MEASURE_DEPTHS, MEASURE_EXPLAIN
 
 RUN_ADMIN = admin_to("change the project's runs")
 # A run whose top 10 the source judged less than this share of is marked: its unjudged passages count as not
@@ -52,9 +52,19 @@ DEFAULT_KINDS = (HUMAN, JUDGE)
 
 
 @dataclass(frozen=True)
+class Cell:
+    """A measure's Estimate on a leaderboard; `muted` where the source is partial on the measure."""
+
+    mean: float | None
+    low: float | None
+    high: float | None
+    muted: bool = False
+
+
+@dataclass(frozen=True)
 class LeaderboardRow:
     run: str
-    cells: list[Estimate]  # one per measure of the board
+    cells: list[Cell]  # one per measure of the board
     judged: float | None
 
     @property
@@ -71,29 +81,61 @@ class ScatterCard:
 
 def _leaderboards(report: SystemsReport) -> list[dict]:
     """Per source: its runs x measures (judged@10 apart, as the warning column), best first on the first measure
-    (nDCG@10), runs without a value last; a partial source that is not ranked (coverage) keeps the runs in name
-    order."""
+    (nDCG@10), runs without a value last; a source partial on that measure (coverage within the depth it reads)
+    that is not ranked keeps the runs in name order. A measure the source is partial on carries its own mark and
+    its values are shown muted (a judge that has scored the runs' top 10 ranks them on nDCG@10 while AP, which
+    reads every rank, waits for the rest)."""
     measures = [measure for measure in report.measures if measure != JUDGED]
     boards = []
     for source in report.sources:
+        by_measure = report.measure_coverage.get(source.key, {})
+        muted = [bool(by_measure.get(measure) and by_measure[measure].partial) for measure in measures]
         rows = []
         for run in report.runs:
             scores = report.scores[run][source.key]
-            rows.append(LeaderboardRow(run=run, cells=[scores[measure] for measure in measures],
+            cells = [Cell(scores[measure].mean, scores[measure].low, scores[measure].high, mute)
+                     for measure, mute in zip(measures, muted)]
+            rows.append(LeaderboardRow(run=run, cells=cells,
                                        judged=scores[JUDGED].mean if JUDGED in scores else None))
         ranked = report.ranked(source.key)
         if ranked:
             rows.sort(key=lambda row: (row.cells[0].mean is None, -(row.cells[0].mean or 0.0), row.run))
+        lead = by_measure.get(report.lead_measure)
+        columns = []
+        for measure in measures:
+            found = by_measure.get(measure)
+            # The caption carries the lead measure's mark; a column is marked where the source is partial there
+            # only (complete on the lead measure, partial on a deeper one).
+            partial = found if found is not None and found.partial and not (lead is not None and lead.partial) \
+                else None
+            columns.append({"name": measure, "explain": MEASURE_EXPLAIN[measure], "coverage": partial,
+                            "ranked": report.ranked(source.key, measure), "depth_words": _depth_words(measure)})
         boards.append({"source": source, "queries": report.overall.queries.get(source.key, 0), "rows": rows,
-                       "measures": [{"name": measure, "explain": MEASURE_EXPLAIN[measure]} for measure in measures],
-                       "coverage": report.coverage.get(source.key), "ranked": ranked})
+                       "measures": columns, "coverage": lead, "ranked": ranked})
     return boards
 
 
-def _needed_words(report: SystemsReport) -> str:
-    """What a judge of the report has to have scored, in words, for the partial marks."""
-    within = "rankings" if report.depth is None else f"top {report.depth}"
+def _left_out_deeper(report: SystemsReport) -> list[tuple[str, tuple[str, ...], str]]:
+    """(measure, sources, what they lack in words) for the agreement measures past the first on which sources
+    that are in the main agreement are left out as partial (scored the top 10, not yet the whole rankings)."""
+    lines = []
+    for measure, keys in list(report.left_out_by_measure.items())[1:]:
+        deeper = tuple(key for key in keys if key not in report.left_out)
+        if deeper:
+            lines.append((measure, deeper, _depth_words(measure)))
+    return lines
+
+
+def _depth_words(measure: str) -> str:
+    """What a judge has to have scored for `measure`, in words, for the partial marks."""
+    depth = MEASURE_DEPTHS[measure]
+    within = "rankings" if depth is None else f"top {depth}"
     return f"pool pairs the runs retrieve in their {within}"
+
+
+def _needed_words(report: SystemsReport) -> str:
+    """What a judge of the report has to have scored to be ranked (on the lead measure), in words."""
+    return _depth_words(report.lead_measure)
 
 
 @dataclass(frozen=True)
@@ -111,6 +153,7 @@ class AgreementRow:
     coefficients: list[Coefficient] | None  # COEFFICIENTS' order; None: too few runs or no shared query
     largest_change: tuple[str, int, int] | None  # (run, rank under a, rank under b)
     queries: int
+    span: int  # the rows of this source pair (one per measure both sources are ranked on)
 
 
 def _finite(value: float | None) -> bool:
@@ -128,7 +171,7 @@ def _agreement_rows(report: SystemsReport) -> list[AgreementRow]:
     for (a, b), by_measure in report.agreement.items():
         for measure, found in by_measure.items():
             rows.append(AgreementRow(
-                a=a, b=b, measure=measure,
+                a=a, b=b, measure=measure, span=len(by_measure),
                 coefficients=None if found is None else [_coefficient(found, name) for name in COEFFICIENTS],
                 largest_change=None if found is None else found.largest_change,
                 queries=0 if found is None else found.n_queries,
@@ -143,7 +186,7 @@ def _scatters(report: SystemsReport) -> list[ScatterCard]:
         return []
     cards = []
     for source in report.sources:
-        if source.kind != JUDGE or not report.ranked(source.key):
+        if source.kind != JUDGE or not report.ranked(source.key, SCATTER_MEASURE):
             continue
         points = [(run, report.scores[run][HUMAN][SCATTER_MEASURE].mean,
                    report.scores[run][source.key][SCATTER_MEASURE].mean) for run in report.runs]
@@ -168,7 +211,7 @@ def _evaluation(project: Project, runs: list[Run], asked: list[str], include_par
     except SystemsError as exc:
         return {**context, "evaluation_error": str(exc)}
     return {**context, "report": report, "leaderboards": _leaderboards(report), "needed_words": _needed_words(report),
-            "agreement_rows": _agreement_rows(report), "agreement_span": len(report.agreement_measures),
+            "agreement_rows": _agreement_rows(report), "left_out_deeper": _left_out_deeper(report),
             "too_few_runs": len(report.runs) < MIN_SYSTEMS, "scatters": _scatters(report)}
 
 

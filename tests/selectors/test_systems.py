@@ -10,7 +10,7 @@ import pytest
 import pytrec_eval
 from scipy import stats
 
-from labeling.models import Pair, Project, Query, Run, RunEntry
+from labeling.models import Judgment, Pair, Project, Query, Run, RunEntry
 from labeling.selectors.qrels_sources import (
     SystemsError,
     probabilities_for,
@@ -377,3 +377,29 @@ def test_agreement_needs_three_runs():
     # Two runs are in the same or the opposite order under any two sources: no tau of +1 or -1 is given.
     assert report.runs == RUN_NAMES[:2]
     assert report.agreement == {("human", "judge:llm"): {"nDCG@10": None}}
+
+
+def test_a_judge_that_scored_the_runs_top_10_ranks_them_on_the_top_10_measures_while_it_scores_the_rest():
+    """A judge that has scored the top 10 but not ranks 11 and 12 is complete on nDCG@10 and P@10 (compared and
+    ranked) and partial on AP, nDCG@100 and R@100 (left out of AP's agreement), each coverage counted by hand."""
+    project = coverage_project(judged=100)
+    Judgment.objects.filter(judge__project=project, pair__passage__external_id__in=DEEP_DOCS).delete()
+    report = systems_report(project=project, sources=["human", "judge:llm"], draws=0)
+    top10, whole = report.measure_coverage["judge:llm"]["nDCG@10"], report.measure_coverage["judge:llm"]["AP"]
+    assert (top10.needed, top10.covered, top10.partial) == (100, 100, False)
+    assert (whole.needed, whole.covered, whole.partial) == (120, 100, True)
+    assert report.measure_coverage["judge:llm"]["R@100"] == whole  # 12 ranks: the top 100 is every rank
+    assert report.coverage["judge:llm"] == whole  # what every measure asked needs
+    assert report.lead_measure == "nDCG@10" and report.ranked("judge:llm") and not report.ranked("judge:llm", "AP")
+    assert report.left_out == () and report.left_out_by_measure == {"nDCG@10": (), "AP": ("judge:llm",)}
+    assert report.agreement[("human", "judge:llm")].keys() == {"nDCG@10"}
+    assert report.agreement[("human", "judge:llm")]["nDCG@10"].n_systems == len(RUN_NAMES)
+    data = systems_report_json(report)
+    assert data["coverage_by_measure"]["judge:llm"]["P@10"] == {"needed": 100, "covered": 100, "share": 1.0,
+                                                               "partial": False}
+    assert data["coverage_by_measure"]["judge:llm"]["AP"]["partial"] and data["coverage_by_measure"]["human"] == {
+        measure: None for measure in report.measures}
+    assert data["left_out"] == [] and data["left_out_by_measure"]["AP"] == ["judge:llm"]
+
+    included = systems_report(project=project, sources=["human", "judge:llm"], draws=0, include_partial=True)
+    assert included.agreement[("human", "judge:llm")].keys() == {"nDCG@10", "AP"}

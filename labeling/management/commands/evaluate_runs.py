@@ -99,6 +99,11 @@ class Command(BaseCommand):
         if report.left_out:
             self.stdout.write(f"Left out of the agreement as partial: {', '.join(report.left_out)} "
                               "(--include-partial compares them all the same).")
+        for measure, keys in list(report.left_out_by_measure.items())[1:]:
+            deeper = [key for key in keys if key not in report.left_out]
+            if deeper:
+                self.stdout.write(f"Not compared on {measure} yet, partial within the depth it reads: "
+                                  f"{', '.join(deeper)}.")
         if len(report.runs) < MIN_SYSTEMS:
             self.stdout.write(f"No agreement: it needs {MIN_SYSTEMS} runs or more (a rank correlation of two runs is "
                               "+1 or -1 whatever the sources say).")
