@@ -343,8 +343,9 @@ CELERY_TASK_ROUTES = {
 }
 # A scoring job keeps SCORING_WINDOW_CHUNKS x its priority (1 to 10) of its chunks in the queue at a time, and sends
 # the next one when one is written: jobs running together share the bulk workers in turn (weighted by priority), and a
-# small job started after a huge one is not queued behind all of it. Set it to at least the number of bulk worker
-# processes, or one job alone leaves some of them idle.
+# small job started after a huge one is not queued behind all of it. A job of chunks shorter than
+# SCORING_CHUNK_SECONDS keeps proportionally more sent (up to 16 times), so the turns are shares of time. Set it to
+# at least the number of bulk worker processes, or one job alone leaves some of them idle.
 SCORING_WINDOW_CHUNKS = env_int("SCORING_WINDOW_CHUNKS", 8)
 if SCORING_WINDOW_CHUNKS < 1:
     raise ImproperlyConfigured(f"SCORING_WINDOW_CHUNKS={SCORING_WINDOW_CHUNKS} must be at least 1")

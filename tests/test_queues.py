@@ -102,6 +102,44 @@ def test_a_job_scores_the_gold_pairs_first_then_the_runs_top_ten_then_the_rest(d
 
 
 @pytest.mark.django_db
+def test_a_job_of_short_chunks_keeps_more_of_them_sent_so_that_jobs_share_the_worker_by_time(
+        settings, django_capture_on_commit_callbacks):
+    """MiniLM's chunks stop at SCORING_CHUNK_PAIRS and take seconds; SmolLM2's are cut to SCORING_CHUNK_SECONDS.
+    With a window of as many chunks each, the fast judge got an eighth of the worker (`make demo`); its window
+    grows by SCORING_CHUNK_SECONDS over the time its finished chunks took, up to WINDOW_SCALE_MAX."""
+    from django.utils import timezone
+
+    from labeling.services.scoring_dispatch import WINDOW_SCALE_MAX, chunk_seconds, scoring_dispatch, window_size
+
+    settings.SCORING_WINDOW_CHUNKS, settings.SCORING_CHUNK_SECONDS = 2, 30.0
+    project = ProjectFactory()
+    query = QueryFactory(project=project)
+    pairs = [PairFactory(project=project, query=query) for _ in range(120)]
+    with django_capture_on_commit_callbacks(execute=False):
+        job = scoring_job_create(project=project, judge=minilm_judge(project), scope="selection",
+                                 pair_ids=[p.id for p in pairs], chunk_pairs=1)
+    sent = ScoringChunk.objects.filter(job=job, dispatched_at__isnull=False)
+    assert chunk_seconds(job) is None and window_size(job) == 2 and sent.count() == 2
+    # Its two chunks are done: 1 pair each, one timed at 2 s, the other at 4 s (a part of a chunk that loaded the
+    # model is not timed: timed_pairs 0 is left out).
+    first, second = sent.order_by("id")
+    ScoringChunk.objects.filter(id=first.id).update(written=1, finished_at=timezone.now(), busy_seconds=2.0,
+                                                   timed_pairs=1)
+    ScoringChunk.objects.filter(id=second.id).update(written=1, finished_at=timezone.now(), busy_seconds=4.0,
+                                                    timed_pairs=1)
+    assert chunk_seconds(job) == pytest.approx(3.0)
+    with django_capture_on_commit_callbacks(execute=False):
+        scoring_dispatch(job=job)
+    assert window_size(job) == 2 * 10  # 30 s / 3 s
+    assert sent.filter(finished_at__isnull=True).count() == 20
+    # Faster still: the scale stops at WINDOW_SCALE_MAX; slower than SCORING_CHUNK_SECONDS: never below the base.
+    ScoringChunk.objects.filter(id__in=[first.id, second.id]).update(busy_seconds=0.01)
+    assert window_size(job) == 2 * WINDOW_SCALE_MAX
+    ScoringChunk.objects.filter(id__in=[first.id, second.id]).update(busy_seconds=90.0)
+    assert window_size(job) == 2
+
+
+@pytest.mark.django_db
 def test_a_job_waiting_its_turn_is_queued_with_what_is_ahead_and_stalled_only_when_taken_work_stops(
         settings, django_capture_on_commit_callbacks):
     from datetime import timedelta

@@ -5,6 +5,12 @@ up) sends the job's next one. The broker hands messages out in the order they ca
 the bulk workers in turn, in proportion to their priorities: a 20-chunk job started behind a 500-chunk one waits
 for one window of the big job, not for all of it. Priority 1 is everyone's; a project admin may raise a job's.
 
+Turns are shared by time, not by chunk: a slow judge's chunks are cut to about SCORING_CHUNK_SECONDS
+(scoring.chunk_size_for), and a job whose chunks take less (a fast judge, whose chunks stop at
+SCORING_CHUNK_PAIRS) keeps proportionally more of them sent, up to WINDOW_SCALE_MAX times as many, from the time its
+own finished chunks took. Without it, MiniLM's 3-second chunks beside SmolLM2's 25-second ones got an eighth of
+the worker.
+
 Sending is marked on the chunk (`dispatched_at`) before the message goes, so the sweep can tell a chunk whose
 message was lost (sent, never claimed, its job idle) from one that is simply not sent yet."""
 from __future__ import annotations
@@ -45,8 +51,30 @@ def scoring_chunks_enqueue(chunk_ids: Sequence[int], *, queue: str | None = None
         score_chunk_task.apply_async((chunk_id,), queue=queue or settings.BULK_QUEUE)
 
 
+# How many times SCORING_WINDOW_CHUNKS x priority a job of short chunks may keep sent; and how many of its newest
+# finished chunks tell how long its chunks take.
+WINDOW_SCALE_MAX, WINDOW_SAMPLE = 16, 8
+
+
+def chunk_seconds(job: ScoringJob) -> float | None:
+    """How long one of the job's chunks takes a worker: the seconds per pair its newest finished chunks measured
+    (busy_seconds over timed_pairs) times their mean size; None before any is measured."""
+    rows = list(ScoringChunk.objects.filter(job_id=job.id, finished_at__isnull=False, timed_pairs__gt=0)
+                .order_by("-id").values_list("busy_seconds", "timed_pairs", "size")[:WINDOW_SAMPLE])
+    timed = sum(pairs for _, pairs, _ in rows)
+    if not timed:
+        return None
+    return sum(seconds for seconds, _, _ in rows) / timed * (sum(size for _, _, size in rows) / len(rows))
+
+
 def window_size(job: ScoringJob) -> int:
-    return settings.SCORING_WINDOW_CHUNKS * job.priority
+    """SCORING_WINDOW_CHUNKS x priority chunks of about SCORING_CHUNK_SECONDS each: more of shorter chunks (up to
+    WINDOW_SCALE_MAX times), so that jobs share the workers by time."""
+    base = settings.SCORING_WINDOW_CHUNKS * job.priority
+    seconds = chunk_seconds(job)
+    if not seconds or seconds <= 0:
+        return base
+    return base * max(1, min(WINDOW_SCALE_MAX, round(settings.SCORING_CHUNK_SECONDS / seconds)))
 
 
 def scoring_dispatch(*, job: ScoringJob) -> list[int]:
