@@ -157,6 +157,19 @@ def test_a_started_retriever_is_polled_until_done_and_its_run_is_listed(client, 
     assert 'data-run="bm25"' in client.get(page(world)).content.decode()
 
 
+def test_the_estimate_button_says_what_the_run_would_take_here_and_starts_nothing(client, world):
+    client.force_login(world.users[ADMIN])
+    jobs = RetrievalJob.objects.count()
+    response = client.post(reverse("labeling:retrieval_start", args=[world.project.slug]),
+                           {"retriever": "bm25", "name": "", "depth": 5, "first_depth": 50, "keep": 20,
+                            "estimate": "1"})
+    assert response.status_code == 200 and RetrievalJob.objects.count() == jobs
+    shown = re.search(r"<p class=\"small\" data-retrieval-estimate>(.*?)</p>", response.content.decode(),
+                      re.DOTALL).group(1)
+    passages = world.project.passages.count()
+    assert f"bm25 over {passages} passage" in shown and "BM25 timed on the whole corpus" in shown
+    assert re.search(r"about <strong>(&lt; 0.1 s|[\d.]+ s)</strong> here", shown), shown  # labeling.durations
+
 @pytest.mark.parametrize(("retriever", "parameters"), [
     ("bm25", {"depth": 5, "use_definition": False}),
     ("cascade", {"first_depth": 50, "keep": 20, "use_definition": False}),

@@ -28,13 +28,8 @@ def passage_embeddings(
     the project's), in that order. Passages embedded before with the same text by the same encoder come from the
     stored file; the others are embedded (`progress` counts all of `passages`, the stored ones done at once) and
     the file is written anew with them, keeping what it held for the project's other passages."""
-    ids = np.fromiter((passage_id for passage_id, _ in passages), np.int64, len(passages))
-    hashes = np.fromiter((text_hash(text) for _, text in passages), np.uint64, len(passages))
-    stored_ids, stored_hashes, stored_vectors = _read(project=project, encoder=encoder)
-    position = {int(passage_id): i for i, passage_id in enumerate(stored_ids)}
-    found = np.array([position.get(int(passage_id), -1) for passage_id in ids], np.int64)
-    reused = found >= 0
-    reused[reused] = stored_hashes[found[reused]] == hashes[reused]
+    ids, hashes, stored, found, reused = _lookup(project=project, encoder=encoder, passages=passages)
+    stored_ids, stored_hashes, stored_vectors = stored
     missing = np.flatnonzero(~reused)
     done = len(passages) - len(missing)
     if progress is not None:
@@ -54,6 +49,25 @@ def passage_embeddings(
            hashes=np.concatenate([stored_hashes[kept], hashes]),
            vectors=np.concatenate([stored_vectors[kept], vectors]))
     return vectors
+
+
+def embeddings_missing(*, project: Project, encoder: DenseEncoder, passages: Sequence[tuple[int, str]]) -> np.ndarray:
+    """The positions in `passages` ((passage id, embedded text)) that passage_embeddings would embed: not stored
+    for this encoder, or stored for another text. Reads the file, embeds nothing."""
+    return np.flatnonzero(~_lookup(project=project, encoder=encoder, passages=passages)[4])
+
+
+def _lookup(*, project: Project, encoder: DenseEncoder, passages: Sequence[tuple[int, str]]):
+    """(ids, hashes, the stored (ids, hashes, vectors), each passage's position in them or -1, whether it is
+    reused)."""
+    ids = np.fromiter((passage_id for passage_id, _ in passages), np.int64, len(passages))
+    hashes = np.fromiter((text_hash(text) for _, text in passages), np.uint64, len(passages))
+    stored = _read(project=project, encoder=encoder)
+    position = {int(passage_id): i for i, passage_id in enumerate(stored[0])}
+    found = np.array([position.get(int(passage_id), -1) for passage_id in ids], np.int64)
+    reused = found >= 0
+    reused[reused] = stored[1][found[reused]] == hashes[reused]
+    return ids, hashes, stored, found, reused
 
 
 def _read(*, project: Project, encoder: DenseEncoder) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -71,7 +71,7 @@ class _Corpus:
     passage_texts: list[str]
 
 
-def _checked_parameters(
+def retrieval_parameters(
     *, retriever: str, depth: int | None = None, use_definition: bool = False, k1: float | None = None,
     b: float | None = None, first_depth: int | None = None, keep: int | None = None, model: str | None = None,
 ) -> dict:
@@ -105,7 +105,7 @@ def _checked_parameters(
             raise RetrievalError(f"depth must be 1 to {MAX_DEPTH}, got {depth}")
         parameters["depth"] = depth
     if sparse:
-        _bm25_params({"k1": k1, "b": b})
+        retrieval_bm25_params({"k1": k1, "b": b})
         parameters.update({key: float(value) for key, value in (("k1", k1), ("b", b)) if value is not None})
     if dense:
         _encoder_folder(model)
@@ -126,7 +126,7 @@ def retrieval_create(
     `use_definition`: the query text is the question and its current definition; `k1`, `b`: BM25's (None: its
     defaults); `model`: an encoder folder under a model root (None: the bundled MiniLM). RetrievalError names what
     is refused, the name included when the project has a run of that name or an unfinished job writing one."""
-    parameters = _checked_parameters(retriever=retriever, depth=depth, use_definition=use_definition, k1=k1, b=b,
+    parameters = retrieval_parameters(retriever=retriever, depth=depth, use_definition=use_definition, k1=k1, b=b,
                                      first_depth=first_depth, keep=keep, model=model)
     try:
         name = run_name_clean(name)
@@ -222,7 +222,7 @@ class _Progress:
 def _retrieve(job: RetrievalJob) -> tuple[Iterator[tuple[int, list[int], list[float]]], dict]:
     """The job's rankings (query id, passage ids, scores) and the parameters its run records."""
     params = job.parameters
-    corpus = _corpus(job.project, use_definition=params["use_definition"])
+    corpus = retrieval_corpus(job.project, use_definition=params["use_definition"])
     n_queries, n_passages = len(corpus.query_ids), len(corpus.passage_ids)
     recorded: dict = {"retriever": job.retriever, **params,
                       "query_text": "question and definition" if params["use_definition"] else "question",
@@ -231,12 +231,12 @@ def _retrieve(job: RetrievalJob) -> tuple[Iterator[tuple[int, list[int], list[fl
         recorded["definition_versions"] = corpus.definition_versions
     if job.retriever == RunKind.BM25:
         progress = _Progress(job.id, [n_queries])
-        bm25 = _bm25_params(params)
+        bm25 = retrieval_bm25_params(params)
         hits = bm25_retrieve(corpus.passage_texts, corpus.query_texts, depth=params["depth"], params=bm25,
                              progress=progress.stage(0))
         recorded["bm25"] = bm25.recorded()
         return _rankings(corpus, hits, corpus.passage_ids), recorded
-    encoder = _encoder(params.get("model"))
+    encoder = retrieval_encoder(params.get("model"))
     recorded["encoder"] = {"name": encoder.name, "folder": params.get("model") or "bundled all-MiniLM-L6-v2"}
     if job.retriever == RunKind.DENSE:
         progress = _Progress(job.id, [n_passages, n_queries, n_queries])
@@ -251,7 +251,7 @@ def _retrieve(job: RetrievalJob) -> tuple[Iterator[tuple[int, list[int], list[fl
         return _rankings(corpus, hits, corpus.passage_ids), recorded
     # Cascade: BM25's candidates only are embedded, so its cost follows first_depth, not the corpus.
     progress = _Progress(job.id, [n_queries, min(n_passages, n_queries * params["first_depth"]), n_queries])
-    bm25 = _bm25_params(params)
+    bm25 = retrieval_bm25_params(params)
     first = bm25_retrieve(corpus.passage_texts, corpus.query_texts, depth=params["first_depth"], params=bm25,
                           progress=progress.stage(0))
     recorded["bm25"] = bm25.recorded()
@@ -281,7 +281,7 @@ def _search_recorded(approximate: bool) -> dict:
             "expansion_search_floor": HNSW_EXPANSION_SEARCH}
 
 
-def _corpus(project: Project, *, use_definition: bool) -> _Corpus:
+def retrieval_corpus(project: Project, *, use_definition: bool) -> _Corpus:
     queries = Query.objects.filter(project=project).order_by("id")
     if use_definition:
         current = RelevanceDefinition.objects.in_use().filter(query=OuterRef("pk")).order_by("-version")
@@ -306,7 +306,7 @@ def _corpus(project: Project, *, use_definition: bool) -> _Corpus:
     )
 
 
-def _bm25_params(params: dict) -> BM25Params:
+def retrieval_bm25_params(params: dict) -> BM25Params:
     given = {key: params[key] for key in ("k1", "b") if params.get(key) is not None}
     try:
         return BM25Params(**given)
@@ -322,7 +322,7 @@ def _encoder_folder(model: str | None) -> Path:
         raise RetrievalError(str(exc)) from None
 
 
-def _encoder(model: str | None) -> DenseEncoder:
+def retrieval_encoder(model: str | None) -> DenseEncoder:
     import torch  # heavy: only the processes that embed load it
 
     try:

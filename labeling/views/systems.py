@@ -30,6 +30,7 @@ from labeling.selectors.scoring import judges_for_project
 from labeling.selectors.systems import JUDGED, Estimate, SystemsReport, systems_report
 from labeling.services.pooling import PoolingError, pool_add, pool_preview
 from labeling.services.retrieval import RetrievalError, retrieval_cancel, retrieval_request
+from labeling.services.retrieval_estimate import retrieval_estimate
 from labeling.services.runs import RunImportError, run_delete
 from labeling.services.scoring import ScoringError
 from labeling.views.access import project_view
@@ -330,8 +331,21 @@ def run_delete_view(request: HttpRequest, project: Project, run_id: int) -> Http
 @require_POST
 @project_view(admin_to("start a retriever"))
 def retrieval_start_view(request: HttpRequest, project: Project) -> HttpResponse:
+    """Start the retriever the form describes, or (the form's Estimate button) say what it would take here and
+    start nothing."""
     form = RetrievalForm(request.POST)
-    if form.is_valid():
+    estimating = "estimate" in request.POST
+    form.fields["name"].required = not estimating
+    if estimating and form.is_valid():
+        arguments = {key: value for key, value in form.service_arguments().items() if key != "name"}
+        try:
+            estimate = retrieval_estimate(project=project, **arguments)
+        except RetrievalError as exc:
+            form.add_error(None, str(exc))
+        else:
+            return render(request, "labeling/systems.html",
+                          _systems_context(request, project, retrieval_form=form, retrieval_estimate=estimate))
+    elif form.is_valid():
         try:
             job = retrieval_request(project=project, user=request.user, **form.service_arguments())
         except RetrievalError as exc:

@@ -1,10 +1,12 @@
-"""`manage.py retrieve --project SLUG --retriever bm25|dense|cascade --name NAME [...] [--wait | --inline]`: a
+"""`manage.py retrieve --project SLUG --retriever bm25|dense|cascade --name NAME [...] [--wait | --inline |
+--estimate]`: a
 built-in retriever writes the run NAME, on the workers or (--inline) in this process."""
 import sys
 import time
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from labeling.durations import duration_text
 from labeling.management.lookup import command_project
 from labeling.models import RetrievalJob, Run
 from labeling.services.retrieval import (
@@ -19,6 +21,7 @@ from labeling.services.retrieval import (
     retrieval_request,
     retrieval_run,
 )
+from labeling.services.retrieval_estimate import retrieval_estimate
 
 
 class Command(BaseCommand):
@@ -45,12 +48,17 @@ class Command(BaseCommand):
         how = parser.add_mutually_exclusive_group()
         how.add_argument("--wait", action="store_true", help="show progress until the job is finished")
         how.add_argument("--inline", action="store_true", help="run the job in this process, not on a worker")
+        how.add_argument("--estimate", action="store_true",
+                         help="say what the run would take here (timed probes) and start nothing")
         parser.add_argument("--skip-existing", action="store_true",
                             help="a run of that name exists: say so and exit 0 (re-running a setup script)")
 
     def handle(self, *args, project: str, retriever: str, name: str, wait: bool, inline: bool, skip_existing: bool,
-               **options) -> None:
+               estimate: bool, **options) -> None:
         found = command_project(project)
+        if estimate:
+            self._estimate(found, retriever, options)
+            return
         if skip_existing and Run.objects.filter(project=found, name=name.strip()).exists():
             self.stdout.write(f"Run {name!r} exists, skipped.")
             return
@@ -75,6 +83,20 @@ class Command(BaseCommand):
         self.stdout.write(f"Job {job.id}: {retriever} run {job.name!r} queued for the workers.")
         if wait:
             self._wait(job)
+
+    def _estimate(self, project, retriever: str, options: dict) -> None:
+        choices = {key: options[key] for key in ("depth", "use_definition", "k1", "b", "first_depth", "keep", "model")}
+        try:
+            found = retrieval_estimate(project=project, retriever=retriever, **choices)
+        except RetrievalError as exc:
+            raise CommandError(str(exc)) from None
+        parts = [f"{label} {duration_text(seconds)}" for label, seconds in (
+            ("BM25", found.bm25_s), ("loading the encoder", found.load_s), ("encoding", found.encode_s))
+            if seconds is not None]
+        self.stdout.write(f"{retriever} over {found.passages:,} passages and {found.queries:,} queries: about "
+                          f"{duration_text(found.wall_s)} here ({', '.join(parts)}"
+                          f"{f'; {found.to_encode:,} passages to embed' if found.to_encode else ''}). "
+                          f"From {found.basis}. Nothing was started.")
 
     def _wait(self, job: RetrievalJob) -> None:
         while True:

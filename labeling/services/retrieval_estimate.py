@@ -1,0 +1,107 @@
+"""What a retrieval job will take here, before it is started: the wall time of a BM25, dense or cascade run on
+this project and this machine, from timed probes of the parts that grow with the project.
+
+- BM25 (and a cascade's first stage): indexing and searching the whole corpus when it has at most
+  BM25_PROBE_PASSAGES passages (what the job does, timed), else a sample of that many passages searched by every
+  query, scaled by corpus size over sample size (both grow about linearly with the passages).
+- Dense encoding (dense, and a cascade's candidates): the passages the embedding cache lacks for this encoder
+  (labeling.services.embeddings: new passages, or changed text), at the seconds per passage of ENCODE_PROBE
+  passages drawn from them, plus every query at the seconds per query of a probe of ENCODE_PROBE queries; the
+  encoder's loading, timed, is added once. A cascade embeds only BM25's candidates: at most queries x first_depth
+  passages, of which the cache lacks the corpus's share.
+- Not counted: the nearest-neighbour search (a matrix product, or HNSW above HNSW_MIN_PASSAGES) and writing the
+  run's rows, both small beside encoding; the worker's own start-up.
+
+The probes run in the web process and store nothing. bench/estimate_time.py compares the estimate with the job."""
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass
+
+from labeling.models import Project, RunKind
+from labeling.services.embeddings import embeddings_missing
+from labeling.services.retrieval import (
+    retrieval_bm25_params,
+    retrieval_corpus,
+    retrieval_encoder,
+    retrieval_parameters,
+)
+from models_llm.retrieval.bm25 import bm25_retrieve
+
+BM25_PROBE_PASSAGES = 5_000
+ENCODE_PROBE = 32
+SEED = 0
+
+
+@dataclass(frozen=True)
+class RetrievalEstimate:
+    """The parts of a retrieval job's wall time, in seconds (None: the retriever has no such part)."""
+
+    retriever: str
+    queries: int
+    passages: int
+    to_encode: int  # passages the encoder embeds (the cache lacks them); a cascade's bound
+    bm25_s: float | None
+    encode_s: float | None
+    load_s: float | None
+    basis: str
+
+    @property
+    def wall_s(self) -> float:
+        return sum(part for part in (self.bm25_s, self.encode_s, self.load_s) if part is not None)
+
+
+def _bm25_seconds(texts: list[str], queries: list[str], params: dict, depth: int) -> tuple[float, str]:
+    sample = texts if len(texts) <= BM25_PROBE_PASSAGES else random.Random(SEED).sample(texts, BM25_PROBE_PASSAGES)
+    started = time.perf_counter()
+    bm25_retrieve(sample, queries, depth=min(depth, len(sample)), params=retrieval_bm25_params(params))
+    seconds = time.perf_counter() - started
+    if len(sample) == len(texts):
+        return seconds, "BM25 timed on the whole corpus"
+    return seconds * len(texts) / len(sample), f"BM25 timed on {len(sample):,} of {len(texts):,} passages, scaled"
+
+
+def retrieval_estimate(
+    *, project: Project, retriever: str, depth: int | None = None, use_definition: bool = False,
+    k1: float | None = None, b: float | None = None, first_depth: int | None = None, keep: int | None = None,
+    model: str | None = None,
+) -> RetrievalEstimate:
+    """The expected wall time of retrieval_create's job with these arguments (RetrievalError for what it would
+    refuse), from probes timed here; nothing is stored."""
+    params = retrieval_parameters(retriever=retriever, depth=depth, use_definition=use_definition, k1=k1, b=b,
+                                 first_depth=first_depth, keep=keep, model=model)
+    corpus = retrieval_corpus(project, use_definition=use_definition)
+    n_queries, n_passages = len(corpus.query_ids), len(corpus.passage_ids)
+    bm25_s = encode_s = load_s = None
+    basis = []
+    if retriever in (RunKind.BM25, RunKind.CASCADE):
+        bm25_s, said = _bm25_seconds(corpus.passage_texts, corpus.query_texts, params,
+                                     params["depth"] if retriever == RunKind.BM25 else params["first_depth"])
+        basis.append(said)
+    to_encode = 0
+    if retriever in (RunKind.DENSE, RunKind.CASCADE):
+        started = time.perf_counter()
+        encoder = retrieval_encoder(params.get("model"))
+        encoder.encode(["warm-up"])  # the model loads lazily: its first call counts as loading
+        load_s = time.perf_counter() - started
+        missing = embeddings_missing(project=project, encoder=encoder,
+                                     passages=list(zip(corpus.passage_ids, corpus.passage_texts)))
+        to_encode = len(missing)
+        if retriever == RunKind.CASCADE:
+            to_encode = min(to_encode, round(n_queries * params["first_depth"] * len(missing) / n_passages))
+        rng = random.Random(SEED)
+        probe = [corpus.passage_texts[i] for i in rng.sample(list(missing), min(ENCODE_PROBE, len(missing)))]
+        questions = rng.sample(corpus.query_texts, min(ENCODE_PROBE, n_queries))
+        started = time.perf_counter()
+        encoder.encode(probe)
+        per_passage = (time.perf_counter() - started) / len(probe) if probe else 0.0
+        started = time.perf_counter()
+        encoder.encode(questions)
+        per_query = (time.perf_counter() - started) / len(questions)
+        encode_s = to_encode * per_passage + n_queries * per_query
+        cached = n_passages - len(missing)
+        basis.append(f"encoding timed on {len(probe)} passages and {len(questions)} queries on {encoder.device}"
+                     + (f"; {cached:,} passages embedded before" if cached else ""))
+    return RetrievalEstimate(retriever=retriever, queries=n_queries, passages=n_passages, to_encode=to_encode,
+                             bm25_s=bm25_s, encode_s=encode_s, load_s=load_s, basis="; ".join(basis))
