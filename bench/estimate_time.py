@@ -3,10 +3,12 @@
 Builds a throwaway SQLite project of ClimRetrieve sample pairs, then for the bundled MiniLM (an embedding judge) and
 SmolLM2-135M (a Tok judge): the dry run's wall time from a timed probe (no speed measured yet), the scoring of every
 pair chunk by chunk as a worker scores them (its model loaded already, as the estimate assumes), and the dry run
-again from the speed the chunks measured. Then a LoRA fine-tuning of SmolLM2 on the rule project of the tests: the
-estimate from a probe of a few micro batches, and the Trainer's own measure of the run. Prints estimate / actual.
+again from the speed the chunks measured. Then BM25, dense and cascade runs over the same project (the retrieval
+estimate, then the job run in this process, its encoder loaded by it). Then a LoRA fine-tuning of SmolLM2 on the
+rule project of the tests: the estimate from a probe of a few micro batches, and the Trainer's own measure of the
+run. Prints estimate / actual.
 
-    DEBUG=1 .venv/bin/python bench/estimate_time.py [--queries 2] [--passages 40] [--steps 4]
+    DEBUG=1 .venv/bin/python bench/estimate_time.py [--queries 2] [--passages 40] [--steps 4] [--skip-scoring]
 """
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=2)
     parser.add_argument("--passages", type=int, default=40)
     parser.add_argument("--steps", type=int, default=4, help="fine-tuning steps (batches of 8 examples)")
+    parser.add_argument("--skip-scoring", action="store_true", help="retrieval and fine-tuning only")
     args = parser.parse_args()
     folder = tempfile.mkdtemp(prefix="estimate-time-")
     os.environ["DATABASE_URL"] = f"sqlite:///{folder}/db.sqlite3"
@@ -42,7 +45,10 @@ def main() -> None:
     call_command("migrate", verbosity=0)
     from labeling.durations import duration_text
     from labeling.services.finetune import finetune_create, finetune_estimate, finetune_run
+    from labeling.models import PassageEmbeddings
     from labeling.services.judges import judge_create
+    from labeling.services.retrieval import retrieval_create, retrieval_run
+    from labeling.services.retrieval_estimate import retrieval_estimate
     from labeling.services.scoring import scoring_chunk_run, scoring_job_create, scoring_job_estimate
     from models_llm.bundled import minilm_folder, smollm2_folder
     from tests.distill_fixtures import base_folder, rule_project
@@ -59,7 +65,7 @@ def main() -> None:
     ]
     print("| judge | estimate before (probe) | actual | probe / actual | estimate after (measured) | measured / actual |")
     print("|---|---|---|---|---|---|")
-    for judge in judges:
+    for judge in [] if args.skip_scoring else judges:
         before = scoring_job_estimate(project=project, judge=judge, scope="all")
         job = scoring_job_create(project=project, judge=judge, scope="all")
         started = time.perf_counter()
@@ -70,6 +76,19 @@ def main() -> None:
         print(f"| {judge.name} | {duration_text(before.wall_s)} ({before.throughput.per_s:.1f} pairs/s) | "
               f"{duration_text(actual)} ({job.total / actual:.1f} pairs/s) | {before.wall_s / actual:.2f} | "
               f"{duration_text(after.wall_s)} | {after.wall_s / actual:.2f} |")
+
+    print("\n| retriever | estimate | actual | estimate / actual |")
+    print("|---|---|---|---|")
+    for retriever, options in (("bm25", {"depth": 100}), ("dense", {"depth": 100}),
+                               ("cascade", {"first_depth": 20, "keep": 10})):
+        estimate = retrieval_estimate(project=project, retriever=retriever, **options)
+        started = time.perf_counter()
+        retrieval_run(job_id=retrieval_create(project=project, retriever=retriever, name=retriever, **options).id)
+        actual = time.perf_counter() - started
+        if retriever == "dense":  # the cascade after it finds every passage embedded: a second dense run's case
+            PassageEmbeddings.objects.all().delete()
+        print(f"| {retriever} ({estimate.to_encode} passages to embed) | {duration_text(estimate.wall_s)} | "
+              f"{duration_text(actual)} | {estimate.wall_s / actual:.2f} |")
 
     distill, teacher, training_set = rule_project(Path(folder) / "rule", slug="rule")
     hyper = {"r": 8, "alpha": 16, "dropout": 0.0, "learning_rate": 5e-4, "batch_size": 8, "micro_batch": 4,

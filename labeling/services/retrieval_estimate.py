@@ -7,8 +7,9 @@ this project and this machine, from timed probes of the parts that grow with the
 - Dense encoding (dense, and a cascade's candidates): the passages the embedding cache lacks for this encoder
   (labeling.services.embeddings: new passages, or changed text), at the seconds per passage of ENCODE_PROBE
   passages drawn from them, plus every query at the seconds per query of a probe of ENCODE_PROBE queries; the
-  encoder's loading, timed, is added once. A cascade embeds only BM25's candidates: at most queries x first_depth
-  passages, of which the cache lacks the corpus's share.
+  encoder's loading, timed, is added once. A cascade embeds only BM25's candidates: those the timed BM25 retrieved
+  when it ran on the whole corpus, else at most queries x first_depth passages, of which the cache lacks the
+  corpus's share.
 - Not counted: the nearest-neighbour search (a matrix product, or HNSW above HNSW_MIN_PASSAGES) and writing the
   run's rows, both small beside encoding; the worker's own start-up.
 
@@ -18,6 +19,8 @@ from __future__ import annotations
 import random
 import time
 from dataclasses import dataclass
+
+import numpy as np
 
 from labeling.models import Project, RunKind
 from labeling.services.embeddings import embeddings_missing
@@ -52,14 +55,19 @@ class RetrievalEstimate:
         return sum(part for part in (self.bm25_s, self.encode_s, self.load_s) if part is not None)
 
 
-def _bm25_seconds(texts: list[str], queries: list[str], params: dict, depth: int) -> tuple[float, str]:
+def _bm25_seconds(texts: list[str], queries: list[str], params: dict, depth: int
+                  ) -> tuple[float, str, np.ndarray | None]:
+    """(seconds, what they rest on, the corpus positions BM25 retrieves within `depth` for some query: None when
+    timed on a sample)."""
     sample = texts if len(texts) <= BM25_PROBE_PASSAGES else random.Random(SEED).sample(texts, BM25_PROBE_PASSAGES)
     started = time.perf_counter()
-    bm25_retrieve(sample, queries, depth=min(depth, len(sample)), params=retrieval_bm25_params(params))
+    hits = bm25_retrieve(sample, queries, depth=min(depth, len(sample)), params=retrieval_bm25_params(params))
     seconds = time.perf_counter() - started
     if len(sample) == len(texts):
-        return seconds, "BM25 timed on the whole corpus"
-    return seconds * len(texts) / len(sample), f"BM25 timed on {len(sample):,} of {len(texts):,} passages, scaled"
+        retrieved = np.unique(np.concatenate([np.zeros(0, np.int64), *hits.indices]))
+        return seconds, "BM25 timed on the whole corpus", retrieved
+    return (seconds * len(texts) / len(sample), f"BM25 timed on {len(sample):,} of {len(texts):,} passages, scaled",
+            None)
 
 
 def retrieval_estimate(
@@ -73,10 +81,10 @@ def retrieval_estimate(
                                  first_depth=first_depth, keep=keep, model=model)
     corpus = retrieval_corpus(project, use_definition=use_definition)
     n_queries, n_passages = len(corpus.query_ids), len(corpus.passage_ids)
-    bm25_s = encode_s = load_s = None
+    bm25_s = encode_s = load_s = candidates = None
     basis = []
     if retriever in (RunKind.BM25, RunKind.CASCADE):
-        bm25_s, said = _bm25_seconds(corpus.passage_texts, corpus.query_texts, params,
+        bm25_s, said, candidates = _bm25_seconds(corpus.passage_texts, corpus.query_texts, params,
                                      params["depth"] if retriever == RunKind.BM25 else params["first_depth"])
         basis.append(said)
     to_encode = 0
@@ -88,7 +96,9 @@ def retrieval_estimate(
         missing = embeddings_missing(project=project, encoder=encoder,
                                      passages=list(zip(corpus.passage_ids, corpus.passage_texts)))
         to_encode = len(missing)
-        if retriever == RunKind.CASCADE:
+        if retriever == RunKind.CASCADE and candidates is not None:
+            to_encode = int(np.isin(candidates, missing).sum())  # BM25's own candidates, the cache's lacks
+        elif retriever == RunKind.CASCADE:
             to_encode = min(to_encode, round(n_queries * params["first_depth"] * len(missing) / n_passages))
         rng = random.Random(SEED)
         probe = [corpus.passage_texts[i] for i in rng.sample(list(missing), min(ENCODE_PROBE, len(missing)))]

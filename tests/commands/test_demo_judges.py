@@ -12,6 +12,12 @@ from tests.scoring_fixtures import small_scoring_project
 pytestmark = pytest.mark.django_db
 
 
+@pytest.fixture(autouse=True)
+def short_probes(settings):
+    """The estimates' timed probe scores SCORING_WRITE_PAIRS pairs with each judge: 2 are enough to time here."""
+    settings.SCORING_WRITE_PAIRS = 2
+
+
 def run(slug: str) -> str:
     out = StringIO()
     call_command("demo_judges", "--project", slug, stdout=out)
