@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from labeling.models import Membership, Pair, PairSource, Project
+from labeling.models import Membership, Pair, PairSource, Project, RetrievalJob
 from labeling.services.bundle_import import bundle_import
 from labeling.services.labels import label_submit
 from labeling.services.retrieval import retrieval_create, retrieval_run
@@ -66,6 +66,18 @@ def test_a_project_with_runs_shows_its_leaderboard_and_pools_from_runs(browser, 
     assert page.locator("[data-scatter] svg circle").count() == 12  # 3 runs in each judge's plot
     assert page.locator("table[data-leaderboard='judge:gpt35-ask-generic'] caption [data-partial]").is_visible()
     page.screenshot(path=str(SCREENSHOTS / "systems-with-runs.png"), full_page=True)
+
+    # What a dense run would take here, before anyone starts it; nothing starts.
+    page.locator("#retrieve select[name=retriever]").select_option("dense")
+    page.locator("#retrieve button[name=estimate]").click()
+    shown = page.locator("[data-retrieval-estimate]")
+    shown.wait_for(timeout=60_000)
+    passages = project.passages.count()
+    assert shown.inner_text().startswith(f"dense over {passages} passages and ")
+    assert f"{passages} passages to embed" in shown.inner_text() and "encoding timed on 32 passages" in shown.inner_text()
+    assert RetrievalJob.objects.filter(project=project, retriever="dense").count() == 0
+    shown.scroll_into_view_if_needed()
+    page.locator("#retrieve").screenshot(path=str(SCREENSHOTS / "systems-retrieval-estimate.png"))
 
     pairs_before = Pair.objects.filter(project=project).count()
     page.locator("#pool input[name=runs][value='bm25']").check()
