@@ -23,6 +23,7 @@ from tests.test_scoring_worker import broker, start_worker  # noqa: F401 - the b
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 WINDOW = 4
+CHUNK_SECONDS = 1e-6
 
 
 def _wait(what: str, condition, timeout: float, log) -> float:
@@ -51,7 +52,9 @@ def _small_bundle() -> bytes:
 @pytest.fixture
 def big_job_running(tmp_path, broker, settings):  # noqa: F811
     """A 500-chunk job of one judge, its worker already busy with it; yields (project, big job, env, log)."""
-    settings.SCORING_WINDOW_CHUNKS = WINDOW
+    # Chunks of a millisecond would widen the window by up to WINDOW_SCALE_MAX (jobs share by time, tested in
+    # tests/test_queues.py): with a chunk time this short every job keeps the plain window, which is tested here.
+    settings.SCORING_WINDOW_CHUNKS, settings.SCORING_CHUNK_SECONDS = WINDOW, CHUNK_SECONDS
     project = small_scoring_project(tmp_path / "b", queries=2, passages=260)
     big_judge, small_judge = minilm_judge(project, "minilm-big"), minilm_judge(project, "minilm-small")
     pair_ids = list(Pair.objects.filter(project=project).order_by("id").values_list("id", flat=True))
@@ -60,7 +63,8 @@ def big_job_running(tmp_path, broker, settings):  # noqa: F811
     assert big.chunks.count() == 500
     # Only the window is in the queue: the rest is sent as chunks are written.
     assert big.chunks.filter(dispatched_at__isnull=False).count() == WINDOW
-    env = {**broker, "MEDIA_ROOT": str(settings.MEDIA_ROOT), "SCORING_WINDOW_CHUNKS": str(WINDOW)}
+    env = {**broker, "MEDIA_ROOT": str(settings.MEDIA_ROOT), "SCORING_WINDOW_CHUNKS": str(WINDOW),
+           "SCORING_CHUNK_SECONDS": str(CHUNK_SECONDS)}
     log = tmp_path / "worker.log"
     worker = start_worker(env, log)
     try:
