@@ -110,8 +110,10 @@ def inject_sentence(passage: str, rng: random.Random, sentence: str = INJECTION)
 
 def _rng(seed: int, item: AuditItem, purpose: str) -> random.Random:
     # One generator per item and purpose (a str seed is hashed with SHA-512, the same in every process): an item's
-    # variants do not change when other items or other tests are added to the audit.
-    return random.Random(f"{seed}:{item.item}:{purpose}")
+    # variants do not change when other items or other tests are added to the audit. Seeded by the item's query and
+    # passage ids as imported, not its database id: the same project imported again, into another database, gets
+    # the same variants (a database id depends on what the database held before).
+    return random.Random(f"{seed}:{item.query_key}:{item.doc_key}:{purpose}")
 
 
 def _others_for(item: AuditItem, others: Sequence[OtherPassage]) -> list[OtherPassage]:
