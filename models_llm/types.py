@@ -5,8 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-Backend = Literal["hf", "openai", "embedding"]
-Method = Literal["tok", "ask", "embedding", "ensemble"]
+Backend = Literal["hf", "openai", "embedding", "crossencoder"]
+Method = Literal["tok", "ask", "embedding", "ensemble", "crossencoder"]
+# Between the relevance definition and the question on a cross-encoder's query side, unless the judge sets another:
+# BERT-style tokenizers read it as their own separator token.
+CROSSENCODER_SEPARATOR = " [SEP] "
 Status = Literal["ok", "parse_error", "failed"]
 
 # A Tok judgment whose Yes+No probability mass is below this put most of its mass on other tokens: the
@@ -43,12 +46,14 @@ class JudgeConfig:
     template: dict[str, str] = field(default_factory=dict)  # prompt template override (see prompts.py)
     # ensemble: the DisastIR prompt strategies to run (empty: every strategy the query's intent uses)
     strategies: tuple[str, ...] = ()
+    max_length: int = 512  # crossencoder: tokens of query and passage together (the rest is cut)
+    separator: str = CROSSENCODER_SEPARATOR  # crossencoder: between the definition and the question
 
     def __post_init__(self) -> None:
-        if self.backend not in ("hf", "openai", "embedding"):
-            raise ValueError(f"backend must be hf, openai or embedding, got {self.backend!r}")
-        if self.method not in ("tok", "ask", "embedding", "ensemble"):
-            raise ValueError(f"method must be tok, ask, embedding or ensemble, got {self.method!r}")
+        if self.backend not in ("hf", "openai", "embedding", "crossencoder"):
+            raise ValueError(f"backend must be hf, openai, embedding or crossencoder, got {self.backend!r}")
+        if self.method not in ("tok", "ask", "embedding", "ensemble", "crossencoder"):
+            raise ValueError(f"method must be tok, ask, embedding, ensemble or crossencoder, got {self.method!r}")
         if self.method == "ensemble" and self.backend not in ("hf", "openai"):
             raise ValueError("the ensemble method needs a generative backend: hf or openai")
         if not isinstance(self.strategies, tuple | list) or not all(isinstance(s, str) for s in self.strategies):
@@ -68,6 +73,12 @@ class JudgeConfig:
                              "as the start of the answer and P(Yes) read after it); use ask, or drop cot")
         if (self.backend == "embedding") != (self.method == "embedding"):
             raise ValueError("the embedding backend and the embedding method go together")
+        if (self.backend == "crossencoder") != (self.method == "crossencoder"):
+            raise ValueError("the crossencoder backend and the crossencoder method go together")
+        if isinstance(self.max_length, bool) or not isinstance(self.max_length, int) or not 16 <= self.max_length <= 8192:
+            raise ValueError(f"max_length must be a whole number from 16 to 8192, got {self.max_length!r}")
+        if not isinstance(self.separator, str) or not self.separator.strip():
+            raise ValueError("separator must be a non-blank string")
         if not self.model:
             raise ValueError("a judge needs a model")
         if not (isinstance(self.temperature, int | float) and 0.0 <= self.temperature <= 2.0):

@@ -40,4 +40,8 @@ def load_scorer(config: JudgeConfig) -> Scorer:
         from models_llm.backends.embedding import EmbeddingScorer
 
         return EmbeddingScorer(config)
+    if config.backend == "crossencoder":
+        from models_llm.backends.crossencoder import CrossEncoderScorer
+
+        return CrossEncoderScorer(config)
     raise ScorerConfigError(f"unknown backend {config.backend!r}")
