@@ -24,9 +24,11 @@ class JudgeForm(forms.Form):
     name = forms.CharField(max_length=200)
     backend = forms.ChoiceField(choices=[(backend.value, backend.label) for backend in Judge.Backend.creatable()])
     model = forms.CharField(max_length=300, required=False,
-                            help_text="a model folder (hf, embedding) or a model name (openai); none for an ensemble")
-    # A blank first choice: a select always posts one, and an embedding judge refuses a prompting method.
-    method = forms.ChoiceField(choices=[("", "(default: Tok; none for an embedding judge)")]
+                            help_text="a model folder (hf, embedding, crossencoder: a re-ranker) or a model name "
+                                      "(openai); none for an ensemble")
+    # A blank first choice: a select always posts one, and an embedding or crossencoder judge refuses a prompting
+    # method.
+    method = forms.ChoiceField(choices=[("", "(default: Tok; none for an embedding or crossencoder judge)")]
                                + [(method.value, method.label) for method in Judge.Method.prompting()],
                                required=False)
     strategies = forms.MultipleChoiceField(
@@ -37,6 +39,8 @@ class JudgeForm(forms.Form):
                               help_text="ensemble backend: member judge names, separated by commas")
     max_new_tokens = forms.IntegerField(min_value=1, max_value=4096, required=False,
                                         help_text="answer budget in tokens (Ask and ensembles)")
+    max_length = forms.IntegerField(min_value=16, max_value=8192, required=False, label="Max length",
+                                    help_text="crossencoder: tokens of query and passage together (default 512)")
     price_in = forms.FloatField(min_value=0, required=False, label="Price in",
                                 help_text="USD per million prompt tokens (for cost figures)")
     price_out = forms.FloatField(min_value=0, required=False, label="Price out",
@@ -97,6 +101,7 @@ class JudgeForm(forms.Form):
             **prices,
             "strategies": data["strategies"] or None,
             "max_new_tokens": data["max_new_tokens"],
+            "max_length": data["max_length"],
             "name": data["name"],
             "backend": backend,
             "model": data["model"],

@@ -101,7 +101,8 @@ class JudgeSerializer(serializers.Serializer):
     name = StrictCharField()
     backend = StrictCharField()
     model = StrictCharField()
-    method = StrictCharField(allow_blank=True, help_text="tok, ask, embedding or ensemble; empty for imports")
+    method = StrictCharField(allow_blank=True,
+                             help_text="tok, ask, embedding, crossencoder or ensemble; empty for imports")
     endpoint = StrictCharField(allow_blank=True, help_text="openai: the operator's endpoint it uses")
     price_in = StrictFloatField(allow_null=True)
     price_out = StrictFloatField(allow_null=True)
@@ -124,6 +125,10 @@ class JudgeCreateSerializer(serializers.Serializer):
     strategies = serializers.ListField(child=StrictCharField(max_length=32), required=False, max_length=8)
     members = serializers.ListField(child=StrictCharField(max_length=200), required=False, max_length=20)
     max_new_tokens = StrictIntegerField(min_value=1, max_value=4096, required=False)
+    max_length = StrictIntegerField(min_value=16, max_value=8192, required=False,
+                                    help_text="crossencoder: tokens of query and passage together (default 512)")
+    separator = StrictCharField(max_length=32, required=False, trim_whitespace=False,
+                                help_text="crossencoder: between the definition and the question (default ' [SEP] ')")
     price_in = StrictFloatField(min_value=0, max_value=10_000, required=False)
     price_out = StrictFloatField(min_value=0, max_value=10_000, required=False)
     template = serializers.DictField(child=StrictCharField(), required=False)

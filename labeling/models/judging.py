@@ -11,18 +11,19 @@ from labeling.models.jobs import Job, MeteredJob
 
 
 class JudgeBackend(models.TextChoices):
-    """The kinds of judge (Judge.Backend). models_llm.types.Backend holds the three that load a model."""
+    """The kinds of judge (Judge.Backend). models_llm.types.Backend holds the four that load a model."""
 
     HF = "hf", "hf: local transformers model"
     OPENAI = "openai", "openai: OpenAI-compatible API"
     EMBEDDING = "embedding", "embedding: cosine similarity baseline"
+    CROSSENCODER = "crossencoder", "crossencoder: a re-ranker reads query and passage together"
     ENSEMBLE = "ensemble", "ensemble: the mean P of other judges"
     IMPORT = "import", "import: the judgments of an imported bundle"
 
     @classmethod
     def creatable(cls) -> tuple[JudgeBackend, ...]:
         """The backends a judge is created with (an imported judge comes with its bundle's judgments)."""
-        return (cls.HF, cls.OPENAI, cls.EMBEDDING, cls.ENSEMBLE)
+        return (cls.HF, cls.OPENAI, cls.EMBEDDING, cls.CROSSENCODER, cls.ENSEMBLE)
 
     @classmethod
     def generative(cls) -> tuple[JudgeBackend, ...]:
@@ -32,7 +33,13 @@ class JudgeBackend(models.TextChoices):
     @classmethod
     def local_model(cls) -> tuple[JudgeBackend, ...]:
         """The backends whose `model` is a folder under a model root (openai names a model of its endpoint)."""
-        return (cls.HF, cls.EMBEDDING)
+        return (cls.HF, cls.EMBEDDING, cls.CROSSENCODER)
+
+    @classmethod
+    def promptless(cls) -> tuple[JudgeBackend, ...]:
+        """The backends whose model reads query and passage and gives a score: no prompt, no text, no token
+        bought; each has a method of its own name."""
+        return (cls.EMBEDDING, cls.CROSSENCODER)
 
 
 class JudgeMethod(models.TextChoices):
@@ -42,6 +49,7 @@ class JudgeMethod(models.TextChoices):
     TOK = "tok", "Tok: P from the Yes/No next-token logits"
     ASK = "ask", "Ask: parse the stated confidence"
     EMBEDDING = "embedding", "Embedding: cosine similarity of query and passage"
+    CROSSENCODER = "crossencoder", "Cross-encoder: P from a re-ranker's head"
     ENSEMBLE = "ensemble", "Ensemble: DisastIR prompt strategies, JSON scores averaged"
 
     @classmethod
@@ -52,7 +60,9 @@ class JudgeMethod(models.TextChoices):
     @classmethod
     def default_for(cls, backend: str) -> JudgeMethod:
         """The method a new judge of `backend` scores with when none is chosen."""
-        return cls.EMBEDDING if backend == JudgeBackend.EMBEDDING else cls.TOK
+        if backend in JudgeBackend.promptless():
+            return cls(backend)  # the backend's own method, of the same name
+        return cls.TOK
 
 
 class Judge(models.Model):

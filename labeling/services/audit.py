@@ -231,7 +231,7 @@ def audit_estimate(*, project: Project, judge: Judge, kind: str, parameters: Map
     built = time.perf_counter() - started
     config = audit_judge_config(judge)
     tokens = cost = None
-    if config.backend != Judge.Backend.EMBEDDING:
+    if config.backend not in Judge.Backend.promptless():
         try:
             count = prompt_token_counter(config)
         except JudgeConfigError as exc:

@@ -41,14 +41,26 @@ UNUSED_BY_BACKEND: dict[str, tuple[frozenset[str], str]] = {
         frozenset({"method", "cot", "template", "max_new_tokens", "strategies", "adapter", "adapter_storage",
                    "timeout_s", "max_retries", "concurrency", "price_in", "price_out"}),
         "an embedding judge compares embeddings: it sends no prompt, writes no text and costs no tokens"),
+    Judge.Backend.CROSSENCODER: (
+        frozenset({"method", "cot", "template", "max_new_tokens", "strategies", "adapter", "adapter_storage",
+                   "timeout_s", "max_retries", "concurrency", "price_in", "price_out"}),
+        "a crossencoder judge reads query and passage with its own head: it sends no prompt, writes no text and "
+        "costs no tokens"),
 }
+# Settings of the crossencoder backend only.
+CROSSENCODER_ONLY = frozenset({"max_length", "separator"})
 
 
 def _unused_refused(backend: str, given: dict[str, object]) -> None:
     """JudgeError naming the fields given (not None) that `backend` has no use for."""
+    if backend != Judge.Backend.CROSSENCODER:
+        only = sorted(field for field, value in given.items() if value is not None and field in CROSSENCODER_ONLY)
+        if only:
+            raise JudgeError(f"{', '.join(only)}: a crossencoder judge's settings, which a {backend} judge has no "
+                             "use for; leave them out")
     fields, why = UNUSED_BY_BACKEND.get(backend, (frozenset(), ""))
     unused = sorted(field for field, value in given.items() if value is not None and field in fields)
-    if backend == Judge.Backend.EMBEDDING and given.get("method") == Judge.Method.EMBEDDING:
+    if backend in Judge.Backend.promptless() and given.get("method") == backend:
         unused.remove("method")  # its own method, as add_judge names it
     if unused:
         raise JudgeError(f"{why}; leave out {', '.join(unused)}")
@@ -99,8 +111,8 @@ def judge_create(
     if members:
         raise JudgeError("members are for a judges ensemble (backend ensemble)")
     _unused_refused(backend, {**params, "template": template or None, "price_in": price_in, "price_out": price_out})
-    if backend == Judge.Backend.EMBEDDING:
-        params["method"] = Judge.Method.EMBEDDING.value
+    if backend in Judge.Backend.promptless():
+        params["method"] = Judge.Method(backend).value
     judge = Judge(project=project, name=name, backend=backend, model=model,
                   prompt=json.dumps(template, indent=2) if template else "", parameters=params, **prices)
     try:
@@ -125,5 +137,11 @@ def judge_create(
                              "(run `manage.py setup_models` for the bundled ones)")
         if not (Path(folder) / marker).is_file():
             raise JudgeError(f"{label} folder {given[label]} holds no {marker}: not a model folder that can load")
+    if backend == Judge.Backend.CROSSENCODER:
+        from models_llm.backends.crossencoder import head_problem
+
+        problem = head_problem(Path(config.model))
+        if problem:
+            raise JudgeError(problem.replace(str(config.model), f"model folder {model}"))
     judge.save()
     return judge

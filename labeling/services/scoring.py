@@ -270,8 +270,8 @@ def scoring_job_estimate(
     except JudgeConfigError as exc:
         raise ScoringError(str(exc)) from None
     rows = _pairs_in_scope(project=project, judge=judge, scope=scope, pair_ids=pair_ids)
-    if config.backend == Judge.Backend.EMBEDDING:
-        # No prompt and no token: what an embedding judge costs is time.
+    if config.backend in Judge.Backend.promptless():
+        # No prompt and no token bought: what an embedding or cross-encoder judge costs is time.
         tokens = TokenEstimate(pairs=len(rows), sampled=0, calls=0, prompt_tokens=0, completion_tokens=0,
                                exact_prompt_tokens=True)
         throughput = _throughput(project=project, judge=judge, rows=rows, probe=probe)

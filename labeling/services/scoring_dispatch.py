@@ -40,7 +40,8 @@ def bulk_queue_for(judge: Judge) -> str:
     """The queue a judge's chunks (and audits) go to: GPU_QUEUE for a judge that runs a local model on a GPU when
     the operator declared one, else BULK_QUEUE."""
     device = str((judge.parameters or {}).get("device") or "")
-    if settings.GPU_QUEUE and judge.backend == Judge.Backend.HF and device.startswith("cuda"):
+    on_gpu = judge.backend in (Judge.Backend.HF, Judge.Backend.CROSSENCODER) and device.startswith("cuda")
+    if settings.GPU_QUEUE and on_gpu:
         return settings.GPU_QUEUE
     return settings.BULK_QUEUE
 

@@ -19,7 +19,7 @@ from labeling.selectors.definitions import current_definitions
 from labeling.selectors.throughput import Throughput
 from labeling.services.judging import judge_pairs
 
-LOCAL_BACKENDS = (Judge.Backend.HF, Judge.Backend.EMBEDDING)
+LOCAL_BACKENDS = (Judge.Backend.HF, Judge.Backend.EMBEDDING, Judge.Backend.CROSSENCODER)
 
 
 def throughput_probe(*, judge: Judge, pair_ids: Sequence[int], seed: int = 0) -> Throughput | None:

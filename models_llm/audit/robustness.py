@@ -83,9 +83,9 @@ def _ordering_counts(before: np.ndarray, after: np.ndarray, groups: Sequence[str
 
 def samples_text(config: JudgeConfig) -> bool:
     """Whether the judge's answer depends on sampled text at a temperature above 0: an Ask judge or a Tok judge with
-    CoT generates text; Tok without CoT reads P(Yes) from one forward pass, and an embedding judge generates nothing,
-    so asking either twice gives the same answer."""
-    return config.backend != "embedding" and (config.method != "tok" or config.cot)
+    CoT generates text; Tok without CoT reads P(Yes) from one forward pass, and an embedding or cross-encoder judge
+    generates nothing, so asking either twice gives the same answer."""
+    return config.backend not in ("embedding", "crossencoder") and (config.method != "tok" or config.cot)
 
 
 def row_figures(before: Sequence[float], after: Sequence[float], groups: Sequence[str], *,

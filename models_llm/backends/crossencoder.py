@@ -53,11 +53,18 @@ def probabilities(logits: np.ndarray) -> np.ndarray:
     raise ValueError(f"a head of {logits.shape[1]} logits has no single relevant class")
 
 
-def _architectures(folder: Path) -> list[str]:
+def head_problem(folder: Path) -> str | None:
+    """Why the folder cannot be a cross-encoder judge, read from its config.json alone (None: it names a
+    sequence-classification model): a plain encoder's head would be made up at random."""
     try:
-        return list(json.loads((folder / "config.json").read_text()).get("architectures") or [])
-    except (OSError, ValueError) as exc:
-        raise ScorerConfigError(f"{folder} has no readable config.json: {exc}"[:500]) from None
+        architectures = list(json.loads((Path(folder) / "config.json").read_text()).get("architectures") or [])
+    except (OSError, ValueError, AttributeError) as exc:
+        return f"{folder} has no readable config.json: {exc}"[:500]
+    if not any(str(name).endswith("ForSequenceClassification") for name in architectures):
+        return (f"{folder} is an encoder without a relevance head (config.json names no ...ForSequenceClassification "
+                "architecture): its head would be random. Use a cross-encoder or re-ranker folder, or fine-tune a "
+                "cross-encoder student from it first")
+    return None
 
 
 class CrossEncoderScorer:
@@ -72,11 +79,9 @@ class CrossEncoderScorer:
         dtype = getattr(torch, config.dtype, None)
         if not isinstance(dtype, torch.dtype):
             raise ScorerConfigError(f"unknown dtype {config.dtype!r}")
-        if not any(name.endswith("ForSequenceClassification") for name in _architectures(folder)):
-            raise ScorerConfigError(
-                f"{folder} is an encoder without a relevance head (config.json names no ...ForSequenceClassification "
-                "architecture): its head would be random. Use a cross-encoder or re-ranker folder, or fine-tune a "
-                "cross-encoder student from it first")
+        problem = head_problem(folder)
+        if problem:
+            raise ScorerConfigError(problem)
         from sentence_transformers import CrossEncoder
 
         try:

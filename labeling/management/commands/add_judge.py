@@ -1,4 +1,5 @@
-"""`manage.py add_judge NAME --project SLUG --backend hf|openai|embedding --model ...`: define an LLM judge."""
+"""`manage.py add_judge NAME --project SLUG --backend hf|openai|embedding|crossencoder|ensemble --model ...`: define
+a judge."""
 import argparse
 import json
 from pathlib import Path
@@ -11,7 +12,8 @@ from labeling.services.judges import JudgeError, judge_create
 
 
 class Command(BaseCommand):
-    help = "Create an LLM judge (DIRAS Tok or Ask prompting, or the embedding baseline) in a project."
+    help = ("Create a judge in a project: an LLM (DIRAS Tok or Ask prompting), the embedding baseline, a "
+            "cross-encoder (a re-ranker folder) or an ensemble of judges.")
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("name")
@@ -19,7 +21,8 @@ class Command(BaseCommand):
         parser.add_argument("--backend", required=True,
                             choices=[backend.value for backend in Judge.Backend.creatable()],
                             help="ensemble: a judge whose P is the mean of --members' P")
-        parser.add_argument("--model", default="", help="local model folder (hf, embedding) or model name (openai)")
+        parser.add_argument("--model", default="",
+                            help="local model folder (hf, embedding, crossencoder) or model name (openai)")
         parser.add_argument("--members", help="ensemble backend: member judge names, comma-separated")
         parser.add_argument("--strategies", help="ensemble method: direct,cot,multi (default: all the intent uses)")
         parser.add_argument("--max-new-tokens", type=int, help="answer budget in tokens (ask, ensemble)")
@@ -33,7 +36,11 @@ class Command(BaseCommand):
         parser.add_argument("--no-definition", action="store_true", help="leave the relevance definition out of the prompt")
         parser.add_argument("--device", help="hf: cpu, cuda, cuda:1 ...")
         parser.add_argument("--dtype", choices=["float32", "bfloat16", "float16"], help="hf weights dtype")
-        parser.add_argument("--batch-size", type=int, help="hf: paragraphs per forward pass")
+        parser.add_argument("--batch-size", type=int, help="hf: paragraphs per forward pass; crossencoder: pairs")
+        parser.add_argument("--max-length", type=int,
+                            help="crossencoder: tokens of query and passage together (default 512)")
+        parser.add_argument("--separator", help="crossencoder: between the definition and the question "
+                                                "(default ' [SEP] ')")
         parser.add_argument("--endpoint", help="openai: the name of an endpoint the operator declared in LLM_ENDPOINTS")
         # Gone: the operator declares URLs and key variables (LLM_ENDPOINTS); kept only to say so.
         parser.add_argument("--base-url", help=argparse.SUPPRESS)
@@ -70,7 +77,7 @@ class Command(BaseCommand):
                 adapter=options["adapter"], device=options["device"], dtype=options["dtype"],
                 batch_size=options["batch_size"], endpoint=options["endpoint"],
                 concurrency=options["concurrency"], strategies=strategies, max_new_tokens=options["max_new_tokens"],
-                **prices,
+                max_length=options["max_length"], separator=options["separator"], **prices,
             )
         except JudgeError as exc:
             raise CommandError(str(exc)) from None
