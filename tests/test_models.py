@@ -122,7 +122,7 @@ def test_judge_name_is_unique_per_project():
 
 def test_judge_backend_is_one_of_the_judge_kinds():
     refused(lambda: JudgeFactory(backend="vllm"))
-    for backend in ("hf", "openai", "embedding", "ensemble", "import"):
+    for backend in ("hf", "openai", "embedding", "crossencoder", "ensemble", "import"):
         JudgeFactory(backend=backend)
 
 

@@ -108,7 +108,7 @@ def test_cancel_stops_the_job_and_resume_requeues_only_unwritten_chunks(tmp_path
         ({"backend": "hf", "model": "{root}/missing", "method": "tok"}, "missing does not exist"),
         ({"backend": "hf", "model": "{root}", "method": "tok"}, "holds no config.json"),
         ({"backend": "openai", "model": "gpt-4o", "method": "ask"}, "needs an endpoint"),
-        ({"backend": "hf", "model": "{root}/x", "method": "shout"}, "method must be tok, ask, embedding or ensemble"),
+        ({"backend": "hf", "model": "{root}/x", "method": "shout"}, "method must be tok, ask, embedding, ensemble or crossencoder"),
     ],
 )
 def test_bad_judges_are_refused_with_the_reason(tmp_path, kwargs, message):
