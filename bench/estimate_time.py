@@ -44,8 +44,8 @@ def main() -> None:
 
     call_command("migrate", verbosity=0)
     from labeling.durations import duration_text
-    from labeling.services.finetune import finetune_create, finetune_estimate, finetune_run
     from labeling.models import PassageEmbeddings
+    from labeling.services.finetune import finetune_create, finetune_estimate, finetune_run
     from labeling.services.judges import judge_create
     from labeling.services.retrieval import retrieval_create, retrieval_run
     from labeling.services.retrieval_estimate import retrieval_estimate

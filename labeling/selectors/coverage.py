@@ -64,10 +64,7 @@ def judged_pair_ids(judge: Judge) -> np.ndarray:
 
 def coverage_of(*, judge: Judge, needed: np.ndarray) -> Coverage:
     """The judge's coverage of the pairs whose ids are `needed` (each once)."""
-    needed = np.asarray(needed, dtype=np.int64)
-    if not needed.size:
-        return Coverage(needed=0, covered=0)
-    return Coverage(needed=int(needed.size), covered=int(np.isin(needed, judged_pair_ids(judge)).sum()))
+    return coverages_of(judge=judge, needed_at={None: needed})[None]
 
 
 def pool_pairs_retrieved(*, project: Project, tops: Sequence[np.ndarray]) -> np.ndarray:

@@ -27,7 +27,7 @@ from labeling.selectors.qrels_sources import HUMAN, JUDGE, SystemsError, qrels_s
 from labeling.selectors.retrieval_jobs import retrieval_jobs
 from labeling.selectors.runs import project_runs, run_by_name
 from labeling.selectors.scoring import judges_for_project
-from labeling.selectors.systems import JUDGED, Estimate, SystemsReport, systems_report
+from labeling.selectors.systems import JUDGED, SystemsReport, systems_report
 from labeling.services.pooling import PoolingError, pool_add, pool_preview
 from labeling.services.retrieval import RetrievalError, retrieval_cancel, retrieval_request
 from labeling.services.retrieval_estimate import retrieval_estimate
