@@ -450,7 +450,10 @@ def _llm_endpoints(raw: str) -> dict[str, dict]:
     {"openai": {"base_url": "https://api.openai.com/v1", "api_key_env": "OPENAI_API_KEY"},
      "local": {"base_url": "http://127.0.0.1:8001/v1", "allow_local": true, "prefill": true}}.
     Judges name an endpoint; nobody but the operator types a URL or the variable that holds a key. `prefill`
-    declares that the server continues a final assistant message (vLLM's continue_final_message)."""
+    declares that the server continues a final assistant message (vLLM's continue_final_message).
+    `label_token_ids`, {"Yes": [ids], "No": [ids]}, declares that the server returns the logprobs of named token
+    ids (vLLM's logprob_token_ids) and which ids spell Yes and No in the served model's tokenizer: the backend
+    has no tokenizer, so only the operator can say."""
     try:
         value = json.loads(raw or "{}")
     except ValueError as exc:
@@ -462,8 +465,10 @@ def _llm_endpoints(raw: str) -> dict[str, dict]:
         where = f"LLM_ENDPOINTS[{name!r}]"
         if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", name):
             raise ImproperlyConfigured(f"{where}: a name is 1-64 letters, digits, '_', '.' or '-'")
-        if not isinstance(entry, dict) or set(entry) - {"base_url", "api_key_env", "allow_local", "prefill"}:
-            raise ImproperlyConfigured(f"{where} must be an object with base_url, api_key_env, allow_local, prefill")
+        if not isinstance(entry, dict) or set(entry) - {"base_url", "api_key_env", "allow_local", "prefill",
+                                                        "label_token_ids"}:
+            raise ImproperlyConfigured(f"{where} must be an object with base_url, api_key_env, allow_local, prefill, "
+                                       "label_token_ids")
         url = entry.get("base_url")
         if not isinstance(url, str) or not re.fullmatch(r"https?://[^\s/?#]+(/[^\s?#]*)?", url):
             raise ImproperlyConfigured(f"{where}.base_url must be an http(s) URL, got {url!r}")
@@ -477,8 +482,27 @@ def _llm_endpoints(raw: str) -> dict[str, dict]:
         if not isinstance(prefill, bool):
             raise ImproperlyConfigured(f"{where}.prefill must be true or false")
         endpoints[name] = {"base_url": url.rstrip("/"), "api_key_env": key_env, "allow_local": allow_local,
-                           "prefill": prefill}
+                           "prefill": prefill, "label_token_ids": _label_token_ids(entry.get("label_token_ids"), where)}
     return endpoints
+
+
+def _label_token_ids(value: object, where: str) -> dict[str, list[int]] | None:
+    """An endpoint's label_token_ids ({"Yes": [ids], "No": [ids]}: the served model's token ids of each word's
+    spellings, e.g. "Yes", " Yes", "yes"), checked; None when not declared."""
+    if value is None:
+        return None
+    where = f"{where}.label_token_ids"
+    if not isinstance(value, dict) or set(value) != {"Yes", "No"}:
+        raise ImproperlyConfigured(f'{where} must be {{"Yes": [token ids], "No": [token ids]}}')
+    for word, ids in value.items():
+        if not (isinstance(ids, list) and ids and all(
+                isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in ids)) or len(set(ids)) != len(ids):
+            raise ImproperlyConfigured(f"{where}.{word} must be a non-empty list of distinct token ids (whole numbers "
+                                       f"from 0), got {ids!r}")
+    both = sorted(set(value["Yes"]) & set(value["No"]))
+    if both:
+        raise ImproperlyConfigured(f"{where}: token ids {both} are listed under both Yes and No")
+    return {"Yes": list(value["Yes"]), "No": list(value["No"])}
 
 
 LLM_ENDPOINTS = _llm_endpoints(env_str("LLM_ENDPOINTS"))

@@ -40,6 +40,10 @@ class JudgeConfig:
     # openai: the endpoint continues a final assistant message (vLLM's continue_final_message), so Tok can
     # start the answer with the prompt's answer prefix as the hf backend does
     prefill: bool = False
+    # openai: the endpoint returns the logprobs of named token ids (vLLM's logprob_token_ids): Tok reads P(Yes)
+    # from exactly these ids, the model's spellings of Yes and of No, instead of from the top 20 alternatives
+    yes_token_ids: tuple[int, ...] = ()
+    no_token_ids: tuple[int, ...] = ()
     timeout_s: float = 60.0
     max_retries: int = 4
     concurrency: int = 4
@@ -63,6 +67,19 @@ class JudgeConfig:
         object.__setattr__(self, "strategies", tuple(self.strategies))
         if self.prefill and self.backend != "openai":
             raise ValueError("prefill is a capability of an openai endpoint")
+        for name in ("yes_token_ids", "no_token_ids"):
+            ids = getattr(self, name)
+            if not isinstance(ids, tuple | list) or not all(
+                    isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in ids):
+                raise ValueError(f"{name} must be a list of token ids (whole numbers from 0)")
+            object.__setattr__(self, name, tuple(ids))
+        if self.yes_token_ids or self.no_token_ids:
+            if self.backend != "openai":
+                raise ValueError("label token ids are a capability of an openai endpoint")
+            if not (self.yes_token_ids and self.no_token_ids):
+                raise ValueError("label token ids need both the Yes and the No token ids")
+            if set(self.yes_token_ids) & set(self.no_token_ids):
+                raise ValueError("a token id cannot spell both Yes and No")
         if self.method == "tok" and self.template.get("answer") == "probability":
             raise ValueError("the probability answer format ([Probability Helpful]) is read by the ask method; "
                              "tok reads P(Yes) at [Guess]:")

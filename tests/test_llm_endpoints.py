@@ -3,6 +3,7 @@ LLM_ENDPOINTS; nobody types a URL or an environment variable's name in the form,
 worker refuses anything else; a declared host that resolves inward is refused unless the operator allowed it;
 and a remote server's error text reaches project admins only."""
 import ipaddress
+import math
 import socket
 
 import pytest
@@ -19,7 +20,7 @@ from models_llm.backends import ScorerConfigError
 from models_llm.backends.outbound import endpoint_address_check
 from tests.endpoints import declare_endpoint
 from tests.factories import JudgeFactory, MembershipFactory, UserFactory
-from tests.models_llm.fake_openai import FakeOpenAI, Reply, completion
+from tests.models_llm.fake_openai import FakeOpenAI, Reply, completion, next_token_server
 from tests.scoring_fixtures import small_scoring_project
 
 pytestmark = pytest.mark.django_db
@@ -216,3 +217,26 @@ def test_assistant_prefill_is_the_declared_endpoints_capability_not_the_judges(p
     assert judge_config(on_vllm).prefill is True and judge_config(elsewhere).prefill is False
     with pytest.raises(JudgeError, match="prefill"):
         judge_create(project=project, name="x", backend="openai", model="m", endpoint="unreachable", prefill=True)
+
+
+def test_label_token_ids_are_the_declared_endpoints_capability_not_the_judges(project, settings):
+    settings.LLM_ENDPOINTS["vllm"] = {"base_url": "http://127.0.0.1:9/v1", "api_key_env": "", "allow_local": True,
+                                      "label_token_ids": {"Yes": [9642, 7566], "No": [2822]}}
+    on_vllm = judge_create(project=project, name="student", backend="openai", model="m", method="tok",
+                           endpoint="vllm")
+    elsewhere = judge_create(project=project, name="other", backend="openai", model="m", endpoint="unreachable")
+    assert (judge_config(on_vllm).yes_token_ids, judge_config(on_vllm).no_token_ids) == ((9642, 7566), (2822,))
+    assert (judge_config(elsewhere).yes_token_ids, judge_config(elsewhere).no_token_ids) == ((), ())
+    # Scored through the product: each judgment's P is read from exactly the declared ids' logprobs.
+    vocabulary = {100: (" The", -0.1), 9642: (" Yes", -3.0), 7566: ("Yes", -4.0), 2822: (" No", -2.0)}
+    with FakeOpenAI(default=next_token_server(vocabulary)) as server:
+        settings.LLM_ENDPOINTS["vllm"]["base_url"] = server.base_url
+        job = scoring_job_create(project=project, judge=on_vllm)
+        assert scoring_chunk_run(chunk_id=job.chunks.get().id) == 2
+    assert [body["logprob_token_ids"] for body in server.bodies] == [[9642, 7566, 2822]] * 2
+    yes, no = math.exp(-3.0) + math.exp(-4.0), math.exp(-2.0)
+    assert list(Judgment.objects.filter(judge=on_vllm).values_list("p_relevant", flat=True)) == [
+        pytest.approx(yes / (yes + no))] * 2
+    with pytest.raises(JudgeError, match="yes_token_ids"):
+        judge_create(project=project, name="x", backend="openai", model="m", endpoint="unreachable",
+                     yes_token_ids=[1], no_token_ids=[2])

@@ -112,13 +112,37 @@ def test_llm_endpoints_declare_assistant_prefill_as_true_or_false(monkeypatch, t
                 ' "openai": {"base_url": "https://api.openai.com/v1", "api_key_env": "OPENAI_API_KEY"}}')
     endpoints = load_settings(monkeypatch, DEBUG="1", VAR_DIR=str(tmp_path), LLM_ENDPOINTS=declared)["LLM_ENDPOINTS"]
     assert endpoints == {
-        "vllm": {"base_url": "http://gpu1.internal:8001/v1", "api_key_env": "", "allow_local": True, "prefill": True},
+        "vllm": {"base_url": "http://gpu1.internal:8001/v1", "api_key_env": "", "allow_local": True, "prefill": True,
+                 "label_token_ids": None},
         "openai": {"base_url": "https://api.openai.com/v1", "api_key_env": "OPENAI_API_KEY", "allow_local": False,
-                   "prefill": False},
+                   "prefill": False, "label_token_ids": None},
     }
     with pytest.raises(ImproperlyConfigured, match=r"LLM_ENDPOINTS\['vllm'\].prefill must be true or false"):
         load_settings(monkeypatch, DEBUG="1", VAR_DIR=str(tmp_path),
                       LLM_ENDPOINTS='{"vllm": {"base_url": "http://gpu1.internal:8001/v1", "prefill": "yes"}}')
+
+
+def test_llm_endpoints_declare_the_token_ids_of_yes_and_no(monkeypatch, tmp_path):
+    def endpoints(labels: str) -> dict:
+        declared = f'{{"vllm": {{"base_url": "http://gpu1.internal:8001/v1", "label_token_ids": {labels}}}}}'
+        return load_settings(monkeypatch, DEBUG="1", VAR_DIR=str(tmp_path), LLM_ENDPOINTS=declared)["LLM_ENDPOINTS"]
+
+    assert endpoints('{"Yes": [9642, 7566], "No": [2822]}')["vllm"]["label_token_ids"] == {
+        "Yes": [9642, 7566], "No": [2822]}
+    where = r"LLM_ENDPOINTS\['vllm'\].label_token_ids"
+    for labels, problem in [
+        ('[9642, 2822]', where + r' must be \{"Yes": \[token ids\], "No": \[token ids\]\}'),
+        ('{"Yes": [9642]}', where + " must be"),
+        ('{"yes": [9642], "No": [2822]}', where + " must be"),
+        ('{"Yes": [], "No": [2822]}', where + r".Yes must be a non-empty list of distinct token ids"),
+        ('{"Yes": [9642], "No": ["No"]}', where + r".No must be a non-empty list"),
+        ('{"Yes": [9642, 9642], "No": [2822]}', where + r".Yes must be a non-empty list of distinct"),
+        ('{"Yes": [-1], "No": [2822]}', where + r".Yes must be"),
+        ('{"Yes": [true], "No": [2822]}', where + r".Yes must be"),
+        ('{"Yes": [9642, 2822], "No": [2822]}', where + r": token ids \[2822\] are listed under both Yes and No"),
+    ]:
+        with pytest.raises(ImproperlyConfigured, match=problem):
+            endpoints(labels)
 
 
 def test_invitation_links_last_invitation_days_and_are_emailed_only_with_an_email_backend(monkeypatch, tmp_path):

@@ -2,7 +2,11 @@
 (OpenAI, vLLM, `transformers serve`...).
 
 Tok asks for one token with `logprobs`/`top_logprobs` and reads P(Yes) / (P(Yes) + P(No)) from the first
-generated token's alternatives. OpenAI's chat completions have no assistant prefill, so the user message ends
+generated token's alternatives. An endpoint the operator declares with `label_token_ids` (the token ids of
+the model's spellings of Yes and of No) is asked for the logprobs of exactly those ids instead (vLLM's
+`logprob_token_ids`, with `return_tokens_as_token_ids` so each entry is named "token_id:<id>"), so a Yes or
+No outside the top 20 still counts; an answer without them is a failed verdict, never a fallback to the top 20
+or to Ask, and never an invented label. OpenAI's chat completions have no assistant prefill, so the user message ends
 with an instruction to answer with the word that follows the prompt's `[Guess]:` only. An endpoint the
 operator declares `prefill` (config.prefill: vLLM's `continue_final_message`) is sent the prompt unchanged
 and an open assistant turn holding `[Guess]:`, as the hf backend runs it: a model fine-tuned to answer
@@ -50,6 +54,13 @@ PREFILL_FIELDS = {"add_generation_prompt": False, "continue_final_message": True
 PREFILL_REJECTED = ("; the endpoint is declared with prefill: true, which sends add_generation_prompt and "
                     "continue_final_message (vLLM's assistant prefill): if this server has no assistant prefill, "
                     "remove prefill from its LLM_ENDPOINTS entry")
+# vLLM's chat completion extra parameters for fixed label tokens: the logprobs of the named ids at each
+# generated position (beside the sampled token's), each entry's token written "token_id:<id>".
+LABEL_TOKEN_PREFIX = "token_id:"
+LABEL_IDS_REJECTED = ("; the endpoint is declared with label_token_ids, which sends logprob_token_ids and "
+                      "return_tokens_as_token_ids (vLLM's logprobs of named token ids): if this server has no such "
+                      "parameters, remove label_token_ids from its LLM_ENDPOINTS entry")
+LABEL_IDS_HINT = "does the server implement logprob_token_ids and return_tokens_as_token_ids?"
 NO_LOGPROBS_NOTE = "tok fallback: the server returned no logprobs, so this pair was scored by ask"
 BACKOFF_BASE_S = 0.5
 BACKOFF_MAX_S = 30.0
@@ -60,6 +71,10 @@ _SPACE_MARKS = " \t\r\n\u0120\u2581"
 
 class _MalformedResponse(ValueError):
     """A 2xx answer that is not a chat completion."""
+
+
+class _MissingLabelTokens(_MalformedResponse):
+    """A chat completion without the logprobs of the label token ids its endpoint declares."""
 
 
 def yes_no_mass(top_logprobs: list[dict[str, Any]]) -> tuple[float, float]:
@@ -92,6 +107,23 @@ def first_token_logprobs(response: dict[str, Any]) -> list[dict[str, Any]] | Non
                 and isinstance(entry.get("logprob"), (int, float))):
             raise _MalformedResponse(f"a top_logprobs entry is not {{token, logprob, bytes}}: {entry!r:.200}")
     return top
+
+
+def label_token_logprobs(top_logprobs: list[dict[str, Any]], wanted: Sequence[int]) -> dict[int, float]:
+    """The logprob of each token id in `wanted` among one position's `top_logprobs` entries, read from the
+    entries whose token is "token_id:<id>" (vLLM's return_tokens_as_token_ids; other entries, such as the sampled
+    token's, are ignored). _MissingLabelTokens names the ids that are not there."""
+    found: dict[int, float] = {}
+    for entry in top_logprobs:
+        token = entry["token"]
+        if token.startswith(LABEL_TOKEN_PREFIX) and token[len(LABEL_TOKEN_PREFIX):].isdigit():
+            found[int(token[len(LABEL_TOKEN_PREFIX):])] = float(entry["logprob"])
+    missing = [token_id for token_id in wanted if token_id not in found]
+    if missing:
+        shown = ", ".join(repr(entry["token"]) for entry in top_logprobs[:8])
+        raise _MissingLabelTokens(f"the first token's top_logprobs lack the declared label token ids {missing} "
+                                  f"(entries: {shown}); {LABEL_IDS_HINT}")
+    return {token_id: found[token_id] for token_id in wanted}
 
 
 def _decode(response: httpx2.Response) -> dict[str, Any]:
@@ -246,7 +278,9 @@ class OpenAIScorer:
             return self._judge(pair)
         except _MalformedResponse as exc:
             method = "tok" if self.config.method == "tok" and not self._logprobs_missing else "ask"
-            error = f"{self.url} answered 2xx with something that is not a chat completion: {exc}"
+            what = ("a chat completion without its declared label_token_ids' logprobs"
+                    if isinstance(exc, _MissingLabelTokens) else "something that is not a chat completion")
+            error = f"{self.url} answered 2xx with {what}: {exc}"
             return Verdict(pair_id=pair.pair_id, status="failed", method=method, error=error)
 
     def _judge(self, pair: PairInput) -> Verdict:
@@ -269,17 +303,28 @@ class OpenAIScorer:
             "max_tokens": 1,
             "temperature": self.config.temperature,
             "logprobs": True,
-            "top_logprobs": TOP_LOGPROBS,
         }
+        label_ids = self.config.yes_token_ids + self.config.no_token_ids
+        if label_ids:
+            body.update(logprob_token_ids=list(label_ids), return_tokens_as_token_ids=True)
+        else:
+            body["top_logprobs"] = TOP_LOGPROBS
         if self.config.prefill:
             body.update(PREFILL_FIELDS)
-        response = self._post(body, rejected_note=PREFILL_REJECTED if self.config.prefill else "")
+        rejected_note = (PREFILL_REJECTED if self.config.prefill else "") + (LABEL_IDS_REJECTED if label_ids else "")
+        response = self._post(body, rejected_note=rejected_note)
         top = first_token_logprobs(response)
-        if top is None:
+        if label_ids:
+            if top is None:
+                raise _MissingLabelTokens(f"no logprobs at the first generated token, so none for the declared label "
+                                          f"token ids {list(label_ids)}; {LABEL_IDS_HINT}")
+            verdict = self._label_verdict(pair, response, label_token_logprobs(top, label_ids))
+        elif top is None:
             self._logprobs_missing = True
             used = _usage(response)
             return self._ask(pair, note=NO_LOGPROBS_NOTE, spent=(_add(spent[0], used[0]), _add(spent[1], used[1])))
-        verdict = self._tok_verdict(pair, response, top)
+        else:
+            verdict = self._tok_verdict(pair, response, top)
         if not prompt.reason_first:
             return verdict
         return replace(verdict, raw_output=before + verdict.raw_output,
@@ -305,15 +350,26 @@ class OpenAIScorer:
 
     def _tok_verdict(self, pair: PairInput, response: dict[str, Any], top: list[dict[str, Any]]) -> Verdict:
         yes, no = yes_no_mass(top)
-        prompt_tokens, completion_tokens = _usage(response)
         listing = ", ".join(f"{entry['token']!r}: {entry['logprob']:.4f}" for entry in top)
-        raw = self._redact(f"P(yes)={yes:.4f} P(no)={no:.4f}; first token {_content(response)!r}; "
-                           f"top_logprobs {{{listing}}}")
+        return self._p_verdict(pair, response, yes, no, f"top_logprobs {{{listing}}}",
+                               empty=f"no spelling of Yes or No among the first token's {len(top)} top_logprobs")
+
+    def _label_verdict(self, pair: PairInput, response: dict[str, Any], logprobs: dict[int, float]) -> Verdict:
+        """P(Yes) from the declared label token ids' logprobs: exp(logprob) summed over each word's ids."""
+        yes = sum(math.exp(logprobs[token_id]) for token_id in self.config.yes_token_ids)
+        no = sum(math.exp(logprobs[token_id]) for token_id in self.config.no_token_ids)
+        listing = ", ".join(f"{token_id}: {logprob:.4f}" for token_id, logprob in logprobs.items())
+        return self._p_verdict(pair, response, yes, no, f"label token logprobs {{{listing}}}",
+                               empty="the declared label token ids all have probability 0")
+
+    def _p_verdict(self, pair: PairInput, response: dict[str, Any], yes: float, no: float, listing: str,
+                   empty: str) -> Verdict:
+        prompt_tokens, completion_tokens = _usage(response)
+        raw = self._redact(f"P(yes)={yes:.4f} P(no)={no:.4f}; first token {_content(response)!r}; {listing}")
         common = dict(pair_id=pair.pair_id, method="tok", raw_output=raw, yes_no_mass=yes + no,
                       prompt_tokens=prompt_tokens, completion_tokens=completion_tokens)
         if yes + no <= 0.0:
-            return Verdict(status="parse_error", error="no spelling of Yes or No among the first token's "
-                           f"{len(top)} top_logprobs", **common)
+            return Verdict(status="parse_error", error=empty, **common)
         p = yes / (yes + no)
         return Verdict(status="ok", p=p, guess=p >= 0.5, confidence=max(p, 1.0 - p), **common)
 

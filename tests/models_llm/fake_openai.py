@@ -1,6 +1,7 @@
 """A scripted OpenAI-compatible server on 127.0.0.1 (http.server in a thread) for backend tests: it answers
 from a script of replies (then from a default), sleeps where told, and records every request body, its
-headers (names lower-cased) and the most requests it had in flight at once."""
+headers (names lower-cased) and the most requests it had in flight at once. `next_token_server` answers Tok
+requests from a fixed distribution, implementing vLLM's `logprob_token_ids`."""
 from __future__ import annotations
 
 import json
@@ -40,6 +41,38 @@ def completion(content: str, prompt_tokens: int = 11, completion_tokens: int = 7
         "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                   "total_tokens": prompt_tokens + completion_tokens},
     }
+
+
+def next_token_server(vocabulary: dict[int, tuple[str, float]], *, honour_token_ids: bool = True,
+                      prompt_tokens: int = 300) -> Callable[[dict[str, Any]], Reply]:
+    """A `default` for Tok requests from one fixed next-token distribution, `vocabulary` (token id -> (text,
+    logprob)), answered as vLLM's OpenAI-compatible server answers: the sampled token is the most likely one;
+    with `logprobs`, its alternatives are the sampled token and then every id in the request's
+    `logprob_token_ids` (an id outside the vocabulary is a 400), or else the `top_logprobs` most likely tokens;
+    an entry's token is "token_id:<id>" when the request sets `return_tokens_as_token_ids`, its text otherwise.
+    honour_token_ids=False answers as a server without the parameter that ignores unknown fields."""
+    ranked = sorted(vocabulary, key=lambda token_id: -vocabulary[token_id][1])
+    sampled = ranked[0]
+
+    def reply(body: dict[str, Any]) -> Reply:
+        def entry(token_id: int) -> dict[str, Any]:
+            text, logprob = vocabulary[token_id]
+            token = f"token_id:{token_id}" if body.get("return_tokens_as_token_ids") else text
+            return {"token": token, "logprob": logprob, "bytes": list(token.encode())}
+
+        named = body.get("logprob_token_ids") if honour_token_ids else None
+        if named:
+            unknown = [token_id for token_id in named if token_id not in vocabulary]
+            if unknown:
+                return Reply(status=400, body={"error": {"message": f"token ids {unknown} are out of vocabulary"}})
+            alternatives = [sampled, *(token_id for token_id in named if token_id != sampled)]
+        else:
+            alternatives = ranked[:body.get("top_logprobs") or 0]
+        logprobs = {"content": [{**entry(sampled), "top_logprobs": [entry(i) for i in alternatives]}]}
+        return Reply(body=completion(vocabulary[sampled][0], prompt_tokens=prompt_tokens, completion_tokens=1,
+                                     logprobs=logprobs if body.get("logprobs") else None))
+
+    return reply
 
 
 class FakeOpenAI:

@@ -1,6 +1,7 @@
 """The openai backend over real HTTP: a scripted local server for the wire protocol (retries, timeouts,
-errors, concurrency, the API key, logprobs, assistant prefill), SmolLM2 behind a server that answers a prefill
-request as vLLM does against the hf backend, and `transformers serve` with SmolLM2 end to end."""
+errors, concurrency, the API key, logprobs, assistant prefill, fixed label token ids), SmolLM2 behind a
+server that answers a prefill request as vLLM does against the hf backend, and `transformers serve` with
+SmolLM2 end to end."""
 from __future__ import annotations
 
 import math
@@ -19,12 +20,18 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from models_llm.backends import ScorerConfigError, TransientScoringError
 from models_llm.backends.hf import HFScorer
-from models_llm.backends.openai import NO_LOGPROBS_NOTE, OpenAIScorer, first_token_logprobs, yes_no_mass
+from models_llm.backends.openai import (
+    NO_LOGPROBS_NOTE,
+    OpenAIScorer,
+    first_token_logprobs,
+    label_token_logprobs,
+    yes_no_mass,
+)
 from models_llm.bundled import smollm2_folder
 from models_llm.parsing import parse_ask_answer
 from models_llm.prompts import build_prompt
 from models_llm.types import JudgeConfig, PairInput
-from tests.models_llm.fake_openai import FakeOpenAI, Reply, completion
+from tests.models_llm.fake_openai import FakeOpenAI, Reply, completion, next_token_server
 
 PAIRS = [
     PairInput(pair_id=11, query="What are the company's scope 1 emissions?", definition="Direct GHG emissions.",
@@ -124,6 +131,7 @@ def test_tok_over_http_reads_the_first_tokens_top_logprobs():
     assert user.startswith(prompt.user) and "[Guess]:" in user[len(prompt.user):]
     assert len(body["messages"]) == 2  # no assistant turn and no prefill fields unless the endpoint declares it
     assert "add_generation_prompt" not in body and "continue_final_message" not in body
+    assert "logprob_token_ids" not in body and "return_tokens_as_token_ids" not in body
 
 
 def test_tok_without_yes_or_no_among_the_top_tokens_is_a_parse_error():
@@ -212,6 +220,108 @@ def test_a_server_rejecting_prefill_is_a_configuration_error_naming_the_flag():
 def test_prefill_is_an_openai_endpoint_capability():
     with pytest.raises(ValueError, match="prefill"):
         JudgeConfig(backend="hf", model="some/folder", prefill=True)
+
+
+# ----- fixed label token ids (an endpoint declared with label_token_ids: vLLM's logprob_token_ids) -----
+
+# A next-token distribution whose 25 most likely tokens are neither Yes nor No: the model's spellings of Yes
+# (" Yes" 9642, "Yes" 7566) and No (" No" 2822, "No" 912) are all outside the top 20.
+OTHER_TOKENS = {100 + i: (f" word{i}", -0.5 - 0.1 * i) for i in range(25)}
+LABEL_TOKENS = {9642: (" Yes", -4.2), 7566: ("Yes", -5.0), 2822: (" No", -3.9), 912: ("No", -6.1)}
+VOCABULARY = {**OTHER_TOKENS, **LABEL_TOKENS}
+# By hand: P(Yes) = e^-4.2 + e^-5.0, P(No) = e^-3.9 + e^-6.1.
+LABEL_YES = 0.0217335
+LABEL_NO = 0.0224848
+LABEL_P = 0.4915052
+
+
+def test_declared_label_tokens_give_p_from_exactly_their_logprobs():
+    with FakeOpenAI(default=next_token_server(VOCABULARY)) as server:
+        config = _config(server, method="tok", yes_token_ids=[9642, 7566], no_token_ids=[2822, 912])
+        (verdict,), _ = _score(config)
+    yes, no = math.exp(-4.2) + math.exp(-5.0), math.exp(-3.9) + math.exp(-6.1)
+    assert (yes, no) == (pytest.approx(LABEL_YES, abs=1e-7), pytest.approx(LABEL_NO, abs=1e-7))
+    assert verdict.status == "ok" and verdict.method == "tok"
+    assert verdict.p == pytest.approx(LABEL_P, abs=1e-7) and verdict.guess is False
+    assert verdict.yes_no_mass == pytest.approx(yes + no, abs=1e-9) and verdict.low_mass
+    assert (verdict.prompt_tokens, verdict.completion_tokens) == (300, 1)
+    assert "9642: -4.2000" in verdict.raw_output and "912: -6.1000" in verdict.raw_output
+    (body,) = server.bodies
+    assert body["logprob_token_ids"] == [9642, 7566, 2822, 912] and body["return_tokens_as_token_ids"] is True
+    assert body["logprobs"] is True and body["max_tokens"] == 1 and "top_logprobs" not in body
+
+
+def test_without_label_tokens_the_same_server_is_asked_for_the_top_20_which_miss_yes_and_no():
+    with FakeOpenAI(default=next_token_server(VOCABULARY)) as server:
+        (verdict,), _ = _score(_config(server, method="tok"))
+    assert verdict.status == "parse_error" and verdict.p is None and verdict.yes_no_mass == 0.0
+    (body,) = server.bodies
+    assert body["top_logprobs"] == 20
+    assert "logprob_token_ids" not in body and "return_tokens_as_token_ids" not in body
+
+
+def test_label_tokens_count_once_when_one_is_also_the_sampled_token():
+    # " Yes" is the most likely token: vLLM lists it as the sampled token and once among the named ids.
+    vocabulary = {**VOCABULARY, 9642: (" Yes", -0.2)}
+    with FakeOpenAI(default=next_token_server(vocabulary)) as server:
+        config = _config(server, method="tok", yes_token_ids=[9642, 7566], no_token_ids=[2822, 912])
+        (verdict,), _ = _score(config)
+    yes, no = math.exp(-0.2) + math.exp(-5.0), math.exp(-3.9) + math.exp(-6.1)
+    assert verdict.status == "ok" and verdict.p == pytest.approx(yes / (yes + no), abs=1e-9)
+    assert verdict.guess is True and not verdict.low_mass
+
+
+def test_label_token_logprobs_are_read_by_id_and_a_missing_id_is_named():
+    top = [_top("token_id:104", -0.9), _top("token_id:2822", -3.9), _top(" Yes", -4.2), _top("token_id:9642x", -1.0)]
+    assert label_token_logprobs(top, [2822]) == {2822: -3.9}
+    # " Yes" is a spelling, not an id: a server that writes tokens as text does not say which id it is.
+    with pytest.raises(ValueError, match=r"lack the declared label token ids \[9642\]"):
+        label_token_logprobs(top, [9642, 2822])
+
+
+def test_a_server_that_ignores_logprob_token_ids_gives_a_failed_verdict_naming_the_missing_ids():
+    with FakeOpenAI(default=next_token_server(VOCABULARY, honour_token_ids=False)) as server:
+        config = _config(server, method="tok", yes_token_ids=[9642, 7566], no_token_ids=[2822, 912])
+        verdicts, _ = _score(config, PAIRS[:2])
+    for verdict in verdicts:
+        assert verdict.status == "failed" and verdict.method == "tok" and verdict.p is None and verdict.guess is None
+        assert "label token ids [9642, 7566, 2822, 912]" in verdict.error and "logprob_token_ids" in verdict.error
+    assert len(server.bodies) == 2  # one Tok request per pair, and no Ask in its place
+
+
+def test_declared_label_tokens_and_an_answer_without_logprobs_is_a_failed_verdict_not_an_ask():
+    with FakeOpenAI(default=lambda body: Reply(body=completion("Yes"))) as server:
+        config = _config(server, method="tok", yes_token_ids=[9642], no_token_ids=[2822], concurrency=1)
+        verdicts, _ = _score(config, PAIRS[:2])
+    for verdict in verdicts:
+        assert verdict.status == "failed" and verdict.method == "tok" and verdict.p is None
+        assert "no logprobs at the first generated token" in verdict.error and "label_token_ids" in verdict.error
+    assert [bool(body.get("logprob_token_ids")) for body in server.bodies] == [True, True]
+
+
+def test_a_server_rejecting_logprob_token_ids_is_a_configuration_error_naming_label_token_ids():
+    with FakeOpenAI(default=next_token_server(VOCABULARY)) as server:
+        # 50000 is outside the stub's vocabulary: the declared ids belong to another model's tokenizer.
+        scorer = OpenAIScorer(_config(server, method="tok", yes_token_ids=[50000], no_token_ids=[2822]),
+                              backoff_s=0.01)
+        with pytest.raises(ScorerConfigError) as caught:
+            scorer.score(PAIRS[:1])
+        scorer.close()
+    message = str(caught.value)
+    assert "HTTP 400: token ids [50000] are out of vocabulary" in message
+    assert "label_token_ids" in message and "LLM_ENDPOINTS" in message
+    assert len(server.bodies) == 1 and scorer.retry_count == 0
+
+
+def test_label_token_ids_are_checked_in_the_judge_config():
+    with pytest.raises(ValueError, match="both the Yes and the No"):
+        JudgeConfig(backend="openai", model="m", base_url="http://x/v1", yes_token_ids=[9642])
+    with pytest.raises(ValueError, match="both Yes and No"):
+        JudgeConfig(backend="openai", model="m", base_url="http://x/v1", yes_token_ids=[1, 2], no_token_ids=[2])
+    with pytest.raises(ValueError, match="openai endpoint"):
+        JudgeConfig(backend="hf", model="some/folder", yes_token_ids=[1], no_token_ids=[2])
+    with pytest.raises(ValueError, match="token ids"):
+        JudgeConfig(backend="openai", model="m", base_url="http://x/v1", yes_token_ids=[True], no_token_ids=[2])
 
 
 def _vllm_prefill_reply(model: torch.nn.Module, tokenizer, rendered: list[list[int]]):
