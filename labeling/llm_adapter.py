@@ -19,7 +19,8 @@ from models_llm.prompts import TemplateError, template_validate
 from models_llm.types import JudgeConfig, PairInput, Verdict
 
 # JudgeConfig fields a Judge keeps in its `parameters` JSON (backend, model and the template have columns).
-# `adapter_storage` names an adapter in Django's storage (a fine-tuned student's): each worker fetches it once.
+# `adapter_storage` names an adapter in Django's storage (a fine-tuned student's; a cross-encoder student's whole
+# model folder, which replaces `model`): each worker fetches it once.
 # An openai judge names an `endpoint` the operator declared in settings.LLM_ENDPOINTS; its URL and the variable
 # holding its key come from there, never from the judge.
 PARAMETER_FIELDS = (
@@ -58,8 +59,8 @@ def model_folder(value: str, *, label: str = "model") -> str:
 
 
 def llm_endpoint(name: str) -> dict:
-    """The operator's declared endpoint `name` (base_url, api_key_env, allow_local, prefill); JudgeConfigError
-    if none."""
+    """The operator's declared endpoint `name` (base_url, api_key_env, allow_local, prefill, label_token_ids);
+    JudgeConfigError if none."""
     endpoints = settings.LLM_ENDPOINTS
     declared = ", ".join(sorted(endpoints)) or "none"
     if not name:
@@ -149,14 +150,19 @@ def judge_config(judge: Judge) -> JudgeConfig:
             if not str(stored).startswith(f"{ADAPTER_PREFIX}{judge.project_id}/"):
                 raise JudgeConfigError(f"the stored adapter {stored!r} is not one of this project's")
             try:
-                params["adapter"] = adapter_local(stored)
+                if judge.backend == Judge.Backend.CROSSENCODER:
+                    model = adapter_local(stored, marker="config.json")  # a student: the whole model is stored
+                else:
+                    params["adapter"] = adapter_local(stored)
             except StorageFolderError as exc:
                 raise JudgeConfigError(str(exc)) from None
         endpoint_name = params.pop("endpoint", "")
         if judge.backend == Judge.Backend.OPENAI:
             endpoint = llm_endpoint(endpoint_name)
+            labels = endpoint.get("label_token_ids") or {"Yes": (), "No": ()}
             params.update(base_url=endpoint["base_url"], api_key_env=endpoint["api_key_env"],
-                          allow_local=endpoint["allow_local"], prefill=endpoint.get("prefill", False))
+                          allow_local=endpoint["allow_local"], prefill=endpoint.get("prefill", False),
+                          yes_token_ids=tuple(labels["Yes"]), no_token_ids=tuple(labels["No"]))
         elif endpoint_name:
             raise JudgeConfigError("an endpoint is for openai judges")
     except JudgeConfigError as exc:

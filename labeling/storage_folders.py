@@ -81,14 +81,15 @@ def folder_delete(prefix: str) -> None:
         default_storage.delete(prefix + name)
 
 
-def adapter_local(prefix: str) -> str:
-    """A local copy of the adapter stored under `prefix`, fetched once per machine into ADAPTER_CACHE_DIR
-    (stored adapters never change: a new one has a new prefix)."""
+def adapter_local(prefix: str, marker: str = "adapter_config.json") -> str:
+    """A local copy of the adapter stored under `prefix` (a cross-encoder student's whole model folder: `marker`
+    config.json), fetched once per machine into ADAPTER_CACHE_DIR (stored adapters never change: a new one has a
+    new prefix)."""
     if not prefix.startswith(ADAPTER_PREFIX) or ".." in prefix.split("/") or not prefix.endswith("/"):
         raise StorageFolderError(f"{prefix!r} is not a stored adapter (adapters live under {ADAPTER_PREFIX})")
     local = Path(settings.ADAPTER_CACHE_DIR) / hashlib.sha256(prefix.encode()).hexdigest()[:24]
-    if not (local / "adapter_config.json").is_file():
+    if not (local / marker).is_file():
         folder_download(prefix, local)
-    if not (local / "adapter_config.json").is_file():
-        raise StorageFolderError(f"the stored adapter {prefix!r} holds no adapter_config.json")
+    if not (local / marker).is_file():
+        raise StorageFolderError(f"the stored adapter {prefix!r} holds no {marker}")
     return str(local)

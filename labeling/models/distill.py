@@ -74,8 +74,9 @@ class TrainingExample(models.Model):
 
 
 class FineTuneJob(Job):
-    """LoRA fine-tuning of `base_model` on a training set's train split, with the teacher's answers, run by a
-    worker. The adapter and the checkpoints live in Django's storage (`adapter`, `checkpoint`), so any worker on
+    """Fine-tuning of a student from `base_model` on a training set's train split, with the teacher's answers, run
+    by a worker: a LoRA adapter of a causal LM (`lora`, DIRAS's student) or a cross-encoder with a one-logit head
+    (`crossencoder`, a CPU's student; `adapter` then holds the whole model folder). The adapter and the checkpoints live in Django's storage (`adapter`, `checkpoint`), so any worker on
     any machine resumes the job or loads the student. On success `student` is the judge it made."""
 
     project = models.ForeignKey("labeling.Project", on_delete=models.CASCADE, related_name="finetune_jobs")
@@ -84,6 +85,11 @@ class FineTuneJob(Job):
         "labeling.Judge", null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
         help_text="whose judgments are the answers; empty when the set's examples carry them (a file)",
     )
+    class StudentKind(models.TextChoices):
+        LORA = "lora", "LoRA adapter of a causal LM"
+        CROSSENCODER = "crossencoder", "cross-encoder"
+
+    student_kind = models.CharField(max_length=16, choices=StudentKind.choices, default=StudentKind.LORA)
     base_model = models.CharField(max_length=300, help_text="the base model's folder")
     student_name = models.CharField(max_length=200, help_text="the judge it makes")
     hyperparameters = models.JSONField(default=dict, blank=True)
@@ -96,7 +102,8 @@ class FineTuneJob(Job):
     checkpoint = models.CharField(max_length=500, blank=True, help_text="storage folder of the last checkpoint")
     checkpoint_step = models.PositiveIntegerField(default=0)
     resumed_from_step = models.PositiveIntegerField(null=True, blank=True)
-    adapter = models.CharField(max_length=500, blank=True, help_text="storage folder of the finished adapter")
+    adapter = models.CharField(max_length=500, blank=True,
+                               help_text="storage folder of the finished adapter (a cross-encoder's model folder)")
     student = models.ForeignKey(
         "labeling.Judge", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )

@@ -19,7 +19,10 @@ from labeling.models import (
 )
 from labeling.selectors.definitions import current_definitions
 from labeling.selectors.validation import gold_set
-from models_llm.distill.chat import ChatExample, pair_example, teacher_answer
+from models_llm.backends.crossencoder import passage_side
+from models_llm.distill.chat import ChatExample, DistillFormatError, answer_p, pair_example, teacher_answer
+from models_llm.distill.crossencoder_student import CrossEncoderSettings, SoftPair, diras_fields, soft_pair_query
+from models_llm.distill.finetune import FinetuneError
 from models_llm.distill.evaluation import Agreement, agreement
 
 BATCH = 2000
@@ -83,6 +86,62 @@ def teacher_examples(training_set: TrainingSet, *, teacher: Judge | None, split:
 
 
 @dataclass(frozen=True)
+class StudentPairs:
+    """A split's examples as a cross-encoder student learns them (in id order): `experts` of them carry an expert's
+    binary answer instead of the teacher's P; `missing` pairs had neither (left out, never given an invented
+    target)."""
+
+    pairs: list[SoftPair]
+    experts: int
+    missing: int
+
+
+def expert_answers(project: Project) -> dict[int, float]:
+    """pair id -> the experts' answer binarised at the scale's `relevant_from` (1.0 relevant, 0.0 not): the pairs
+    with a gold grade (labels agreed or adjudicated, or a reference grade)."""
+    gold = gold_set(project)
+    relevant_from = project.label_scale.relevant_from
+    return {int(pair_id): float(grade >= relevant_from) for pair_id, grade in zip(gold.pair_ids, gold.gold)}
+
+
+def student_pairs(training_set: TrainingSet, *, teacher: Judge | None, settings: CrossEncoderSettings,
+                  split: str = "train") -> StudentPairs:
+    """The split's examples as SoftPairs: a pair of the project with the experts' answer (weight
+    settings.expert_weight) where they have one, else the teacher's P under the query's current definition (weight
+    1); an imported DIRAS prompt with its teacher's P, its definition, question and paragraph read from the prompt.
+    FinetuneError names an imported example that is not in DIRAS's layout."""
+    rows = list(examples_of(training_set, split).select_related("pair__query", "pair__passage").order_by("id"))
+    query_of = {row.pair_id: row.pair.query_id for row in rows if row.pair_id is not None}
+    definitions = current_definitions(set(query_of.values())) if query_of else {}
+    answers = teacher_answers(teacher, query_of, definitions) if teacher is not None and query_of else {}
+    experts = expert_answers(training_set.project) if query_of and settings.expert_weight > 0 else {}
+    pairs, n_experts, missing = [], 0, 0
+    for row in rows:
+        if row.pair_id is None:
+            try:
+                definition, question, paragraph = diras_fields(row.user)
+                target = row.teacher_p if row.teacher_p is not None else answer_p(row.answer)
+            except (FinetuneError, DistillFormatError) as exc:
+                raise FinetuneError(f"training example {row.id} ({row.group[:80]!r}): {exc}") from None
+            pairs.append(SoftPair(query=soft_pair_query(question, definition, settings), passage=paragraph,
+                                  target=float(target)))
+            continue
+        if row.pair_id in experts:
+            target, weight = experts[row.pair_id], settings.expert_weight
+            n_experts += 1
+        elif row.pair_id in answers:
+            target, weight = answers[row.pair_id], 1.0
+        else:
+            missing += 1
+            continue
+        current = definitions.get(row.pair.query_id)
+        pair = pair_inputs([row.pair], {row.pair.query_id: current.text if current is not None else None})[0]
+        pairs.append(SoftPair(query=soft_pair_query(pair.query, pair.definition, settings),
+                              passage=passage_side(pair), target=float(target), weight=weight))
+    return StudentPairs(pairs=pairs, experts=n_experts, missing=missing)
+
+
+@dataclass(frozen=True)
 class JudgeColumn:
     """One judge on the compared pairs: against the teacher's guess (held-out pairs), against the experts' gold."""
 
@@ -121,7 +180,9 @@ def distill_comparison(job: FineTuneJob) -> Comparison | None:
     definitions = current_definitions(set(query_of.values()))
     probs = {role: teacher_answers(judge, query_of, definitions) for role, judge in present}
     common = [pair_id for pair_id in held_out if all(pair_id in p for p in probs.values())]
-    common_gold = [pair_id for pair_id in gold_label if all(pair_id in p for p in probs.values())]
+    learnt = _learnt_gold(job)
+    common_gold = [pair_id for pair_id in gold_label
+                   if pair_id not in learnt and all(pair_id in p for p in probs.values())]
     teacher = probs.get("teacher")
     reference = [int(teacher[pair_id] >= 0.5) for pair_id in common] if teacher is not None else None
     columns = []
@@ -137,6 +198,16 @@ def distill_comparison(job: FineTuneJob) -> Comparison | None:
             versus_gold=agreement([p[i] for i in common_gold], [gold_label[i] for i in common_gold]),
         ))
     return Comparison(pairs=len(common), gold_pairs=len(common_gold), columns=columns)
+
+
+def _learnt_gold(job: FineTuneJob) -> set[int]:
+    """The train-split pairs a cross-encoder student learnt the experts' answer on: compared on them against the
+    gold, it would be marked on its own training targets."""
+    if job.student_kind != FineTuneJob.StudentKind.CROSSENCODER or not (job.hyperparameters or {}).get(
+            "expert_weight", 1.0):
+        return set()
+    return set(examples_of(job.training_set, TrainingExample.Split.TRAIN).filter(pair__isnull=False)
+               .values_list("pair_id", flat=True))
 
 
 def base_judge_name(student_name: str) -> str:

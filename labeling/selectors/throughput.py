@@ -69,9 +69,11 @@ def judge_throughput(judge: Judge) -> Throughput | None:
     return None
 
 
-def finetune_throughput(*, base_model: str, device: str) -> Throughput | None:
-    """Training examples per second of the newest finished fine-tunings of `base_model` on `device`."""
+def finetune_throughput(*, base_model: str, device: str, student_kind: str = "lora") -> Throughput | None:
+    """Training examples per second of the newest finished fine-tunings of `base_model` on `device` into a student
+    of `student_kind`."""
     jobs = [job for job in FineTuneJob.objects.filter(base_model=base_model, examples_per_s__gt=0,
+                                                      student_kind=student_kind,
                                                       status=FineTuneJob.Status.DONE).order_by("-id")
             [:RECENT_FINETUNES * 4] if str((job.hyperparameters or {}).get("device") or "cpu") == device]
     jobs = jobs[:RECENT_FINETUNES]

@@ -1,8 +1,14 @@
 """Fine-tuning jobs (DIRAS section 3): a worker teaches a base model the teacher's answers on a training set's
-train split with a LoRA adapter (models_llm.distill.finetune), keeping checkpoints in Django's storage so that
-another worker goes on from the last one when this one dies, and on success stores the adapter, makes the student
-a judge (hf, base + adapter, Tok without CoT: DIRAS's best setting) and a judge of the bare base model, and has
-both score the held-out pairs and the gold pairs for the side-by-side with the teacher."""
+train split, keeping checkpoints in Django's storage so that another worker goes on from the last one when this one
+dies, and on success stores the student, makes it a judge and a judge of the bare base model, and has both score
+the held-out pairs and the gold pairs for the side-by-side with the teacher. Two kinds of student:
+
+- `lora` (DIRAS's): a LoRA adapter of a causal LM (models_llm.distill.finetune); the judge is hf, base + adapter,
+  Tok without CoT (DIRAS's best setting).
+- `crossencoder` (#32, a CPU's): an encoder with a one-logit head learns the teacher's P as soft targets, and the
+  experts' answer where they labelled a pair (models_llm.distill.crossencoder_student); the judge is crossencoder,
+  the stored model folder. Its base judge is the base folder's own head, or for a plain encoder the untrained head
+  the student started from (stored too)."""
 from __future__ import annotations
 
 import uuid
@@ -20,7 +26,7 @@ from labeling.exceptions import Conflict, DomainError, NotFound
 from labeling.llm_adapter import JudgeConfigError, model_folder
 from labeling.models import FineTuneJob, Judge, Pair, Project, TrainingExample, TrainingSet
 from labeling.names import NameRefused, clean_name
-from labeling.selectors.distill import STUDENT_NAME_MAX_LENGTH, base_judge_name, teacher_examples
+from labeling.selectors.distill import STUDENT_NAME_MAX_LENGTH, base_judge_name, student_pairs, teacher_examples
 from labeling.selectors.throughput import Throughput, finetune_throughput
 from labeling.selectors.training_sets import teacher_refusal
 from labeling.selectors.validation import gold_set
@@ -29,6 +35,13 @@ from labeling.services.judges import judge_create
 from labeling.services.scoring import scoring_job_start
 from labeling.storage_folders import ADAPTER_PREFIX, CHECKPOINT_PREFIX, folder_delete, folder_download, folder_upload
 from labeling.tasks import finetune_task
+from models_llm.backends.crossencoder import head_problem
+from models_llm.bundled import BundledModelError, minilm_folder
+from models_llm.distill.crossencoder_student import (
+    CrossEncoderSettings,
+    crossencoder_finetune,
+    crossencoder_probe,
+)
 from models_llm.distill.finetune import (
     FinetuneError,
     FinetuneStopped,
@@ -64,11 +77,13 @@ def stall_seconds() -> int:
 def finetune_create(
     *, project: Project, training_set: TrainingSet, teacher: Judge | None, base_model: str, student_name: str,
     hyperparameters: dict | None = None, device: str = "cpu", user: AbstractBaseUser | None = None,
+    student: str = FineTuneJob.StudentKind.LORA,
 ) -> FineTuneJob:
-    """Record a fine-tuning request without running it (finetune_run does). FinetuneJobError names what is
-    refused: a training set or teacher of another project, a teacher for a set imported with its answers, a base
-    folder outside the model roots, settings out of range, a student name taken by a judge or by an unfinished job,
-    a train split with no answer to learn."""
+    """Record a fine-tuning request without running it (finetune_run does). `student`: lora or crossencoder
+    (`base_model` empty: the bundled all-MiniLM-L6-v2). FinetuneJobError names what is refused: a training set or
+    teacher of another project, a teacher for a set imported with its answers, a base folder outside the model
+    roots, settings out of range, a student name taken by a judge or by an unfinished job, a train split with no
+    answer to learn."""
     if training_set.project_id != project.id or (teacher is not None and teacher.project_id != project.id):
         raise FinetuneJobError("the training set and the teacher must be of this project")
     if (refusal := teacher_refusal(training_set, teacher)) is not None:
@@ -77,16 +92,14 @@ def finetune_create(
         student_name = clean_name(student_name, what="student name", max_length=STUDENT_NAME_MAX_LENGTH)
     except NameRefused as exc:
         raise FinetuneJobError(str(exc)) from None
+    base_model = _base_model(student, base_model)
     try:
         folder = model_folder(base_model, label="base model")
     except JudgeConfigError as exc:
         raise BaseModelNotFound(str(exc)) from None
     if not (Path(folder) / "config.json").is_file():
         raise BaseModelNotFound(f"the base model folder {base_model!r} holds no config.json")
-    try:
-        lora = LoraSettings.from_dict(hyperparameters or {})
-    except FinetuneError as exc:
-        raise FinetuneJobError(str(exc)) from None
+    recipe = _settings(student, hyperparameters)
     Project.objects.select_for_update().only("id").get(id=project.id)
     for name in (student_name, base_judge_name(student_name)):
         if Judge.objects.filter(project=project, name=name).exists():
@@ -95,8 +108,8 @@ def finetune_create(
         raise FinetuneJobConflict(f"a fine-tuning job is making a student named {student_name!r} already")
     if teacher is not None and teacher.is_ensemble:
         raise FinetuneJobConflict("the teacher must be a judge with judgments of its own, not a judges ensemble")
-    found = teacher_examples(training_set, teacher=teacher)
-    if not found.examples:
+    examples = _examples(student, training_set, teacher, recipe)
+    if not examples:
         has_pairs = TrainingExample.objects.filter(training_set=training_set, pair__isnull=False).exists()
         hint = (f": score it with {teacher.name!r} first (manage.py score --judge {teacher.name!r} ...)"
                 if teacher is not None and has_pairs else ": choose a teacher whose judgments are the answers"
@@ -105,9 +118,42 @@ def finetune_create(
                                + hint)
     return FineTuneJob.objects.create(
         project=project, training_set=training_set, teacher=teacher, base_model=base_model, requested_by=user,
-        student_name=student_name, hyperparameters={**lora.as_dict(), "device": device},
-        examples=len(found.examples), total_steps=lora.total_steps(len(found.examples)),
+        student_kind=student, student_name=student_name, hyperparameters={**recipe.as_dict(), "device": device},
+        examples=len(examples), total_steps=recipe.total_steps(len(examples)),
     )
+
+
+def _base_model(student: str, base_model: str) -> str:
+    """The base folder as given; for a cross-encoder student given none, the bundled all-MiniLM-L6-v2."""
+    if student not in FineTuneJob.StudentKind.values:
+        raise FinetuneJobError(f"unknown student kind {student!r}; one of {', '.join(FineTuneJob.StudentKind.values)}")
+    if base_model or student != FineTuneJob.StudentKind.CROSSENCODER:
+        if not base_model:
+            raise FinetuneJobError("a lora student needs a base model folder")
+        return base_model
+    try:
+        return str(minilm_folder())
+    except BundledModelError as exc:
+        raise BaseModelNotFound(str(exc)) from None
+
+
+def _settings(student: str, hyperparameters: dict | None) -> LoraSettings | CrossEncoderSettings:
+    """The student kind's settings from the request (FinetuneJobError names one out of range or unknown)."""
+    kind = CrossEncoderSettings if student == FineTuneJob.StudentKind.CROSSENCODER else LoraSettings
+    try:
+        return kind.from_dict(hyperparameters or {})
+    except FinetuneError as exc:
+        raise FinetuneJobError(str(exc)) from None
+
+
+def _examples(student: str, training_set: TrainingSet, teacher: Judge | None, recipe) -> list:
+    """What the student learns from the train split: chat examples (lora) or soft pairs (crossencoder)."""
+    if student == FineTuneJob.StudentKind.CROSSENCODER:
+        try:
+            return student_pairs(training_set, teacher=teacher, settings=recipe).pairs
+        except FinetuneError as exc:
+            raise FinetuneJobError(str(exc)) from None
+    return teacher_examples(training_set, teacher=teacher).examples
 
 
 @dataclass(frozen=True)
@@ -126,33 +172,35 @@ class FinetuneEstimate:
 
 def finetune_estimate(
     *, project: Project, training_set: TrainingSet, teacher: Judge | None, base_model: str,
-    hyperparameters: dict | None = None, device: str = "cpu",
+    hyperparameters: dict | None = None, device: str = "cpu", student: str = FineTuneJob.StudentKind.LORA,
 ) -> FinetuneEstimate:
     """The time `finetune_create` with these arguments would take, before anything is stored or queued."""
     if training_set.project_id != project.id or (teacher is not None and teacher.project_id != project.id):
         raise FinetuneJobError("the training set and the teacher must be of this project")
     if (refusal := teacher_refusal(training_set, teacher)) is not None:
         raise FinetuneJobError(refusal)
+    base_model = _base_model(student, base_model)
     try:
         folder = model_folder(base_model, label="base model")
-        lora = LoraSettings.from_dict(hyperparameters or {})
     except JudgeConfigError as exc:
         raise BaseModelNotFound(str(exc)) from None
-    except FinetuneError as exc:
-        raise FinetuneJobError(str(exc)) from None
-    found = teacher_examples(training_set, teacher=teacher)
-    if not found.examples:
+    recipe = _settings(student, hyperparameters)
+    examples = _examples(student, training_set, teacher, recipe)
+    if not examples:
         raise FinetuneJobConflict(f"training set {training_set.name!r} has no train example with a teacher's answer")
-    steps = lora.total_steps(len(found.examples))
-    processed = steps * lora.batch_size
-    throughput = finetune_throughput(base_model=base_model, device=device)
+    steps = recipe.total_steps(len(examples))
+    processed = steps * recipe.batch_size
+    throughput = finetune_throughput(base_model=base_model, device=device, student_kind=student)
     if throughput is None:
+        cross = student == FineTuneJob.StudentKind.CROSSENCODER
         try:
-            per_s = training_probe(folder, found.examples, lora, device)
+            per_s = (crossencoder_probe(folder, examples, recipe, device) if cross
+                     else training_probe(folder, examples, recipe, device))
         except (FinetuneError, OSError, ValueError, RuntimeError) as exc:
             raise FinetuneJobError(f"the base model could not be timed: {type(exc).__name__}: {exc}"[:500]) from None
-        throughput = Throughput(per_s=per_s, items=lora.micro_batch * 2, device=device, basis="probe training")
-    return FinetuneEstimate(examples=len(found.examples), steps=steps, processed=processed,
+        throughput = Throughput(per_s=per_s, items=recipe.batch_size * 2 if cross else recipe.micro_batch * 2,
+                                device=device, basis="probe training")
+    return FinetuneEstimate(examples=len(examples), steps=steps, processed=processed,
                             wall_s=throughput.seconds(processed), throughput=throughput)
 
 
@@ -218,10 +266,10 @@ def finetune_run(*, job_id: int) -> FineTuneJob | None:
 
 
 def _train(job: FineTuneJob, scratch: Path) -> FineTuneJob | None:
-    lora_values = dict(job.hyperparameters)
-    device = lora_values.pop("device", "cpu")
-    lora = LoraSettings.from_dict(lora_values)
-    examples = teacher_examples(job.training_set, teacher=job.teacher).examples
+    values = dict(job.hyperparameters)
+    device = values.pop("device", "cpu")
+    recipe = _settings(job.student_kind, values)
+    examples = _examples(job.student_kind, job.training_set, job.teacher, recipe)
     if not examples:
         raise FinetuneJobConflict("the training set has no train example with a teacher's answer any more")
     resume_from = None
@@ -247,23 +295,48 @@ def _train(job: FineTuneJob, scratch: Path) -> FineTuneJob | None:
         if old and old != prefix:
             folder_delete(old)
 
-    result = finetune(
-        base_folder=model_folder(job.base_model, label="base model"), examples=examples,
-        work_dir=str(scratch / "work"), adapter_dir=str(scratch / "adapter"), settings=lora, device=device,
-        resume_from=resume_from, on_progress=on_progress, on_checkpoint=on_checkpoint,
-    )
-    prefix = folder_upload(Path(result.adapter_dir), f"{ADAPTER_PREFIX}{job.project_id}/{job.id}-{uuid.uuid4().hex}/")
-    return _finish(job, prefix, result.examples_per_s, history, device)
+    base_folder = model_folder(job.base_model, label="base model")
+    if job.student_kind == FineTuneJob.StudentKind.CROSSENCODER:
+        # A plain encoder's base judge is the untrained head the student starts from (drawn from the seed, so a
+        # resumed job draws the same one).
+        initial = scratch / "initial" if head_problem(Path(base_folder)) else None
+        result = crossencoder_finetune(
+            base_folder=base_folder, pairs=examples, work_dir=str(scratch / "work"), model_dir=str(scratch / "model"),
+            settings=recipe, device=device, resume_from=resume_from, on_progress=on_progress,
+            on_checkpoint=on_checkpoint, initial_dir=str(initial) if initial else None,
+        )
+        base_stored = _store(job, initial) if initial else ""
+        judge = {"backend": Judge.Backend.CROSSENCODER, "model": job.base_model, "device": device,
+                 "max_length": recipe.max_length, "separator": recipe.separator,
+                 "use_definition": recipe.use_definition}
+    else:
+        result = finetune(
+            base_folder=base_folder, examples=examples, work_dir=str(scratch / "work"),
+            adapter_dir=str(scratch / "adapter"), settings=recipe, device=device, resume_from=resume_from,
+            on_progress=on_progress, on_checkpoint=on_checkpoint,
+        )
+        base_stored = ""
+        judge = {"backend": Judge.Backend.HF, "model": job.base_model, "method": "tok", "cot": False,
+                 "device": device}
+    return _finish(job, _store(job, Path(result.adapter_dir)), result.examples_per_s, history, judge, base_stored)
+
+
+def _store(job: FineTuneJob, folder: Path) -> str:
+    """Upload a finished adapter or model folder under a new storage prefix of the project's."""
+    return folder_upload(folder, f"{ADAPTER_PREFIX}{job.project_id}/{job.id}-{uuid.uuid4().hex}/")
 
 
 @transaction.atomic
-def _finish(job: FineTuneJob, adapter: str, examples_per_s: float, history: list, device: str) -> FineTuneJob:
+def _finish(job: FineTuneJob, adapter: str, examples_per_s: float, history: list, judge: dict,
+            base_stored: str) -> FineTuneJob:
+    """The job done: the student judge (`judge`'s settings with the stored `adapter`) and the base judge (the
+    same settings without it, or on `base_stored`, the stored untrained head), both to score the compared pairs."""
     locked = FineTuneJob.objects.select_for_update(of=("self",)).get(id=job.id)
     if locked.status != FineTuneJob.Status.RUNNING:
         return locked  # cancelled while the adapter was stored
-    common = {"backend": Judge.Backend.HF, "model": job.base_model, "method": "tok", "cot": False, "device": device}
-    student = judge_create(project=job.project, name=job.student_name, adapter_storage=adapter, **common)
-    base = judge_create(project=job.project, name=base_judge_name(job.student_name), **common)
+    student = judge_create(project=job.project, name=job.student_name, adapter_storage=adapter, **judge)
+    base = judge_create(project=job.project, name=base_judge_name(job.student_name),
+                        adapter_storage=base_stored or None, **judge)
     FineTuneJob.objects.filter(id=job.id).update(
         status=FineTuneJob.Status.DONE, finished_at=timezone.now(), adapter=adapter, student=student,
         loss_history=history, examples_per_s=examples_per_s, eta_s=0.0,

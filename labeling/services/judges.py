@@ -42,7 +42,7 @@ UNUSED_BY_BACKEND: dict[str, tuple[frozenset[str], str]] = {
                    "timeout_s", "max_retries", "concurrency", "price_in", "price_out"}),
         "an embedding judge compares embeddings: it sends no prompt, writes no text and costs no tokens"),
     Judge.Backend.CROSSENCODER: (
-        frozenset({"method", "cot", "template", "max_new_tokens", "strategies", "adapter", "adapter_storage",
+        frozenset({"method", "cot", "template", "max_new_tokens", "strategies", "adapter",
                    "timeout_s", "max_retries", "concurrency", "price_in", "price_out"}),
         "a crossencoder judge reads query and passage with its own head: it sends no prompt, writes no text and "
         "costs no tokens"),
