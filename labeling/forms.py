@@ -224,8 +224,9 @@ class RunUploadForm(forms.Form):
 
 
 class RetrievalForm(forms.Form):
-    """Start a built-in retriever over the project's passages. The page shows every size, so the form passes on
-    only those of the chosen retriever: the service refuses the others."""
+    """Start a built-in retriever over the project's passages, optionally re-ranked by one of the project's local
+    judges (the API and the command take several stages). The page shows every size, so the form passes on only
+    those of the chosen retriever: the service refuses the others."""
 
     retriever = forms.ChoiceField(choices=[(kind.value, kind.label) for kind in RunKind if kind != RunKind.IMPORTED])
     name = forms.CharField(max_length=200, help_text="the run it writes")
@@ -238,10 +239,28 @@ class RetrievalForm(forms.Form):
                                      help_text="BM25's N best passages per query go to the dense re-ranker")
     keep = forms.IntegerField(min_value=1, max_value=MAX_DEPTH, initial=DEFAULT_KEEP, label="Cascade: kept (M)",
                               help_text="the re-ranker's M best of them are the run (M <= N)")
+    rerank_judge = forms.ChoiceField(choices=[], required=False, label="Re-rank with judge",
+                                     help_text="a judge whose model scores pairs here (crossencoder, embedding, hf) "
+                                               "re-ranks each query's passages by its P")
+    rerank_keep = forms.IntegerField(min_value=1, max_value=MAX_DEPTH, initial=DEFAULT_KEEP, required=False,
+                                     label="Re-rank: kept (K)",
+                                     help_text="the judge's K best by P are the run (K <= depth, or M)")
+
+    def __init__(self, *args, judges: list[str], **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["rerank_judge"].choices = [("", "(none)")] + [(name, name) for name in judges]
+
+    def clean(self) -> dict:
+        data = super().clean()
+        if data.get("rerank_judge") and data.get("rerank_keep") is None:
+            self.add_error("rerank_keep", "say how many passages per query the judge keeps")
+        return data
 
     def service_arguments(self) -> dict:
         data = self.cleaned_data
         arguments = {"retriever": data["retriever"], "name": data["name"], "use_definition": data["use_definition"]}
+        if data["rerank_judge"]:
+            arguments["rerank"] = [{"judge": data["rerank_judge"], "keep": data["rerank_keep"]}]
         if data["retriever"] == RunKind.CASCADE:
             return arguments | {"first_depth": data["first_depth"], "keep": data["keep"]}
         return arguments | {"depth": data["depth"]}

@@ -106,3 +106,18 @@ def media_root(settings, tmp_path_factory):
     to var/media of the checkout."""
     settings.MEDIA_ROOT = str(tmp_path_factory.mktemp("media"))
     return settings.MEDIA_ROOT
+
+
+@pytest.fixture(scope="session")
+def reranker_root(tmp_path_factory):
+    """A model root holding a cross-encoder (folder `reranker`): the bundled MiniLM under a seeded one-logit head."""
+    import torch  # heavy: only the sessions whose tests use the re-ranker load it
+    from sentence_transformers import CrossEncoder
+
+    from models_llm.bundled import minilm_folder
+
+    root = tmp_path_factory.mktemp("models")
+    torch.manual_seed(0)
+    CrossEncoder(str(minilm_folder()), num_labels=1, local_files_only=True, device="cpu").save_pretrained(
+        str(root / "reranker"))
+    return root

@@ -67,6 +67,13 @@ class RetrievalJobSerializer(serializers.Serializer):
                           help_text="the run written (null until done, or once deleted)")
 
 
+class RerankStageSerializer(serializers.Serializer):
+    judge = StrictCharField(help_text="a judge of the project whose model scores pairs here: crossencoder, embedding "
+                                      "or hf (openai refused)")
+    keep = StrictIntegerField(min_value=1, max_value=MAX_DEPTH,
+                              help_text="passages per query kept, by the judge's P; at most the previous stage's")
+
+
 class RetrievalCreateSerializer(serializers.Serializer):
     retriever = serializers.ChoiceField(choices=RETRIEVERS)
     name = StrictCharField(max_length=200, help_text="the run it writes, new in the project")
@@ -88,6 +95,10 @@ class RetrievalCreateSerializer(serializers.Serializer):
     model = StrictCharField(required=False, allow_blank=True, default="",
                             help_text="dense, cascade: an encoder folder under a model root (default MiniLM); bm25 "
                                       "refuses it")
+    rerank = serializers.ListField(
+        child=RerankStageSerializer(), required=False, default=list,
+        help_text="re-ranking stages after the retriever, in order: each scores the previous stage's ranking per query "
+                  "with the judge and keeps the `keep` best by P (the run's score: the last stage's P)")
 
 
 class PoolSerializer(serializers.Serializer):
@@ -179,7 +190,8 @@ class RetrievalJobListView(APIView):
         project = project_for_user(user=request.user, slug=slug, need=admin_to("start a retriever"))
         body = RetrievalCreateSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        options = {**body.validated_data, "model": body.validated_data["model"] or None}
+        options = {**body.validated_data, "model": body.validated_data["model"] or None,
+                   "rerank": [dict(stage) for stage in body.validated_data["rerank"]]}
         job = retrieval_request(project=project, user=request.user, **options)
         return Response(RetrievalJobSerializer(retrieval_job_row(job, show_errors=True)).data, status=202)
 

@@ -1,6 +1,7 @@
 """Built-in retrievers run as background jobs: a RetrievalJob asked for here (BM25, dense, or BM25 re-ranked by the
-dense encoder), which a worker runs over the project's queries and passages and ends by writing the run in one
-transaction: a failed or cancelled job leaves no run. The retrievers themselves are models_llm.retrieval."""
+dense encoder; any of them then re-ranked by local judges, labeling.services.retrieval_rerank), which a worker runs
+over the project's queries and passages and ends by writing the run in one transaction: a failed or cancelled job
+leaves no run. The retrievers themselves are models_llm.retrieval."""
 from __future__ import annotations
 
 import time
@@ -15,12 +16,14 @@ from django.db import transaction
 from django.db.models import OuterRef, Subquery
 from django.utils import timezone
 
-from labeling.exceptions import Conflict, DomainError
+from labeling.exceptions import DomainError
 from labeling.llm_adapter import JudgeConfigError, model_folder
 from labeling.models import MAX_ERROR_CHARS, Passage, Project, Query, RelevanceDefinition, RetrievalJob, Run, RunKind
 from labeling.names import NameRefused
 from labeling.services.embeddings import passage_embeddings
 from labeling.services.jobs import job_fail, job_heartbeat, job_take
+from labeling.services.retrieval_errors import RetrievalConflict, RetrievalError
+from labeling.services.retrieval_rerank import rerank_parameters, retrieval_rerank
 from labeling.services.runs import RunImportError, run_name_clean, run_store
 from labeling.tasks import retrieval_task
 from models_llm.bundled import BundledModelError, minilm_folder
@@ -48,14 +51,6 @@ PROGRESS_SECONDS = 2.0
 ENCODER_BATCH = 64
 
 
-class RetrievalError(DomainError):
-    """A retrieval job that cannot be asked for as given, or whose own configuration cannot run (its reason)."""
-
-
-class RetrievalConflict(RetrievalError, Conflict):
-    """A run name the project has already (409 in the API)."""
-
-
 class _Cancelled(DomainError):
     """The job stopped running (cancelled, or given up) while the retriever worked: stop, writing nothing."""
 
@@ -74,10 +69,12 @@ class _Corpus:
 def retrieval_parameters(
     *, retriever: str, depth: int | None = None, use_definition: bool = False, k1: float | None = None,
     b: float | None = None, first_depth: int | None = None, keep: int | None = None, model: str | None = None,
+    project: Project | None = None, rerank: Sequence[dict] | None = None,
 ) -> dict:
     """The job's parameters as stored on its row, checked (RetrievalError names what is wrong); only those the
     retriever uses, the sizes it was not given at their defaults. A parameter given to a retriever that does not
-    use it is refused: dropped, it would write a run other than the one asked for."""
+    use it is refused: dropped, it would write a run other than the one asked for. `rerank`: stages after the
+    retriever, each {"judge": a name in `project`, "keep": N} (retrieval_rerank.rerank_parameters)."""
     if retriever not in RETRIEVERS:
         raise RetrievalError(f"unknown retriever {retriever!r}; one of {', '.join(RETRIEVERS)}")
     sparse, dense = retriever in (RunKind.BM25, RunKind.CASCADE), retriever in (RunKind.DENSE, RunKind.CASCADE)
@@ -111,6 +108,9 @@ def retrieval_parameters(
         _encoder_folder(model)
         if model:
             parameters["model"] = model
+    if rerank:
+        first = parameters["keep"] if retriever == RunKind.CASCADE else parameters["depth"]
+        parameters["rerank"] = rerank_parameters(project=project, rerank=rerank, depth=first)
     return parameters
 
 
@@ -118,16 +118,18 @@ def retrieval_parameters(
 def retrieval_create(
     *, project: Project, retriever: str, name: str, user: AbstractBaseUser | None = None, depth: int | None = None,
     use_definition: bool = False, k1: float | None = None, b: float | None = None, first_depth: int | None = None,
-    keep: int | None = None, model: str | None = None,
+    keep: int | None = None, model: str | None = None, rerank: Sequence[dict] | None = None,
 ) -> RetrievalJob:
     """Record a request for the run `name` by `retriever`, without running it: retrieval_run does. BM25 and dense
     rank `depth` (None: DEFAULT_DEPTH) passages per query; a cascade ranks `keep` (None: DEFAULT_KEEP), BM25's
     `first_depth` (None: DEFAULT_FIRST_DEPTH) best re-ranked by the encoder; each is refused by the others.
     `use_definition`: the query text is the question and its current definition; `k1`, `b`: BM25's (None: its
-    defaults); `model`: an encoder folder under a model root (None: the bundled MiniLM). RetrievalError names what
-    is refused, the name included when the project has a run of that name or an unfinished job writing one."""
+    defaults); `model`: an encoder folder under a model root (None: the bundled MiniLM); `rerank`: judges that
+    re-rank the retriever's ranking in turn, each {"judge": name, "keep": N} (the run's score: the last one's P).
+    RetrievalError names what is refused, the name included when the project has a run of that name or an
+    unfinished job writing one."""
     parameters = retrieval_parameters(retriever=retriever, depth=depth, use_definition=use_definition, k1=k1, b=b,
-                                     first_depth=first_depth, keep=keep, model=model)
+                                     first_depth=first_depth, keep=keep, model=model, project=project, rerank=rerank)
     try:
         name = run_name_clean(name)
     except NameRefused as exc:
@@ -147,11 +149,12 @@ def retrieval_create(
 def retrieval_request(
     *, project: Project, retriever: str, name: str, user: AbstractBaseUser | None = None, depth: int | None = None,
     use_definition: bool = False, k1: float | None = None, b: float | None = None, first_depth: int | None = None,
-    keep: int | None = None, model: str | None = None,
+    keep: int | None = None, model: str | None = None, rerank: Sequence[dict] | None = None,
 ) -> RetrievalJob:
     """retrieval_create, then a worker runs the job once this commits."""
     job = retrieval_create(project=project, retriever=retriever, name=name, user=user, depth=depth,
-                           use_definition=use_definition, k1=k1, b=b, first_depth=first_depth, keep=keep, model=model)
+                           use_definition=use_definition, k1=k1, b=b, first_depth=first_depth, keep=keep, model=model,
+                           rerank=rerank)
     transaction.on_commit(lambda: retrieval_task.delay(job.id))
     return job
 
@@ -229,17 +232,22 @@ def _retrieve(job: RetrievalJob) -> tuple[Iterator[tuple[int, list[int], list[fl
                       "passage_text": "title and text"}
     if params["use_definition"]:
         recorded["definition_versions"] = corpus.definition_versions
+    # Each re-rank stage's work is the pairs it scores: at most the previous stage's size per query.
+    stages = params.get("rerank", [])
+    sizes = [params["keep"] if job.retriever == RunKind.CASCADE else params["depth"]] + [s["keep"] for s in stages]
+    reranking = [n_queries * min(size, n_passages) for size in sizes[:-1]]
     if job.retriever == RunKind.BM25:
-        progress = _Progress(job.id, [n_queries])
+        progress = _Progress(job.id, [n_queries, *reranking])
         bm25 = retrieval_bm25_params(params)
         hits = bm25_retrieve(corpus.passage_texts, corpus.query_texts, depth=params["depth"], params=bm25,
                              progress=progress.stage(0))
         recorded["bm25"] = bm25.recorded()
-        return _rankings(corpus, hits, corpus.passage_ids), recorded
-    encoder = retrieval_encoder(params.get("model"))
-    recorded["encoder"] = {"name": encoder.name, "folder": params.get("model") or "bundled all-MiniLM-L6-v2"}
+        passage_ids, first = corpus.passage_ids, 1
+    else:
+        encoder = retrieval_encoder(params.get("model"))
+        recorded["encoder"] = {"name": encoder.name, "folder": params.get("model") or "bundled all-MiniLM-L6-v2"}
     if job.retriever == RunKind.DENSE:
-        progress = _Progress(job.id, [n_passages, n_queries, n_queries])
+        progress = _Progress(job.id, [n_passages, n_queries, n_queries, *reranking])
         passages = passage_embeddings(project=job.project, encoder=encoder,
                                       passages=list(zip(corpus.passage_ids, corpus.passage_texts)),
                                       progress=progress.stage(0))
@@ -248,23 +256,30 @@ def _retrieve(job: RetrievalJob) -> tuple[Iterator[tuple[int, list[int], list[fl
         hits = dense_search(passages, queries, depth=params["depth"], approximate=approximate,
                             progress=progress.stage(2))
         recorded["encoder"]["search"] = _search_recorded(approximate)
-        return _rankings(corpus, hits, corpus.passage_ids), recorded
-    # Cascade: BM25's candidates only are embedded, so its cost follows first_depth, not the corpus.
-    progress = _Progress(job.id, [n_queries, min(n_passages, n_queries * params["first_depth"]), n_queries])
-    bm25 = retrieval_bm25_params(params)
-    first = bm25_retrieve(corpus.passage_texts, corpus.query_texts, depth=params["first_depth"], params=bm25,
-                          progress=progress.stage(0))
-    recorded["bm25"] = bm25.recorded()
-    candidates = np.unique(np.concatenate([np.zeros(0, np.int64), *first.indices]))
-    position = np.full(n_passages, -1, np.int64)
-    position[candidates] = np.arange(len(candidates))
-    passages = passage_embeddings(project=job.project, encoder=encoder,
-                                  passages=[(corpus.passage_ids[i], corpus.passage_texts[i]) for i in candidates],
-                                  progress=progress.stage(1))
-    queries = encoder.encode(corpus.query_texts, progress=progress.stage(2))
-    local = Hits(indices=[position[found] for found in first.indices], scores=first.scores)
-    hits = cascade_rerank(local, passages, queries, keep=params["keep"])
-    return _rankings(corpus, hits, [corpus.passage_ids[i] for i in candidates]), recorded
+        passage_ids, first = corpus.passage_ids, 3
+    elif job.retriever == RunKind.CASCADE:
+        # BM25's candidates only are embedded, so its cost follows first_depth, not the corpus.
+        progress = _Progress(job.id, [n_queries, min(n_passages, n_queries * params["first_depth"]), n_queries,
+                                      *reranking])
+        bm25 = retrieval_bm25_params(params)
+        found = bm25_retrieve(corpus.passage_texts, corpus.query_texts, depth=params["first_depth"], params=bm25,
+                              progress=progress.stage(0))
+        recorded["bm25"] = bm25.recorded()
+        candidates = np.unique(np.concatenate([np.zeros(0, np.int64), *found.indices]))
+        position = np.full(n_passages, -1, np.int64)
+        position[candidates] = np.arange(len(candidates))
+        passages = passage_embeddings(project=job.project, encoder=encoder,
+                                      passages=[(corpus.passage_ids[i], corpus.passage_texts[i]) for i in candidates],
+                                      progress=progress.stage(1))
+        queries = encoder.encode(corpus.query_texts, progress=progress.stage(2))
+        local = Hits(indices=[position[indices] for indices in found.indices], scores=found.scores)
+        hits = cascade_rerank(local, passages, queries, keep=params["keep"])
+        passage_ids, first = [corpus.passage_ids[i] for i in candidates], 3
+    if stages:
+        hits, recorded["rerank"] = retrieval_rerank(
+            project=job.project, stages=stages, hits=hits, query_ids=corpus.query_ids, passage_ids=passage_ids,
+            progress=[progress.stage(first + index) for index in range(len(stages))])
+    return _rankings(corpus, hits, passage_ids), recorded
 
 
 def _rankings(corpus: _Corpus, hits: Hits, passage_ids: Sequence[int]) -> Iterator[tuple[int, list[int], list[float]]]:

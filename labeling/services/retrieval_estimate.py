@@ -10,6 +10,9 @@ this project and this machine, from timed probes of the parts that grow with the
   encoder's loading, timed, is added once. A cascade embeds only BM25's candidates: those the timed BM25 retrieved
   when it ran on the whole corpus, else at most queries x first_depth passages, of which the cache lacks the
   corpus's share.
+- Re-rank stages: the pairs each stage scores (queries x the previous stage's size, at most), at the judge's
+  measured pairs per second (labeling.selectors.throughput), else timed here on RERANK_PROBE pairs of the project
+  after one warm-up pair, its loading timed and added once.
 - Not counted: the nearest-neighbour search (a matrix product, or HNSW above HNSW_MIN_PASSAGES) and writing the
   run's rows, both small beside encoding; the worker's own start-up.
 
@@ -23,6 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from labeling.models import Project, RunKind
+from labeling.selectors.throughput import judge_throughput
 from labeling.services.embeddings import embeddings_missing
 from labeling.services.retrieval import (
     retrieval_bm25_params,
@@ -30,10 +34,12 @@ from labeling.services.retrieval import (
     retrieval_encoder,
     retrieval_parameters,
 )
+from labeling.services.retrieval_rerank import RerankTexts, rerank_judge, rerank_p, rerank_scorer
 from models_llm.retrieval.bm25 import bm25_retrieve
 
 BM25_PROBE_PASSAGES = 5_000
 ENCODE_PROBE = 32
+RERANK_PROBE = 16
 SEED = 0
 
 
@@ -49,10 +55,12 @@ class RetrievalEstimate:
     encode_s: float | None
     load_s: float | None
     basis: str
+    rerank_pairs: int = 0  # pairs the re-rank stages score, at most
+    rerank_s: float | None = None  # their judges' loading and scoring
 
     @property
     def wall_s(self) -> float:
-        return sum(part for part in (self.bm25_s, self.encode_s, self.load_s) if part is not None)
+        return sum(part for part in (self.bm25_s, self.encode_s, self.load_s, self.rerank_s) if part is not None)
 
 
 def _bm25_seconds(texts: list[str], queries: list[str], params: dict, depth: int
@@ -73,12 +81,12 @@ def _bm25_seconds(texts: list[str], queries: list[str], params: dict, depth: int
 def retrieval_estimate(
     *, project: Project, retriever: str, depth: int | None = None, use_definition: bool = False,
     k1: float | None = None, b: float | None = None, first_depth: int | None = None, keep: int | None = None,
-    model: str | None = None,
+    model: str | None = None, rerank: list[dict] | None = None,
 ) -> RetrievalEstimate:
     """The expected wall time of retrieval_create's job with these arguments (RetrievalError for what it would
     refuse), from probes timed here; nothing is stored."""
     params = retrieval_parameters(retriever=retriever, depth=depth, use_definition=use_definition, k1=k1, b=b,
-                                 first_depth=first_depth, keep=keep, model=model)
+                                 first_depth=first_depth, keep=keep, model=model, project=project, rerank=rerank)
     corpus = retrieval_corpus(project, use_definition=use_definition)
     n_queries, n_passages = len(corpus.query_ids), len(corpus.passage_ids)
     bm25_s = encode_s = load_s = candidates = None
@@ -113,5 +121,39 @@ def retrieval_estimate(
         cached = n_passages - len(missing)
         basis.append(f"encoding timed on {len(probe)} passages and {len(questions)} queries on {encoder.device}"
                      + (f"; {cached:,} passages embedded before" if cached else ""))
+    rerank_pairs, rerank_s = 0, None
+    size = params["keep"] if retriever == RunKind.CASCADE else params["depth"]
+    for stage in params.get("rerank", []):
+        pairs = n_queries * min(size, n_passages)
+        seconds, said = _rerank_seconds(project, stage, corpus.query_ids, corpus.passage_ids, pairs)
+        rerank_pairs, rerank_s = rerank_pairs + pairs, (rerank_s or 0.0) + seconds
+        basis.append(said)
+        size = stage["keep"]
     return RetrievalEstimate(retriever=retriever, queries=n_queries, passages=n_passages, to_encode=to_encode,
-                             bm25_s=bm25_s, encode_s=encode_s, load_s=load_s, basis="; ".join(basis))
+                             bm25_s=bm25_s, encode_s=encode_s, load_s=load_s, basis="; ".join(basis),
+                             rerank_pairs=rerank_pairs, rerank_s=rerank_s)
+
+
+def _rerank_seconds(project: Project, stage: dict, query_ids: list[int], passage_ids: list[int], pairs: int
+                    ) -> tuple[float, str]:
+    """(seconds the stage's judge takes on `pairs` pairs, what they rest on): its measured speed, else a probe of
+    RERANK_PROBE pairs drawn from the project (seeded) after a warm-up pair, plus its loading."""
+    judge, config = rerank_judge(project=project, stage=stage)
+    measured = judge_throughput(judge)
+    if measured is not None:
+        return measured.seconds(pairs), f"re-ranking by {judge.name} {measured.text}"
+    rng = random.Random(SEED)
+    drawn = [(rng.choice(query_ids), rng.choice(passage_ids)) for _ in range(RERANK_PROBE + 1)]
+    texts = RerankTexts({query_id for query_id, _ in drawn})
+    started = time.perf_counter()
+    scorer = rerank_scorer(judge, config)
+    try:
+        rerank_p(scorer, judge, texts, drawn[:1])  # a lazy model loads on its first call: counted as loading
+        load_s = time.perf_counter() - started
+        started = time.perf_counter()
+        rerank_p(scorer, judge, texts, drawn[1:])
+        per_pair = (time.perf_counter() - started) / RERANK_PROBE
+    finally:
+        scorer.close()
+    return (load_s + pairs * per_pair,
+            f"re-ranking by {judge.name} timed on {RERANK_PROBE} pairs on {config.device}, its loading included")

@@ -31,6 +31,7 @@ from labeling.selectors.systems import JUDGED, SystemsReport, systems_report
 from labeling.services.pooling import PoolingError, pool_add, pool_preview
 from labeling.services.retrieval import RetrievalError, retrieval_cancel, retrieval_request
 from labeling.services.retrieval_estimate import retrieval_estimate
+from labeling.services.retrieval_rerank import rerank_refusal
 from labeling.services.runs import RunImportError, run_delete
 from labeling.services.scoring import ScoringError
 from labeling.views.access import project_view
@@ -217,10 +218,14 @@ def _evaluation(project: Project, runs: list[Run], asked: list[str], include_par
 
 
 def _parameters_summary(parameters: dict) -> str:
-    """The run's scalar parameters on one line ("depth 1000, k1 0.9, use_definition True"); nested ones (the
-    encoder, BM25's tokenizer) are left to the full listing."""
-    return ", ".join(f"{key} {value}" for key, value in sorted(parameters.items())
-                     if key not in SUMMARY_SKIPS and isinstance(value, str | int | float | bool))
+    """The run's scalar parameters on one line ("depth 1000, k1 0.9, use_definition True"), then its re-rank stages
+    ("re-ranked by NAME to 60"); other nested ones (the encoder, BM25's tokenizer) are left to the full listing."""
+    scalars = [f"{key} {value}" for key, value in sorted(parameters.items())
+               if key not in SUMMARY_SKIPS and isinstance(value, str | int | float | bool)]
+    rerank = parameters.get("rerank")
+    stages = [f"re-ranked by {stage.get('judge')} to {stage.get('keep')}" for stage in rerank
+              if isinstance(stage, dict)] if isinstance(rerank, list) else []
+    return ", ".join(scalars + stages)
 
 
 def _run_rows(runs: list[Run]) -> list[dict]:
@@ -232,6 +237,12 @@ def _run_rows(runs: list[Run]) -> list[dict]:
 def _generative_judges(project: Project) -> list[str]:
     # Only a judge that writes text has prompts to count: the others cost nothing to estimate.
     return [judge.name for judge in judges_for_project(project) if judge.is_generative]
+
+
+def _retrieval_form(project: Project, data: dict | None = None) -> RetrievalForm:
+    # Only the judges that may re-rank are offered; the service checks again (a judge changed meanwhile).
+    return RetrievalForm(data, judges=[judge.name for judge in judges_for_project(project)
+                                       if rerank_refusal(judge) is None])
 
 
 def _pool_form(project: Project, runs: list[Run], data: dict | None = None) -> PoolForm:
@@ -257,7 +268,7 @@ def _systems_context(request: HttpRequest, project: Project, **answer: object) -
         "low_judged": LOW_JUDGED,
         "scatter_measure": SCATTER_MEASURE,
         "upload_form": RunUploadForm(),
-        "retrieval_form": RetrievalForm(),
+        "retrieval_form": _retrieval_form(project),
         "pool_form": _pool_form(project, runs),
         **answer,
     }
@@ -333,7 +344,7 @@ def run_delete_view(request: HttpRequest, project: Project, run_id: int) -> Http
 def retrieval_start_view(request: HttpRequest, project: Project) -> HttpResponse:
     """Start the retriever the form describes, or (the form's Estimate button) say what it would take here and
     start nothing."""
-    form = RetrievalForm(request.POST)
+    form = _retrieval_form(project, request.POST)
     estimating = "estimate" in request.POST
     form.fields["name"].required = not estimating
     if estimating and form.is_valid():

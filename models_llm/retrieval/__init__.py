@@ -1,5 +1,6 @@
-"""Retrieval runs: BM25 (bm25s), dense (sentence-transformers, exact or HNSW search) and their cascade; their
-evaluation (trec_eval's measures, expected measures under calibrated P) and system-ranking agreement."""
+"""Retrieval runs: BM25 (bm25s), dense (sentence-transformers, exact or HNSW search), their cascade and re-ranking
+by a judge's P; their evaluation (trec_eval's measures, expected measures under calibrated P) and system-ranking
+agreement."""
 from models_llm.retrieval.agreement import COEFFICIENTS, Agreement, system_agreement, tau_ap
 from models_llm.retrieval.bm25 import BM25Params, bm25_retrieve
 from models_llm.retrieval.cascade import cascade_rerank
@@ -16,6 +17,7 @@ from models_llm.retrieval.evaluation import (
     trec_order,
 )
 from models_llm.retrieval.hits import Hits, ProgressFn
+from models_llm.retrieval.rerank import judge_rerank
 
 __all__ = [
     "COEFFICIENTS",
@@ -36,6 +38,7 @@ __all__ = [
     "dense_search",
     "evaluate_expected",
     "evaluate_run",
+    "judge_rerank",
     "query_text",
     "system_agreement",
     "tau_ap",

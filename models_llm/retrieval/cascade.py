@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from models_llm.retrieval.hits import Hits
+from models_llm.retrieval.hits import Hits, keep_best
 
 
 def cascade_rerank(first: Hits, passages: np.ndarray, queries: np.ndarray, *, keep: int) -> Hits:
@@ -16,9 +16,7 @@ def cascade_rerank(first: Hits, passages: np.ndarray, queries: np.ndarray, *, ke
         raise ValueError(f"{len(first.indices)} first-stage queries but {len(queries)} query vectors")
     indices, scores = [], []
     for found, query in zip(first.indices, queries):
-        cosine = np.asarray(passages[found], np.float64) @ np.asarray(query, np.float64)
-        # A stable sort on the negated cosines: ties stay in the first stage's (best-first) order.
-        order = np.argsort(-cosine, kind="stable")[:keep]
-        indices.append(np.asarray(found, np.int64)[order])
-        scores.append(cosine[order])
+        kept, cosine = keep_best(found, np.asarray(passages[found], np.float64) @ np.asarray(query, np.float64), keep)
+        indices.append(kept)
+        scores.append(cosine)
     return Hits(indices=indices, scores=scores)

@@ -28,6 +28,14 @@ def no_hits(n_queries: int) -> Hits:
                 scores=[np.zeros(0, np.float64) for _ in range(n_queries)])
 
 
+def keep_best(found: np.ndarray, scores: np.ndarray, keep: int) -> tuple[np.ndarray, np.ndarray]:
+    """A re-ranking stage's cut: `found` (a ranking, best first) re-ordered by `scores` (its new scores, same
+    order), the `keep` best kept; equal scores stay in `found`'s order, so the earlier stage breaks the ties."""
+    scores = np.asarray(scores, np.float64)
+    order = np.argsort(-scores, kind="stable")[:keep]  # stable on the negated scores: ties keep found's order
+    return np.asarray(found, np.int64)[order], scores[order]
+
+
 def check_depth(depth: int) -> None:
     if depth < 1:
         raise ValueError(f"depth must be at least 1, got {depth}")

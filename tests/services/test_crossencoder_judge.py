@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
 from sentence_transformers import CrossEncoder
 
 from labeling.models import Judgment, Pair
@@ -19,16 +18,6 @@ from models_llm.types import CROSSENCODER_SEPARATOR
 from tests.scoring_fixtures import small_scoring_project
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(scope="module")
-def reranker_root(tmp_path_factory):
-    """A model root holding a cross-encoder: the bundled MiniLM under a seeded one-logit head."""
-    root = tmp_path_factory.mktemp("models")
-    torch.manual_seed(0)
-    CrossEncoder(str(minilm_folder()), num_labels=1, local_files_only=True, device="cpu").save_pretrained(
-        str(root / "reranker"))
-    return root
 
 
 @pytest.fixture

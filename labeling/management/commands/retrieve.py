@@ -1,6 +1,7 @@
-"""`manage.py retrieve --project SLUG --retriever bm25|dense|cascade --name NAME [...] [--wait | --inline |
---estimate]`: a
-built-in retriever writes the run NAME, on the workers or (--inline) in this process."""
+"""`manage.py retrieve --project SLUG --retriever bm25|dense|cascade --name NAME [...] [--rerank JUDGE:KEEP ...]
+[--wait | --inline | --estimate]`: a built-in retriever, then the judges that re-rank its ranking, writes the run
+NAME, on the workers or (--inline) in this process."""
+import argparse
 import sys
 import time
 
@@ -23,11 +24,21 @@ from labeling.services.retrieval import (
 )
 from labeling.services.retrieval_estimate import retrieval_estimate
 
+CHOICES = ("depth", "use_definition", "k1", "b", "first_depth", "keep", "model", "rerank")
+
+
+def rerank_stage(value: str) -> dict:
+    """JUDGE:KEEP as a re-rank stage (the judge's name may hold colons: the last one separates)."""
+    judge, _, keep = value.rpartition(":")
+    if not judge or not keep.strip().isdigit():
+        raise argparse.ArgumentTypeError(f"{value!r} is not JUDGE:KEEP (a judge's name, a colon, a whole number)")
+    return {"judge": judge, "keep": int(keep)}
+
 
 class Command(BaseCommand):
     help = ("Write a run with a built-in retriever: BM25, dense (the bundled MiniLM unless --model names an "
             "encoder folder under a model root), or cascade (BM25's --first-depth best re-ranked by the encoder, "
-            "--keep of them kept). Queued for the Celery workers unless --inline runs it here (no worker needed: "
+            "--keep of them kept); each --rerank JUDGE:KEEP then re-ranks the ranking by a local judge's P, keeping KEEP. Queued for the Celery workers unless --inline runs it here (no worker needed: "
             "the demo's setup, a machine without workers).")
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -45,6 +56,9 @@ class Command(BaseCommand):
         parser.add_argument("--keep", type=int,
                             help=f"cascade: passages per query after re-ranking (default {DEFAULT_KEEP})")
         parser.add_argument("--model", help="dense, cascade: an encoder folder under a model root")
+        parser.add_argument("--rerank", type=rerank_stage, action="append", default=[], metavar="JUDGE:KEEP",
+                            help="after the retriever, re-rank each query's ranking by this judge's P (crossencoder, "
+                                 "embedding or hf) and keep the KEEP best; repeat for more stages, in order")
         how = parser.add_mutually_exclusive_group()
         how.add_argument("--wait", action="store_true", help="show progress until the job is finished")
         how.add_argument("--inline", action="store_true", help="run the job in this process, not on a worker")
@@ -62,7 +76,7 @@ class Command(BaseCommand):
         if skip_existing and Run.objects.filter(project=found, name=name.strip()).exists():
             self.stdout.write(f"Run {name!r} exists, skipped.")
             return
-        choices = {key: options[key] for key in ("depth", "use_definition", "k1", "b", "first_depth", "keep", "model")}
+        choices = {key: options[key] for key in CHOICES}
         try:
             if inline:
                 job = retrieval_create(project=found, retriever=retriever, name=name, **choices)
@@ -85,17 +99,19 @@ class Command(BaseCommand):
             self._wait(job)
 
     def _estimate(self, project, retriever: str, options: dict) -> None:
-        choices = {key: options[key] for key in ("depth", "use_definition", "k1", "b", "first_depth", "keep", "model")}
+        choices = {key: options[key] for key in CHOICES}
         try:
             found = retrieval_estimate(project=project, retriever=retriever, **choices)
         except RetrievalError as exc:
             raise CommandError(str(exc)) from None
         parts = [f"{label} {duration_text(seconds)}" for label, seconds in (
-            ("BM25", found.bm25_s), ("loading the encoder", found.load_s), ("encoding", found.encode_s))
+            ("BM25", found.bm25_s), ("loading the encoder", found.load_s), ("encoding", found.encode_s),
+            ("re-ranking", found.rerank_s))
             if seconds is not None]
         self.stdout.write(f"{retriever} over {found.passages:,} passages and {found.queries:,} queries: about "
                           f"{duration_text(found.wall_s)} here ({', '.join(parts)}"
-                          f"{f'; {found.to_encode:,} passages to embed' if found.to_encode else ''}). "
+                          f"{f'; {found.to_encode:,} passages to embed' if found.to_encode else ''}"
+                          f"{f'; {found.rerank_pairs:,} pairs to re-rank' if found.rerank_pairs else ''}). "
                           f"From {found.basis}. Nothing was started.")
 
     def _wait(self, job: RetrievalJob) -> None:
