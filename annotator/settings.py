@@ -291,7 +291,9 @@ SPECTACULAR_SETTINGS = {
     # The `<id:...>` path converter (labeling.ids): a database id, 1 to 2**63 - 1.
     "PATH_CONVERTER_OVERRIDES": {"id": {"type": "integer", "minimum": 1, "maximum": 2**63 - 1}},
     # Two fields named `kind` (a run's, an audit's) hold different choices: each enum gets its own name.
-    "ENUM_NAME_OVERRIDES": {"AuditKindEnum": "labeling.models.audit.AuditKind"},
+    "ENUM_NAME_OVERRIDES": {"AuditKindEnum": "labeling.models.audit.AuditKind",
+                            # A fine-tuning request's `student` and a job's `student_kind`: one enum.
+                            "StudentKindEnum": "labeling.models.distill.FineTuneJob.StudentKind"},
     # Request bodies get their own components (a file field is binary there, a URL in a response).
     "COMPONENT_SPLIT_REQUEST": True,
     # Every operation's error answers and the one error body (labeling/api/schema.py).

@@ -2,12 +2,13 @@
 from __future__ import annotations
 
 import json
+from typing import ClassVar
 
 from django import forms
 from django.conf import settings
 from django.db.models import QuerySet
 
-from labeling.models import Judge, Project, RunKind
+from labeling.models import FineTuneJob, Judge, Project, RunKind
 from labeling.models.project import QUEUE_STRATEGIES
 from labeling.scale import DEFAULT_SCALE, LabelScale
 from labeling.selectors.distill import STUDENT_NAME_MAX_LENGTH
@@ -312,28 +313,50 @@ class TrainingSetImportForm(forms.Form):
 
 
 class FinetuneForm(forms.Form):
-    """A LoRA fine-tuning job (the Fine-tuning page). The settings are LoraSettings' fields, prefilled with DIRAS's
-    values by the view; the service checks their ranges."""
+    """A fine-tuning job (the Fine-tuning page): a LoRA adapter of a causal LM or a cross-encoder student, each with
+    its own base folder and settings (LoraSettings' and CrossEncoderSettings' fields, prefilled with the kind's
+    defaults by the view; a setting left empty keeps its default). Only the chosen kind's fields are passed on; the
+    service checks their ranges."""
 
     SETTINGS = ("r", "alpha", "dropout", "learning_rate", "warmup_ratio", "batch_size", "micro_batch", "epochs",
                 "max_steps", "max_length", "save_steps")
+    LORA_FIELDS = ("base_model", *SETTINGS)
+    # The cross-encoder's fields and the CrossEncoderSettings field each one sets.
+    CROSSENCODER_SETTINGS: ClassVar[dict[str, str]] = {"ce_epochs": "epochs", "ce_learning_rate": "learning_rate",
+                                                       "ce_batch_size": "batch_size", "ce_max_length": "max_length",
+                                                       "ce_expert_weight": "expert_weight"}
+    CROSSENCODER_FIELDS = ("ce_base_model", *CROSSENCODER_SETTINGS)
 
     training_set = forms.ChoiceField(choices=[])
     teacher = forms.ChoiceField(choices=[], required=False,
                                 help_text="whose judgments of the set's pairs are the answers; none for a file's set")
-    base_model = forms.CharField(max_length=300, label="Base model folder", help_text="under a model root")
+    student = forms.ChoiceField(choices=FineTuneJob.StudentKind.choices, initial=FineTuneJob.StudentKind.LORA,
+                                help_text="the settings below of the kind chosen are used")
     student_name = forms.CharField(max_length=STUDENT_NAME_MAX_LENGTH, help_text="the judge it makes")
-    r = forms.IntegerField(label="LoRA r")
-    alpha = forms.IntegerField(label="LoRA alpha")
-    dropout = forms.FloatField(label="LoRA dropout")
-    learning_rate = forms.FloatField()
-    warmup_ratio = forms.FloatField(label="Warm-up ratio")
-    batch_size = forms.IntegerField(help_text="effective batch: micro batches accumulated")
-    micro_batch = forms.IntegerField(help_text="examples per forward pass")
-    epochs = forms.FloatField()
-    max_steps = forms.IntegerField(help_text="0: as many as the epochs take")
-    max_length = forms.IntegerField(help_text="longest example in tokens")
-    save_steps = forms.IntegerField(help_text="a checkpoint every this many steps")
+    base_model = forms.CharField(max_length=300, required=False, label="Base model folder",
+                                 help_text="a causal LM under a model root")
+    r = forms.IntegerField(label="LoRA r", required=False)
+    alpha = forms.IntegerField(label="LoRA alpha", required=False)
+    dropout = forms.FloatField(label="LoRA dropout", required=False)
+    learning_rate = forms.FloatField(required=False)
+    warmup_ratio = forms.FloatField(label="Warm-up ratio", required=False)
+    batch_size = forms.IntegerField(required=False, help_text="effective batch: micro batches accumulated")
+    micro_batch = forms.IntegerField(required=False, help_text="examples per forward pass")
+    epochs = forms.FloatField(required=False)
+    max_steps = forms.IntegerField(required=False, help_text="0: as many as the epochs take")
+    max_length = forms.IntegerField(required=False, help_text="longest example in tokens")
+    save_steps = forms.IntegerField(required=False, help_text="a checkpoint every this many steps")
+    ce_base_model = forms.CharField(
+        max_length=300, required=False, label="Base encoder folder",
+        widget=forms.TextInput(attrs={"placeholder": "empty: the bundled all-MiniLM-L6-v2"}),
+        help_text="a cross-encoder or a plain encoder under a model root (a plain one gets a new one-logit head)")
+    ce_epochs = forms.FloatField(required=False, label="Epochs")
+    ce_learning_rate = forms.FloatField(required=False, label="Learning rate")
+    ce_batch_size = forms.IntegerField(required=False, label="Batch size")
+    ce_max_length = forms.IntegerField(required=False, label="Max length", help_text="longest pair in tokens")
+    ce_expert_weight = forms.FloatField(required=False, label="Expert weight",
+                                        help_text="a pair the experts labelled learns their answer with this weight "
+                                                  "(0: the teacher's answers only)")
     device = forms.CharField(max_length=32, initial="cpu", help_text="cpu, cuda, cuda:1...")
 
     def __init__(self, *args, training_sets: list[str], teachers: list[str], **kwargs) -> None:
@@ -341,8 +364,15 @@ class FinetuneForm(forms.Form):
         self.fields["training_set"].choices = [(name, name) for name in training_sets]
         self.fields["teacher"].choices = [("", "(none: the set's file answers)")] + [(n, n) for n in teachers]
 
-    def hyperparameters(self) -> dict:
-        return {name: self.cleaned_data[name] for name in self.SETTINGS}
+    def service_arguments(self) -> dict:
+        """The chosen student kind, its base folder and the settings given, as finetune_create takes them."""
+        data = self.cleaned_data
+        if data["student"] == FineTuneJob.StudentKind.CROSSENCODER:
+            base, chosen = data["ce_base_model"], self.CROSSENCODER_SETTINGS
+        else:
+            base, chosen = data["base_model"], {name: name for name in self.SETTINGS}
+        return {"student": data["student"], "base_model": base, "device": data["device"],
+                "hyperparameters": {field: data[name] for name, field in chosen.items() if data[name] is not None}}
 
 
 def _scale_text(scale: LabelScale) -> str:

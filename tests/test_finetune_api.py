@@ -17,6 +17,7 @@ from rest_framework.test import APIClient
 from sklearn.metrics import roc_auc_score
 
 from labeling.models import FineTuneJob, ScoringJob, TrainingExample, TrainingSet
+from models_llm.bundled import minilm_folder
 from models_llm.distill.chat import teacher_answer
 from tests.distill_fixtures import BANANAS, OTHERS, base_folder, rule_project, teacher_p
 from tests.test_finetune_pages import STUDENT_P, done_job, members
@@ -162,6 +163,7 @@ def test_a_fine_tuning_request_is_a_pending_job_and_a_refused_one_says_why(tmp_p
     assert (body["status"], body["examples"], body["total_steps"], body["teacher"], body["base_model"]) == (
         "pending", 8, 3, "teacher", base_folder())
     assert body["hyperparameters"]["r"] == 8 and body["hyperparameters"]["alpha"] == 16  # the rest DIRAS's
+    assert body["student_kind"] == "lora"  # the default
     listed = api_as(users[EXPERT]).get(url(project, "finetune-list")).json()
     assert [(job["student_name"], job["status"]) for job in listed] == [("pupil", "pending")]
 
@@ -171,6 +173,41 @@ def test_a_fine_tuning_request_is_a_pending_job_and_a_refused_one_says_why(tmp_p
     unknown = api.post(url(project, "finetune-list"), {**request, "student_name": "p2", "hyperparameters": {"rank": 8}},
                        format="json")
     assert unknown.status_code == 422 and "unknown fine-tuning settings ['rank']" in unknown.json()["message"]
+    assert FineTuneJob.objects.count() == 1
+
+
+def test_a_crossencoder_student_is_requested_on_the_bundled_minilm_with_its_settings(tmp_path):
+    project, _, _ = rule_project(tmp_path / "bundle")
+    users = members(project)
+    api = api_as(users[ADMIN])
+    request = {"training_set": "rule", "teacher": "teacher", "student_name": "ce", "student": "crossencoder",
+               "hyperparameters": {"epochs": 3, "learning_rate": 5e-5, "batch_size": 4, "max_length": 128,
+                                   "expert_weight": 2.0, "use_definition": False}}
+    created = api.post(url(project, "finetune-list"), request, format="json")
+    assert created.status_code == 202, created.json()
+    body = created.json()
+    # q1's eight train pairs in batches of 4: 2 steps an epoch, 3 epochs.
+    assert (body["student_kind"], body["base_model"], body["status"], body["examples"], body["total_steps"]) == (
+        "crossencoder", str(minilm_folder()), "pending", 8, 6)
+    settings = body["hyperparameters"]
+    assert (settings["epochs"], settings["learning_rate"], settings["batch_size"], settings["max_length"],
+            settings["expert_weight"], settings["use_definition"]) == (3.0, 5e-5, 4, 128, 2.0, False)
+    assert settings["warmup_ratio"] == 0.1 and "r" not in settings  # the rest: the cross-encoder's defaults
+    listed = api_as(users[VIEWER]).get(url(project, "finetune-list")).json()
+    assert [(job["student_name"], job["student_kind"]) for job in listed] == [("ce", "crossencoder")]
+    detail = api_as(users[VIEWER]).get(url(project, "finetune-detail", body["id"])).json()
+    assert detail["student_kind"] == "crossencoder"
+
+    for student, hyperparameters, message in (
+            ("crossencoder", {"r": 8}, "unknown cross-encoder student settings ['r']"),
+            ("crossencoder", {"max_length": 8}, "the maximum length must be 16 to 8192 tokens"),
+            ("lora", {"expert_weight": 2.0}, "unknown fine-tuning settings ['expert_weight']")):
+        refused = api.post(url(project, "finetune-list"), {**request, "student_name": "ce2", "student": student,
+                                                           "hyperparameters": hyperparameters}, format="json")
+        assert refused.status_code == 422 and message in refused.json()["message"], refused.json()
+    bad_kind = api.post(url(project, "finetune-list"), {**request, "student_name": "ce2", "student": "bert"},
+                        format="json")
+    assert bad_kind.status_code == 400 and "student" in bad_kind.json()["errors"]
     assert FineTuneJob.objects.count() == 1
 
 
@@ -267,6 +304,11 @@ def test_the_schema_describes_the_distillation_endpoints():
             "/api/projects/{slug}/finetune/{finetune_job_id}/", "/api/projects/{slug}/finetune/{finetune_job_id}/cancel/",
             "/api/projects/{slug}/finetune/{finetune_job_id}/resume/",
             "/api/projects/{slug}/finetune/{finetune_job_id}/score-pool/"} <= set(paths)
+    kinds = schema["components"]["schemas"]["StudentKindEnum"]["enum"]
+    assert kinds == ["lora", "crossencoder"]
+    request = schema["components"]["schemas"]["FineTuneCreateRequest"]["properties"]["student"]
+    assert request["allOf"] == [{"$ref": "#/components/schemas/StudentKindEnum"}] and request["default"] == "lora"
+    assert "student_kind" in schema["components"]["schemas"]["FineTuneJob"]["required"]
     export = paths["/api/projects/{slug}/training-sets/{training_set}/export.jsonl"]["get"]
     assert {p["name"] for p in export["parameters"]} >= {"student", "teacher", "split"}
     assert "application/x-ndjson" in export["responses"]["200"]["content"]

@@ -1,5 +1,5 @@
-"""`manage.py finetune_judge`: inline from a teacher's judgments and from a DIRAS file, and its refusals as
-CommandErrors naming the problem."""
+"""`manage.py finetune_judge`: inline from a teacher's judgments and from a DIRAS file, a cross-encoder student
+(queued with its settings, and run inline), and its refusals as CommandErrors naming the problem."""
 from io import StringIO
 from pathlib import Path
 
@@ -7,6 +7,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from labeling.models import FineTuneJob, Judge, TrainingExample
+from models_llm.bundled import minilm_folder
 from tests.distill_fixtures import base_folder, rule_project
 
 pytestmark = pytest.mark.django_db
@@ -40,12 +41,47 @@ def test_from_a_diras_file_the_set_is_imported_and_learnt_without_a_teacher(tmp_
     assert job.examples == TrainingExample.objects.filter(training_set=job.training_set, split="train").count() > 0
 
 
+def test_a_crossencoder_student_is_queued_on_the_bundled_minilm_with_its_settings(tmp_path):
+    project, _, _ = rule_project(tmp_path / "bundle")
+    out = run("--project", project.slug, "--training-set", "rule", "--teacher", "teacher", "--student", "crossencoder",
+              "--name", "ce", "--epochs", "3", "--learning-rate", "5e-5", "--batch-size", "4", "--max-length", "128",
+              "--expert-weight", "2")
+    job = FineTuneJob.objects.get()
+    # q1's eight train pairs in batches of 4: 2 steps an epoch, 3 epochs.
+    assert f"Job {job.id}: fine-tuning 'ce' queued for the workers (6 steps)." in out
+    assert (job.student_kind, job.base_model, job.status, job.examples) == (
+        "crossencoder", str(minilm_folder()), "pending", 8)
+    settings = job.hyperparameters
+    assert (settings["epochs"], settings["learning_rate"], settings["batch_size"], settings["max_length"],
+            settings["expert_weight"]) == (3.0, 5e-5, 4, 128, 2.0)
+    assert settings["warmup_ratio"] == 0.1 and "r" not in settings  # the rest: the cross-encoder's defaults
+
+
+def test_inline_a_crossencoder_student_becomes_a_crossencoder_judge(tmp_path, settings):
+    settings.ADAPTER_CACHE_DIR = tmp_path / "cache"
+    project, _, _ = rule_project(tmp_path / "bundle")
+    out = run("--project", project.slug, "--training-set", "rule", "--teacher", "teacher", "--student", "crossencoder",
+              "--name", "ce", "--epochs", "2", "--batch-size", "8", "--max-length", "32", "--inline")
+    job = FineTuneJob.objects.get()
+    assert job.status == FineTuneJob.Status.DONE and job.step == 2
+    assert f"Judge 'ce' made (model {job.adapter})" in out and job.adapter.startswith(f"adapters/{project.id}/")
+    judges = Judge.objects.filter(project=project, name__in=["ce", "ce (base)"])
+    assert {judge.backend for judge in judges} == {Judge.Backend.CROSSENCODER} and judges.count() == 2
+
+
 @pytest.mark.parametrize("args, message", [
     (["--training-set", "rule", "--teacher", "nobody"], "has no judge 'nobody'"),
     (["--training-set", "missing", "--teacher", "teacher"], "has no training set 'missing'"),
     (["--training-set", "rule", "--teacher", "teacher", "--epochs", "0"], "epochs must be in"),
     (["--training-set", "x", "--teacher", "teacher", "--from-file", "nowhere.csv"], "carries the teacher's answers"),
     (["--training-set", "x", "--from-file", "nowhere.csv"], "nowhere.csv: no such file"),
+    (["--training-set", "rule", "--teacher", "teacher", "--student", "crossencoder", "--lora-r", "4",
+      "--micro-batch", "2"], r"^--lora-r, --micro-batch: not a setting of a crossencoder student$"),
+    (["--training-set", "rule", "--teacher", "teacher", "--expert-weight", "2"],
+     r"^--expert-weight: not a setting of a lora student$"),
+    (["--training-set", "rule", "--teacher", "teacher", "--student", "crossencoder", "--max-length", "8"],
+     "the maximum length must be 16 to 8192 tokens"),
+    (["--training-set", "rule", "--teacher", "teacher", "--student", "bert"], "invalid choice: 'bert'"),
 ])
 def test_refusals_name_the_problem_and_store_nothing(tmp_path, args, message):
     project, _, _ = rule_project(tmp_path / "bundle")
@@ -60,3 +96,5 @@ def test_resume_refuses_a_finished_or_unknown_job(tmp_path):
         run("--project", project.slug, "--resume", "99")
     with pytest.raises(CommandError, match="--training-set, --base, --name are required"):
         run("--project", project.slug)
+    with pytest.raises(CommandError, match="--training-set, --name are required"):
+        run("--project", project.slug, "--student", "crossencoder")

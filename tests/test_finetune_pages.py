@@ -25,6 +25,7 @@ from labeling.selectors.distill import base_judge_name
 from labeling.services.judges import judge_create
 from labeling.services.judging import judgments_upsert
 from labeling.views.finetune import loss_curve
+from models_llm.bundled import minilm_folder
 from models_llm.types import Verdict
 from tests.browser import log_in, needs_chromium
 from tests.distill_fixtures import BANANAS, OTHERS, base_folder, rule_project, teacher_p
@@ -291,7 +292,8 @@ def test_a_set_in_use_is_not_deleted_and_an_unused_one_is(client):
 # --- Fine-tuning jobs -------------------------------------------------------------------------------------------
 
 def _finetune_post(project, **changes) -> dict:
-    data = {"training_set": "rule", "teacher": "teacher", "base_model": base_folder(), "student_name": "pupil",
+    data = {"training_set": "rule", "teacher": "teacher", "student": "lora", "base_model": base_folder(),
+            "student_name": "pupil",
             "r": 8, "alpha": 16, "dropout": 0.1, "learning_rate": 2e-4, "warmup_ratio": 0.03, "batch_size": 32,
             "micro_batch": 4, "epochs": 2, "max_steps": 0, "max_length": 512, "save_steps": 20, "device": "cpu"}
     return data | changes
@@ -310,8 +312,44 @@ def test_a_fine_tuning_request_is_stored_as_a_pending_job(client, tmp_path):
     assert job.hyperparameters["device"] == "cpu"
 
 
+def test_a_crossencoder_request_is_stored_with_its_kind_and_settings_and_listed_as_one(client, tmp_path):
+    project, teacher, _ = rule_project(tmp_path / "bundle")
+    client.force_login(members(project)[ADMIN])
+    html = client.get(page(project)).content.decode()
+    # The cross-encoder's defaults prefill its fields (lr 3e-5, batch 16, 256 tokens, expert weight 1).
+    for name, value in (("ce_learning_rate", "3e-05"), ("ce_batch_size", "16"), ("ce_max_length", "256"),
+                        ("ce_epochs", "2.0"), ("ce_expert_weight", "1.0")):
+        assert re.search(rf'name="{name}" value="{re.escape(value)}"', html), name
+    base = re.search(r'<input[^>]*name="ce_base_model"[^>]*>', html).group(0)
+    assert 'placeholder="empty: the bundled all-MiniLM-L6-v2"' in base and "value=" not in base
+
+    # The LoRA fields still hold their values: only the cross-encoder's are passed on, blank ones keep the default.
+    response = client.post(reverse("labeling:finetune_start", args=[project.slug]), _finetune_post(
+        project, student="crossencoder", student_name="ce", ce_base_model="", ce_epochs=3, ce_learning_rate=5e-5,
+        ce_batch_size=4, ce_max_length=128, ce_expert_weight=""))
+    assert response.status_code == 302, unescape(response.content.decode())
+    job = FineTuneJob.objects.get(project=project, student_name="ce")
+    # q1's eight train pairs in batches of 4: 2 steps an epoch, 3 epochs.
+    assert (job.student_kind, job.base_model, job.examples, job.total_steps, job.teacher) == (
+        "crossencoder", str(minilm_folder()), 8, 6, teacher)
+    settings = job.hyperparameters
+    assert (settings["epochs"], settings["learning_rate"], settings["batch_size"], settings["max_length"],
+            settings["expert_weight"], settings["device"]) == (3.0, 5e-5, 4, 128, 1.0, "cpu")
+    assert "r" not in settings and "micro_batch" not in settings
+
+    client.post(reverse("labeling:finetune_start", args=[project.slug]), _finetune_post(project))
+    html = client.get(page(project)).content.decode()
+    lora = FineTuneJob.objects.get(project=project, student_name="pupil")
+    shown = {int(job_id): (kind, label) for job_id, kind, label in re.findall(
+        r'<tr data-finetune-job="(\d+)">.*?data-student-kind="(\w+)">([^<]*)<', html, re.DOTALL)}
+    assert shown == {job.id: ("crossencoder", "cross-encoder"), lora.id: ("lora", "LoRA adapter of a causal LM")}
+
+
 @pytest.mark.parametrize(("changes", "message"), [
     ({"micro_batch": 5}, "the batch size must be a multiple of the micro batch"),
+    ({"student": "crossencoder", "ce_max_length": 8}, "the maximum length must be 16 to 8192 tokens"),
+    ({"student": "crossencoder", "ce_base_model": "/etc"}, "is not under a model root"),
+    ({"base_model": ""}, "a lora student needs a base model folder"),
     ({"base_model": "/etc"}, "is not under a model root"),
     ({"teacher": ""}, "choose a teacher whose judgments are the answers"),
     ({"student_name": "pupil\u2028two"}, "the student name holds a line separator (U+2028) at position 6"),

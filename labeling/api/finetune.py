@@ -22,7 +22,7 @@ from labeling.api.fields import StrictBooleanField, StrictCharField, StrictFloat
 from labeling.api.serializers import ScoringJobSerializer
 from labeling.exceptions import TooLarge
 from labeling.llm_adapter import model_folder
-from labeling.models import Membership, Project, TrainingSet
+from labeling.models import FineTuneJob, Membership, Project, TrainingSet
 from labeling.selectors.disclosure import sees_reports
 from labeling.selectors.distill import STUDENT_NAME_MAX_LENGTH, distill_comparison
 from labeling.selectors.finetune_jobs import FineTuneJobRow, finetune_job_of_project, finetune_job_row, finetune_jobs
@@ -127,6 +127,8 @@ class FineTuneJobSerializer(serializers.Serializer):
     training_set = StrictCharField(source="job.training_set.name")
     teacher = StrictCharField(source="job.teacher.name", allow_null=True, default=None,
                               help_text="null: the set's file answers (or the teacher was deleted)")
+    student_kind = serializers.ChoiceField(source="job.student_kind", choices=FineTuneJob.StudentKind.choices,
+                                           help_text="what the student is")
     base_model = StrictCharField(source="job.base_model")
     student_name = StrictCharField(source="job.student_name")
     student = StrictCharField(source="job.student.name", allow_null=True, default=None,
@@ -168,12 +170,19 @@ class FineTuneCreateSerializer(serializers.Serializer):
     teacher = StrictCharField(max_length=200, required=False, allow_blank=True, default="",
                               help_text="the judge whose judgments are the answers; a file's set, which holds "
                                         "its answers, refuses one")
+    student = serializers.ChoiceField(choices=FineTuneJob.StudentKind.choices, default=FineTuneJob.StudentKind.LORA,
+                                      help_text="what the student is (crossencoder: an encoder with a one-logit head)")
     base_model = StrictCharField(max_length=300, required=False, allow_blank=True, default="",
-                                 help_text="the base model's folder under a model root (default SmolLM2)")
+                                 help_text="the base model's folder under a model root (default: the bundled "
+                                           "SmolLM2 for lora, all-MiniLM-L6-v2 for crossencoder)")
     student_name = StrictCharField(max_length=STUDENT_NAME_MAX_LENGTH, help_text="the judge it makes")
     hyperparameters = serializers.DictField(required=False, default=dict,
-                                            help_text="LoRA settings (r, alpha, dropout, learning_rate, ...); "
-                                                      "the rest keep DIRAS's values")
+                                            help_text="the student kind's settings, the rest keeping their defaults: "
+                                                      "lora: r, alpha, dropout, learning_rate, batch_size, "
+                                                      "micro_batch, epochs, max_steps, max_length, ... (DIRAS's "
+                                                      "values); crossencoder: learning_rate, warmup_ratio, scheduler, "
+                                                      "weight_decay, batch_size, epochs, max_steps, max_length, "
+                                                      "save_steps, seed, expert_weight, use_definition, separator")
     device = StrictCharField(max_length=32, required=False, allow_blank=True, default="",
                              help_text="cpu (default), cuda, cuda:1...")
 
@@ -343,11 +352,13 @@ class FineTuneJobListView(APIView):
         hyperparameters = dict(data["hyperparameters"])
         # A job's stored settings carry its device: a request copied from one may too.
         device = data["device"] or str(hyperparameters.pop("device", "cpu"))
+        # A cross-encoder student given no base: the service's bundled all-MiniLM-L6-v2.
+        lora = data["student"] == FineTuneJob.StudentKind.LORA
         job = _finetune_services().finetune_request(
             project=project, training_set=training_set_by_name(project, data["training_set"]),
             teacher=judge_by_name(project=project, name=data["teacher"]) if data["teacher"] else None,
-            base_model=data["base_model"] or _bundled_student(), student_name=data["student_name"],
-            hyperparameters=hyperparameters, device=device, user=request.user)
+            base_model=data["base_model"] or (_bundled_student() if lora else ""), student_name=data["student_name"],
+            hyperparameters=hyperparameters, device=device, user=request.user, student=data["student"])
         return Response(FineTuneJobSerializer(finetune_job_row(job, show_errors=True)).data, status=202)
 
 

@@ -136,7 +136,9 @@ def _finetune_form(project: Project, data: dict | None = None) -> FinetuneForm:
     sets = list(training_sets_of_project(project).values_list("name", flat=True))
     teachers = [judge.name for judge in judges_for_project(project) if not judge.is_ensemble]
     lora = _finetune_services().LoraSettings().as_dict()
-    initial = {name: lora[name] for name in FinetuneForm.SETTINGS} | {"base_model": _base_model_default()}
+    cross = _finetune_services().CrossEncoderSettings().as_dict()
+    initial = ({name: lora[name] for name in FinetuneForm.SETTINGS} | {"base_model": _base_model_default()}
+               | {name: cross[field] for name, field in FinetuneForm.CROSSENCODER_SETTINGS.items()})
     return FinetuneForm(data, training_sets=sets, teachers=teachers, initial=initial)
 
 
@@ -268,7 +270,7 @@ def finetune_start_view(request: HttpRequest, project: Project) -> HttpResponse:
             estimate = _finetune_services().finetune_estimate(
                 project=project, training_set=training_set_by_name(project, data["training_set"]),
                 teacher=judge_by_name(project=project, name=data["teacher"]) if data["teacher"] else None,
-                base_model=data["base_model"], hyperparameters=form.hyperparameters(), device=data["device"])
+                **form.service_arguments())
         except DomainError as exc:
             form.add_error(None, str(exc))
             return _page(request, project, status=400, finetune_form=form)
@@ -279,8 +281,7 @@ def finetune_start_view(request: HttpRequest, project: Project) -> HttpResponse:
             job = _finetune_services().finetune_request(
                 project=project, training_set=training_set_by_name(project, data["training_set"]),
                 teacher=judge_by_name(project=project, name=data["teacher"]) if data["teacher"] else None,
-                base_model=data["base_model"], student_name=data["student_name"],
-                hyperparameters=form.hyperparameters(), device=data["device"], user=request.user)
+                student_name=data["student_name"], user=request.user, **form.service_arguments())
         except DomainError as exc:
             form.add_error(None, str(exc))
         else:

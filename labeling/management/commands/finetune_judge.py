@@ -1,6 +1,8 @@
-"""`manage.py finetune_judge --project SLUG --training-set NAME --teacher JUDGE --base MODEL_FOLDER --name STUDENT
-[--from-file CSV] [--epochs E] [--lora-r R] [--max-steps K] [--wait | --inline]`: fine-tune a LoRA student on the
-teacher's answers (DIRAS), on the workers or here; `--resume JOB` queues a job whose worker died again."""
+"""`manage.py finetune_judge --project SLUG --training-set NAME --teacher JUDGE [--student lora|crossencoder]
+--base MODEL_FOLDER --name STUDENT [--from-file CSV] [--epochs E] [--lora-r R] [--max-steps K] [--expert-weight W]
+[--wait | --inline]`: fine-tune a student on the teacher's answers (a LoRA adapter as in DIRAS, or a cross-encoder,
+whose --base may be left out for the bundled all-MiniLM-L6-v2), on the workers or here; `--resume JOB` queues a job
+whose worker died again."""
 import sys
 import time
 from pathlib import Path
@@ -20,15 +22,21 @@ from labeling.services.finetune import (
 )
 from labeling.services.training_sets import training_set_import
 
-# Command-line options that are LoraSettings fields (the rest keep DIRAS's defaults).
-SETTINGS_OPTIONS = {"epochs": "epochs", "lora_r": "r", "max_steps": "max_steps", "learning_rate": "learning_rate",
-                    "batch_size": "batch_size", "micro_batch": "micro_batch", "save_steps": "save_steps",
-                    "max_length": "max_length"}
+# Command-line options that are settings fields of each student kind (LoraSettings, CrossEncoderSettings); the
+# rest keep the kind's defaults. An option of the other kind only is refused.
+SHARED_OPTIONS = {"epochs": "epochs", "max_steps": "max_steps", "learning_rate": "learning_rate",
+                  "batch_size": "batch_size", "save_steps": "save_steps", "max_length": "max_length"}
+SETTINGS_OPTIONS = {
+    FineTuneJob.StudentKind.LORA: SHARED_OPTIONS | {"lora_r": "r", "micro_batch": "micro_batch"},
+    FineTuneJob.StudentKind.CROSSENCODER: SHARED_OPTIONS | {"expert_weight": "expert_weight"},
+}
 
 
 class Command(BaseCommand):
-    help = ("Fine-tune a small open model on a teacher's answers with LoRA (DIRAS App. F's settings by default: r 64, "
-            "alpha 16, dropout 0.1, lr 2e-4 constant after 3% warm-up, batch 32, 2 epochs). The teacher's answers are "
+    help = ("Fine-tune a small open model on a teacher's answers: with LoRA (DIRAS App. F's settings by default: r 64, "
+            "alpha 16, dropout 0.1, lr 2e-4 constant after 3% warm-up, batch 32, 2 epochs), or --student crossencoder: "
+            "an encoder with a one-logit head (lr 3e-5, batch 16, 2 epochs, 256 tokens; the experts' labels replace "
+            "the teacher's answer where they gave one). The teacher's answers are "
             "its judgments of the training set's train pairs (score the set with it first), or those of a DIRAS-layout "
             "file (--from-file imports it as the training set). On success the student and its bare base model become "
             "judges and score the held-out and gold pairs.")
@@ -37,18 +45,27 @@ class Command(BaseCommand):
         parser.add_argument("--project", required=True)
         parser.add_argument("--training-set", help="the training set's name (with --from-file: the name it gets)")
         parser.add_argument("--teacher", help="the judge whose judgments are the answers (not with --from-file)")
-        parser.add_argument("--base", help="the base model's folder, under a model root")
+        parser.add_argument("--student", choices=FineTuneJob.StudentKind.values, default=FineTuneJob.StudentKind.LORA,
+                            help="lora (default): a LoRA adapter of a causal LM; crossencoder: an encoder with a "
+                                 "one-logit head")
+        parser.add_argument("--base", help="the base model's folder, under a model root (crossencoder: default the "
+                                           "bundled all-MiniLM-L6-v2)")
         parser.add_argument("--name", help="the student judge's name")
         parser.add_argument("--from-file", type=Path, help="a DIRAS instruction-tuning CSV to import as the set")
         parser.add_argument("--held-out", type=float, default=0.2, help="with --from-file: share of questions held out")
         parser.add_argument("--epochs", type=float)
-        parser.add_argument("--lora-r", type=int)
+        parser.add_argument("--lora-r", type=int, help="lora only")
         parser.add_argument("--max-steps", type=int, help="stop after this many optimizer steps")
-        parser.add_argument("--learning-rate", type=float)
-        parser.add_argument("--batch-size", type=int, help="effective batch (default 32)")
-        parser.add_argument("--micro-batch", type=int, help="examples per forward pass (default 4)")
-        parser.add_argument("--save-steps", type=int, help="a checkpoint every this many steps (default 20)")
-        parser.add_argument("--max-length", type=int, help="longest example in tokens (default 1024)")
+        parser.add_argument("--learning-rate", type=float, help="default 2e-4 (lora), 3e-5 (crossencoder)")
+        parser.add_argument("--batch-size", type=int, help="effective batch (default 32 for lora, 16 for crossencoder)")
+        parser.add_argument("--micro-batch", type=int, help="lora only: examples per forward pass (default 4)")
+        parser.add_argument("--save-steps", type=int, help="a checkpoint every this many steps (default 20 for lora, "
+                                                           "50 for crossencoder)")
+        parser.add_argument("--max-length", type=int, help="longest example in tokens (default 1024 for lora, 256 for "
+                                                           "crossencoder)")
+        parser.add_argument("--expert-weight", type=float,
+                            help="crossencoder only: the weight of a pair the experts labelled, whose target is their "
+                                 "answer (default 1; 0 learns the teacher's answers only)")
         parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1...")
         how = parser.add_mutually_exclusive_group()
         how.add_argument("--wait", action="store_true", help="show progress until the job is finished")
@@ -69,7 +86,9 @@ class Command(BaseCommand):
             if wait:
                 self._wait(job)
             return
-        missing = [f"--{key.replace('_', '-')}" for key in ("training_set", "base", "name") if not options[key]]
+        needed = ("training_set", "name") if options["student"] == FineTuneJob.StudentKind.CROSSENCODER else (
+            "training_set", "base", "name")
+        missing = [f"--{key.replace('_', '-')}" for key in needed if not options[key]]
         if missing:
             raise CommandError(f"the arguments {', '.join(missing)} are required")
         job = self._create(found, inline=inline, **options)
@@ -88,9 +107,9 @@ class Command(BaseCommand):
         if wait:
             self._wait(job)
 
-    def _create(self, project, *, inline: bool, training_set: str, teacher: str | None, base: str, name: str,
-                from_file: Path | None, held_out: float, device: str, **options) -> FineTuneJob:
-        settings = {field: options[option] for option, field in SETTINGS_OPTIONS.items() if options[option] is not None}
+    def _create(self, project, *, inline: bool, training_set: str, teacher: str | None, base: str | None, name: str,
+                from_file: Path | None, held_out: float, device: str, student: str, **options) -> FineTuneJob:
+        settings = self._settings(student, options)
         if from_file is not None and teacher:
             raise CommandError("--from-file carries the teacher's answers: give no --teacher with it")
         judge = command_judge(project, teacher) if teacher else None
@@ -105,10 +124,20 @@ class Command(BaseCommand):
             else:
                 chosen = training_set_by_name(project, training_set)
             create = finetune_create if inline else finetune_request
-            return create(project=project, training_set=chosen, teacher=judge, base_model=base, student_name=name,
-                          hyperparameters=settings, device=device)
+            return create(project=project, training_set=chosen, teacher=judge, base_model=base or "",
+                          student_name=name, hyperparameters=settings, device=device, student=student)
         except DomainError as exc:
             raise CommandError(str(exc)) from None
+
+    @staticmethod
+    def _settings(student: str, options: dict) -> dict:
+        """The options given, as the student kind's settings; an option the kind has no setting for is refused."""
+        known = SETTINGS_OPTIONS[student]
+        foreign = sorted({option for kind in SETTINGS_OPTIONS.values() for option in kind} - set(known))
+        given = [f"--{option.replace('_', '-')}" for option in foreign if options[option] is not None]
+        if given:
+            raise CommandError(f"{', '.join(given)}: not a setting of a {student} student")
+        return {field: options[option] for option, field in known.items() if options[option] is not None}
 
     def _wait(self, job: FineTuneJob) -> None:
         while True:
@@ -130,5 +159,6 @@ class Command(BaseCommand):
         seconds = (job.finished_at - job.started_at).total_seconds()
         last = f", last loss {job.loss_history[-1][1]:.4f}" if job.loss_history else ""
         resumed = f", resumed from step {job.resumed_from_step}" if job.resumed_from_step else ""
+        stored = "model" if job.student_kind == FineTuneJob.StudentKind.CROSSENCODER else "adapter"
         self.stdout.write(f"Job {job.id} done: {job.step} steps in {seconds:.0f} s{last}{resumed}. Judge "
-                          f"{job.student.name!r} made (adapter {job.adapter}); it scores the held-out and gold pairs.")
+                          f"{job.student.name!r} made ({stored} {job.adapter}); it scores the held-out and gold pairs.")
