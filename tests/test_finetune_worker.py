@@ -9,11 +9,19 @@ from django.conf import settings as django_settings
 from labeling.models import FineTuneJob
 from labeling.services.finetune import FinetuneJobError, finetune_request, finetune_resume
 from tests.distill_fixtures import base_folder, rule_project
+from tests.test_finetune_crossencoder import QUICK as CROSSENCODER
 from tests.test_scoring_worker import broker, start_worker  # noqa: F401 - the broker fixture, the worker process
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 SETTINGS = {"r": 8, "alpha": 16, "dropout": 0.0, "learning_rate": 5e-4, "batch_size": 4, "micro_batch": 4,
             "max_steps": 8, "warmup_ratio": 0.0, "save_steps": 2}
+# A cross-encoder student's steps are a tenth of a second: at 256 tokens and one checkpoint (the model and its
+# optimizer state, about 270 MB) every two steps, the worker is still training when the test sees the first one.
+STUDENTS = {
+    "lora": ({"base_model": base_folder()}, SETTINGS),
+    "crossencoder": ({"base_model": "", "student": "crossencoder"},
+                     {**CROSSENCODER, "batch_size": 4, "max_steps": 8, "save_steps": 2, "max_length": 256}),
+}
 
 
 def wait_for(job: FineTuneJob, condition, timeout: float, log) -> None:
@@ -27,11 +35,13 @@ def wait_for(job: FineTuneJob, condition, timeout: float, log) -> None:
                 f"worker log:\n{log.read_text()[-3000:]}")
 
 
-def test_a_killed_fine_tuning_worker_is_resumed_from_its_checkpoint(tmp_path, broker, settings):  # noqa: F811
+@pytest.mark.parametrize("kind", STUDENTS)
+def test_a_killed_fine_tuning_worker_is_resumed_from_its_checkpoint(kind, tmp_path, broker, settings):  # noqa: F811
     project, teacher, training_set = rule_project(tmp_path / "bundle")
     env = {**broker, "MEDIA_ROOT": str(django_settings.MEDIA_ROOT), "ADAPTER_CACHE_DIR": str(tmp_path / "cache")}
-    job = finetune_request(project=project, training_set=training_set, teacher=teacher, base_model=base_folder(),
-                           student_name="student", hyperparameters=SETTINGS)
+    base, hyperparameters = STUDENTS[kind]
+    job = finetune_request(project=project, training_set=training_set, teacher=teacher, student_name="student",
+                           hyperparameters=hyperparameters, **base)
     first_log, second_log = tmp_path / "worker1.log", tmp_path / "worker2.log"
     first = start_worker(env, first_log)
     try:
@@ -62,3 +72,4 @@ def test_a_killed_fine_tuning_worker_is_resumed_from_its_checkpoint(tmp_path, br
     # The curve goes on from the checkpoint: had the second worker started from step 0, steps would repeat.
     assert steps == list(range(1, 9)), steps
     assert job.student is not None and job.adapter
+    assert job.student.backend == ("crossencoder" if kind == "crossencoder" else "hf")
