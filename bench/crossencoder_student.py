@@ -26,11 +26,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:] = [str(ROOT)] + [p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench"]
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-import torch  # noqa: E402
+import torch
 
-from models_llm.backends import load_scorer  # noqa: E402
-from models_llm.bundled import minilm_folder  # noqa: E402
-from models_llm.distill.crossencoder_student import (  # noqa: E402
+from models_llm.backends import load_scorer
+from models_llm.bundled import minilm_folder
+from models_llm.distill.crossencoder_student import (
     CrossEncoderSettings,
     FinetuneError,
     SoftPair,
@@ -38,10 +38,10 @@ from models_llm.distill.crossencoder_student import (  # noqa: E402
     diras_fields,
     soft_pair_query,
 )
-from models_llm.distill.evaluation import agreement  # noqa: E402
-from models_llm.distill.files import read_file_examples  # noqa: E402
-from models_llm.distill.split import split_groups  # noqa: E402
-from models_llm.types import JudgeConfig, PairInput  # noqa: E402
+from models_llm.distill.evaluation import agreement
+from models_llm.distill.files import read_file_examples
+from models_llm.distill.split import split_groups
+from models_llm.types import JudgeConfig, PairInput
 
 FILES = ("asqa_train_data.csv", "qampari_train_data.csv", "rag_bench_train_data.csv")
 

@@ -53,7 +53,7 @@ def test_the_student_learns_the_teachers_rule_and_its_judge_is_crossencoder_pred
 
     student, base = job.student, Judge.objects.get(project=project, name=base_judge_name("ce"))
     assert student.backend == base.backend == Judge.Backend.CROSSENCODER
-    relevant = lambda pair: teacher_p(pair.passage) > 0.5  # noqa: E731
+    relevant = lambda pair: teacher_p(pair.passage) > 0.5
     assert held_out_auroc(student, project, relevant) > 0.9
     assert held_out_auroc(base, project, relevant) < 0.9  # the untrained head it started from
 

@@ -22,8 +22,8 @@ from labeling.selectors.validation import gold_set
 from models_llm.backends.crossencoder import passage_side
 from models_llm.distill.chat import ChatExample, DistillFormatError, answer_p, pair_example, teacher_answer
 from models_llm.distill.crossencoder_student import CrossEncoderSettings, SoftPair, diras_fields, soft_pair_query
-from models_llm.distill.finetune import FinetuneError
 from models_llm.distill.evaluation import Agreement, agreement
+from models_llm.distill.finetune import FinetuneError
 
 BATCH = 2000
 

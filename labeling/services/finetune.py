@@ -344,8 +344,8 @@ def _finish(job: FineTuneJob, adapter: str, examples_per_s: float, history: list
     folder_delete(f"{CHECKPOINT_PREFIX}{job.id}/")
     pairs = comparison_pairs(job)
     if pairs:
-        for judge in (student, base):
-            scoring_job_start(project=job.project, judge=judge, scope="selection", pair_ids=pairs)
+        for made in (student, base):
+            scoring_job_start(project=job.project, judge=made, scope="selection", pair_ids=pairs)
     locked.refresh_from_db()
     return locked
 
