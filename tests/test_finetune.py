@@ -151,14 +151,14 @@ def test_a_job_cancelled_while_it_trains_stops_and_writes_no_adapter_or_judge(tm
                           student_name="student", hyperparameters={**QUICK, "micro_batch": 4, "batch_size": 4})
     from models_llm.distill import finetune as module
 
-    real = module._Report.on_log
+    real = module.ProgressReport.on_log
 
     def cancel_at_two(self, args, state, control, logs=None, **kwargs):
         if state.global_step == 2:
             finetune_cancel(job=job)
         return real(self, args, state, control, logs=logs, **kwargs)
 
-    monkeypatch.setattr(module._Report, "on_log", cancel_at_two)
+    monkeypatch.setattr(module.ProgressReport, "on_log", cancel_at_two)
     done = finetune_run(job_id=job.id)
     assert done.status == FineTuneJob.Status.CANCELLED and done.step == 1 and done.student is None
     assert not Judge.objects.filter(project=project, name__startswith="student").exists()

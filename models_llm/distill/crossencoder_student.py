@@ -15,7 +15,6 @@ tenth of a second on two cores and trains at several pairs a second, where the L
 0.31 examples/s (bench/README.md)."""
 from __future__ import annotations
 
-import errno
 import math
 import os
 import re
@@ -35,8 +34,11 @@ from models_llm.distill.finetune import (
     FinetuneResult,
     FinetuneStopped,
     Progress,
-    _checkpoint_step,
-    _Report,
+    ProgressReport,
+    checkpoint_step,
+    probe_device,
+    timed_backward,
+    training_failures,
 )
 from models_llm.types import CROSSENCODER_SEPARATOR
 
@@ -216,21 +218,9 @@ def crossencoder_finetune(
         raise FinetuneError("every training pair has weight 0: nothing to learn")
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise FinetuneError(f"device {device!r} asked for, but torch sees no CUDA device")
-    try:
+    with training_failures(device, knobs="batch_size or max_length", written="the model"):
         return _train(base_folder, pairs, work_dir, model_dir, settings, device, resume_from, on_progress,
                       on_checkpoint, stop_after_s, initial_dir)
-    except torch.OutOfMemoryError as exc:
-        raise FinetuneError(f"out of memory on {device} ({str(exc)[:200]}): lower batch_size or max_length"
-                            ) from None
-    except RuntimeError as exc:
-        if "can't allocate memory" in str(exc) or "out of memory" in str(exc).lower():
-            raise FinetuneError(f"out of memory on {device} ({str(exc)[:200]}): lower batch_size or max_length"
-                                ) from None
-        raise
-    except OSError as exc:
-        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-            raise FinetuneError(f"the disk is full writing checkpoints or the model ({exc})") from None
-        raise
 
 
 def _train(base_folder, pairs, work_dir, model_dir, settings, device, resume_from, on_progress, on_checkpoint,
@@ -271,8 +261,8 @@ def _train(base_folder, pairs, work_dir, model_dir, settings, device, resume_fro
         disable_tqdm=True,
         dataloader_num_workers=0,
     )
-    start_step = _checkpoint_step(resume_from) if resume_from else 0
-    report = _Report(on_progress, on_checkpoint, settings.batch_size, 1, start_step, stop_after_s)
+    start_step = checkpoint_step(resume_from) if resume_from else 0
+    report = ProgressReport(on_progress, on_checkpoint, settings.batch_size, 1, start_step, stop_after_s)
     trainer = CrossEncoderTrainer(model=model, args=args, train_dataset=dataset, loss=weighted_bce_loss(model),
                                   callbacks=[report])
     started = time.monotonic()
@@ -296,24 +286,18 @@ def crossencoder_probe(base_folder: str, pairs: Sequence[SoftPair], settings: Cr
     warm-up, is not timed; the optimizer's step is left out)."""
     if not pairs:
         raise FinetuneError("no pair to time")
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise FinetuneError(f"this machine has no CUDA device to time the training on {device} (the first job "
-                            "there measures it)")
+    probe_device(device)
     from transformers import set_seed
 
     set_seed(settings.seed)
     model = load_student_encoder(base_folder, settings, device)
     model.train()
     loss = weighted_bce_loss(model)
-    seconds = 0.0
-    for index in range(batches + 1):
+
+    def loss_of(index: int) -> Tensor:
         rows = [pairs[(index * settings.batch_size + i) % len(pairs)] for i in range(settings.batch_size)]
         labels = torch.tensor([[row.target, row.weight] for row in rows])
-        started = time.monotonic()
-        loss([[row.query for row in rows], [row.passage for row in rows]], labels).backward()
-        if device.startswith("cuda"):
-            torch.cuda.synchronize()
-        if index:
-            seconds += time.monotonic() - started
-        model.zero_grad(set_to_none=True)
+        return loss([[row.query for row in rows], [row.passage for row in rows]], labels)
+
+    seconds = timed_backward(model, loss_of, batches, device)
     return settings.batch_size * batches / max(seconds, 1e-6)

@@ -4,11 +4,12 @@ library's. This module chooses DIRAS's hyper-parameters, feeds chat examples wit
 reports progress, checkpoints and failures to whoever runs it (a worker: labeling/services/finetune.py)."""
 from __future__ import annotations
 
+import contextlib
 import errno
 import math
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
@@ -169,7 +170,7 @@ class _Collator:
         return {"input_ids": ids, "labels": labels, "attention_mask": mask}
 
 
-class _Report(TrainerCallback):
+class ProgressReport(TrainerCallback):
     """Passes each optimizer step's loss and each checkpoint to the caller; stops the Trainer when `on_progress`
     says."""
 
@@ -275,20 +276,27 @@ def finetune(
         raise FinetuneError("no training examples")
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise FinetuneError(f"device {device!r} asked for, but torch sees no CUDA device")
-    try:
+    with training_failures(device, knobs="micro_batch or max_length", written="the adapter"):
         return _finetune(base_folder, examples, work_dir, adapter_dir, settings, device, resume_from, on_progress,
                          on_checkpoint, stop_after_s)
+
+
+@contextlib.contextmanager
+def training_failures(device: str, *, knobs: str, written: str) -> Iterator[None]:
+    """Running out of memory (torch's error or the allocator's RuntimeError) or disk (ENOSPC, EDQUOT) while training
+    becomes a FinetuneError saying so and which settings (`knobs`) to lower; anything else passes through."""
+    try:
+        yield
     except torch.OutOfMemoryError as exc:
-        raise FinetuneError(f"out of memory on {device} ({str(exc)[:200]}): lower micro_batch or max_length, or "
-                            "use a larger device") from None
+        raise FinetuneError(f"out of memory on {device} ({str(exc)[:200]}): lower {knobs}, or use a larger device"
+                            ) from None
     except RuntimeError as exc:
         if "can't allocate memory" in str(exc) or "out of memory" in str(exc).lower():
-            raise FinetuneError(f"out of memory on {device} ({str(exc)[:200]}): lower micro_batch or max_length"
-                                ) from None
+            raise FinetuneError(f"out of memory on {device} ({str(exc)[:200]}): lower {knobs}") from None
         raise
     except OSError as exc:
         if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-            raise FinetuneError(f"the disk is full writing checkpoints or the adapter ({exc})") from None
+            raise FinetuneError(f"the disk is full writing checkpoints or {written} ({exc})") from None
         raise
 
 
@@ -328,8 +336,8 @@ def _finetune(base_folder, examples, work_dir, adapter_dir, settings, device, re
         disable_tqdm=True,
         dataloader_num_workers=0,
     )
-    start_step = _checkpoint_step(resume_from) if resume_from else 0
-    report = _Report(on_progress, on_checkpoint, settings.micro_batch, accumulation, start_step, stop_after_s)
+    start_step = checkpoint_step(resume_from) if resume_from else 0
+    report = ProgressReport(on_progress, on_checkpoint, settings.micro_batch, accumulation, start_step, stop_after_s)
     trainer = AnswerLossTrainer(model=model, args=args, train_dataset=_Examples(encoded),
                                 data_collator=_Collator(pad_id), callbacks=[report])
     started = time.monotonic()
@@ -346,7 +354,8 @@ def _finetune(base_folder, examples, work_dir, adapter_dir, settings, device, re
     )
 
 
-def _checkpoint_step(folder: str) -> int:
+def checkpoint_step(folder: str) -> int:
+    """The step a Trainer checkpoint folder (checkpoint-STEP, with its trainer_state.json) was saved at."""
     name = Path(folder).name
     if not name.startswith("checkpoint-") or not name[len("checkpoint-"):].isdigit():
         raise FinetuneError(f"{folder} is not a Trainer checkpoint folder (checkpoint-STEP)")
@@ -361,6 +370,28 @@ def load_adapter(base_folder: str, adapter_dir: str) -> PeftModel:
     return PeftModel.from_pretrained(model, adapter_dir)
 
 
+def probe_device(device: str) -> None:
+    """A probe times training on this machine: FinetuneError when it asks for a CUDA device there is none of."""
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise FinetuneError(f"this machine has no CUDA device to time the training on {device} (the first job "
+                            "there measures it)")
+
+
+def timed_backward(model, loss_of: Callable[[int], torch.Tensor], batches: int, device: str) -> float:
+    """Seconds that batches 1..`batches` take forward and backward (`loss_of(index)` builds batch `index`'s loss);
+    batch 0 is a warm-up, run but not timed. Gradients are dropped after each; the optimizer never steps."""
+    seconds = 0.0
+    for index in range(batches + 1):
+        started = time.monotonic()
+        loss_of(index).backward()
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+        if index:
+            seconds += time.monotonic() - started
+        model.zero_grad(set_to_none=True)
+    return seconds
+
+
 def training_probe(base_folder: str, examples: Sequence[ChatExample], settings: LoraSettings, device: str,
                    *, micro_batches: int = 2) -> float:
     """A first guess of the training speed, in examples per second, before any fine-tuning of this base model has
@@ -369,9 +400,7 @@ def training_probe(base_folder: str, examples: Sequence[ChatExample], settings: 
     optimizer's step is left out: with LoRA it moves a fraction of a percent of the weights."""
     if not examples:
         raise FinetuneError("no example to time")
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise FinetuneError(f"this machine has no CUDA device to time the training on {device} (the first job "
-                            "there measures it)")
+    probe_device(device)
     set_seed(settings.seed)
     model, tokenizer, _ = load_student_base(base_folder, settings, device)
     if settings.gradient_checkpointing:
@@ -385,16 +414,12 @@ def training_probe(base_folder: str, examples: Sequence[ChatExample], settings: 
     collate, trims = _Collator(pad_id), head_trims(model)
     target = torch.device(device if device.startswith("cuda") and torch.cuda.is_available() else "cpu")
     model.to(target)
-    seconds = 0.0
-    for index in range(micro_batches + 1):
+
+    def loss_of(index: int) -> torch.Tensor:
         rows = encoded[index * settings.micro_batch:(index + 1) * settings.micro_batch]
         batch = {key: value.to(target) for key, value in collate(
             [{"input_ids": list(row.input_ids), "labels": list(row.labels)} for row in rows]).items()}
-        started = time.monotonic()
-        (answer_loss(model, batch) if trims else model(**batch).loss).backward()  # as the training does
-        if target.type == "cuda":
-            torch.cuda.synchronize()
-        if index:
-            seconds += time.monotonic() - started
-        model.zero_grad(set_to_none=True)
+        return answer_loss(model, batch) if trims else model(**batch).loss  # as the training does
+
+    seconds = timed_backward(model, loss_of, micro_batches, device)
     return settings.micro_batch * micro_batches / max(seconds, 1e-6)
