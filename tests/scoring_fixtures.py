@@ -5,7 +5,7 @@ from pathlib import Path
 
 from django.conf import settings
 
-from labeling.models import Judge, Project
+from labeling.models import Judge, Project, RunEntry
 from labeling.services.bundle_import import bundle_import
 from labeling.services.judges import judge_create
 from models_llm.bundled import minilm_folder, smollm2_folder
@@ -40,3 +40,21 @@ def smollm2_judge(project: Project, name: str = "smollm2-tok", **parameters) -> 
 def minilm_judge(project: Project, name: str = "minilm") -> Judge:
     return judge_create(project=project, name=name, backend="embedding", model=str(minilm_folder()),
                         method="embedding")
+
+
+def sample_ndcg10(project: Project, run_name: str) -> float:
+    """The mean nDCG@10 of the project's run `run_name` over every query of the ClimRetrieve sample's qrels
+    (data/climretrieve/qrels/test.tsv; a query the run missed counts 0), as pytrec_eval (trec_eval) computes it
+    from the stored ranks: the independent reference the Systems page's leaderboard is checked against."""
+    import pytrec_eval
+
+    qrels: dict[str, dict[str, int]] = {}
+    for line in (SAMPLE / "qrels" / "test.tsv").read_text().splitlines()[1:]:
+        query, doc, grade = line.split("\t")
+        qrels.setdefault(query, {})[doc] = int(grade)
+    ranking: dict[str, dict[str, float]] = {}
+    for query, doc, rank in RunEntry.objects.filter(run__project=project, run__name=run_name).values_list(
+            "query__external_id", "passage__external_id", "rank"):
+        ranking.setdefault(query, {})[doc] = -float(rank)
+    per_query = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut.10"}).evaluate(ranking)
+    return sum(per_query[q]["ndcg_cut_10"] if q in per_query else 0.0 for q in qrels) / len(qrels)

@@ -9,7 +9,6 @@ import re
 from html import unescape
 
 import pytest
-import pytrec_eval
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client, override_settings
 from django.urls import reverse
@@ -21,7 +20,7 @@ from labeling.services.bundle_import import bundle_import
 from labeling.services.retrieval import retrieval_create, retrieval_run
 from tests.factories import PassageFactory, UserFactory
 from tests.html_audit import audit_html
-from tests.scoring_fixtures import SAMPLE
+from tests.scoring_fixtures import SAMPLE, sample_ndcg10
 from tests.selectors.test_systems import DEEP_DOCS, RUN_NAMES, coverage_project
 from tests.test_xss import ESCAPED, PAYLOAD, RAW
 from tests.url_matrix import ADMIN, EXPERT, VIEWER, build_world
@@ -268,20 +267,9 @@ def test_the_leaderboard_matches_pytrec_eval_and_the_agreement_matches_scipy(cli
     html = client.get(reverse("labeling:systems", args=["cr"]),
                       {"source": ["human", "judge:gpt4-ask-generic"]}).content.decode()
 
-    qrels: dict[str, dict[str, int]] = {}
-    for line in (SAMPLE / "qrels" / "test.tsv").read_text().splitlines()[1:]:
-        query, doc, grade = line.split("\t")
-        qrels.setdefault(query, {})[doc] = int(grade)
-    evaluator = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut.10"})
     cells = _cells(html, "human")
     for name in runs:
-        entries = RunEntry.objects.filter(run__project=project, run__name=name).values_list(
-            "query__external_id", "passage__external_id", "rank")
-        ranking: dict[str, dict[str, float]] = {}
-        for query, doc, rank in entries:
-            ranking.setdefault(query, {})[doc] = -float(rank)
-        per_query = evaluator.evaluate(ranking)
-        expected = sum(per_query[q]["ndcg_cut_10"] if q in per_query else 0.0 for q in qrels) / len(qrels)
+        expected = sample_ndcg10(project, name)
         assert cells[name][1].split()[0] == f"{expected:.3f}", name
 
     # Kendall's tau of the two sources' rankings of the runs, from the means the page shows (3 decimals are
