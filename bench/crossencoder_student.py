@@ -8,7 +8,7 @@ Brier of the student, of the untrained head it started from and of the MiniLM em
 examples/s and wall time (target: two epochs in under 30 minutes here).
 
     .venv/bin/python bench/crossencoder_student.py [--epochs 2] [--learning-rate 3e-5] [--batch-size 16]
-        [--max-length 256] [--warmup-ratio 0.1] [--limit N] [--data ../shared/data/diras-distill]
+        [--max-length 256] [--warmup-ratio 0.1] [--limit N] [--no-definition] [--data ../shared/data/diras-distill]
 
 The settings are models_llm.distill.crossencoder_student.CrossEncoderSettings' defaults except where an option
 says; --limit trains on the first N training examples (a quick try)."""
@@ -83,11 +83,13 @@ def main() -> None:
     parser.add_argument("--held-out", type=float, default=0.15, help="share of the questions held out")
     parser.add_argument("--limit", type=int, default=0, help="train on the first N training examples only")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--no-definition", action="store_true",
+                        help="the query side is the question alone (DIRAS's definition is the same on every example)")
     args = parser.parse_args()
 
     settings = CrossEncoderSettings(epochs=args.epochs, learning_rate=args.learning_rate, batch_size=args.batch_size,
                                     max_length=args.max_length, warmup_ratio=args.warmup_ratio, seed=args.seed,
-                                    save_steps=1_000_000)
+                                    save_steps=1_000_000, use_definition=not args.no_definition)
     examples = read_all(args.data)
     held = split_groups([f"{name}:{example.group}" for name, example in examples], args.held_out, args.seed)
     train, test, unreadable = [], [], 0
