@@ -255,3 +255,20 @@ def calibrator_fit(p, relevant, *, folds: int = 5, seed: int = 0) -> Calibration
         "calibrated": dict(calibrated),
     }
     return CalibrationFit(calibrator=calibrator, n=n, n_relevant=n_relevant, cv=cv)
+
+
+def calibrator_refit(method: str, p, relevant) -> Calibrator | None:
+    """A calibrator of `method` (isotonic or platt) fitted on all the given pairs, without the cross-validated
+    choice calibrator_fit makes: the refits of a bootstrap of the calibrator's fit. None where the method cannot
+    be fitted on these pairs (one class only, or a Platt slope a <= 0)."""
+    if method not in ("isotonic", "platt"):
+        raise CalibrationError(f"unknown calibration method {method!r}")
+    p, y = _checked_pairs(p, relevant)
+    if y.size == 0 or y.min() == y.max():
+        return None
+    values, index = np.unique(p, return_inverse=True)
+    pairs = _weighted_pairs(values, index, y)
+    if method == "isotonic":
+        return _fit_isotonic(*pairs)
+    a, b = _platt_coefficients(*pairs)
+    return Calibrator("platt", {"a": a, "b": b}) if a > 0 else None

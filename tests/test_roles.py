@@ -109,6 +109,7 @@ MATRIX: dict[str, dict[str, str]] = {
     "api:label-list": {"GET": MEMBER, "POST": ANNOTATOR},
     "api:label-undo": {"POST": ANNOTATOR},
     "api:validation": {"GET": READER},
+    "api:completeness": {"GET": READER},
     "api:qrels": {"GET": READER},
     "api:judge-list": {"GET": MEMBER, "POST": ADMIN_ONLY},
     "api:job-list": {"GET": MEMBER, "POST": ADMIN_ONLY},

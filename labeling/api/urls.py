@@ -1,6 +1,6 @@
 from django.urls import path, re_path
 
-from labeling.api import audit, bundles, exceptions, export, finetune, labels, runs, systems, tokens, views
+from labeling.api import audit, bundles, completeness, exceptions, export, finetune, labels, runs, systems, tokens, views
 
 # <id:...> is a database id (labeling.ids.IdConverter, registered in labeling/apps.py).
 app_name = "api"
@@ -19,6 +19,7 @@ urlpatterns = [
     path("projects/<slug:slug>/labels/undo/", labels.LabelUndoView.as_view(), name="label-undo"),
     path("projects/<slug:slug>/validation/", views.ValidationView.as_view(), name="validation"),
     path("projects/<slug:slug>/qrels/", export.QrelsView.as_view(), name="qrels"),
+    path("projects/<slug:slug>/completeness/", completeness.CompletenessView.as_view(), name="completeness"),
     path(
         "projects/<slug:slug>/judges/<path:judge>/metrics-by-definition/",
         views.JudgeMetricsByDefinitionView.as_view(),

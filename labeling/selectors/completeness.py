@@ -1,0 +1,222 @@
+"""How complete are a project's qrels (#33): the number of relevant pairs in the pool and in each query,
+estimated from the judge's calibrated P (model-based) and from the random validation sample alone (design-based,
+Horvitz-Thompson), the recall of the expert-verified qrels, and whether the stopping target is met. The formulas
+and their assumptions are in models_llm.metrics.completeness and docs/validation.md ("How complete are the
+qrels?")."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from labeling.exceptions import DomainError, NotFound
+from labeling.models import Judge, JudgeCalibration, Pair, Project, Query
+from labeling.selectors.export import judge_calibrator
+from labeling.selectors.streams import definition_version_numbers, gold_pairs, judge_rows
+from models_llm.calibration import calibrator_refit
+from models_llm.metrics.completeness import (
+    CompletenessError,
+    design_based_total,
+    knee_stops,
+    model_based_total,
+    recall_reached_probability,
+    verified_recall,
+)
+
+CALIBRATOR_DRAWS = 30
+UNGRADED, UNRESOLVED = -1, -2
+
+
+class CompletenessOptionsError(DomainError):
+    """A level, target or alpha outside its range."""
+
+
+class CompletenessJudgeNotFound(CompletenessOptionsError, NotFound):
+    """The judge named is not one of the project's."""
+
+
+@dataclass(frozen=True)
+class CompletenessOptions:
+    judge: str | None = None
+    level: float = 0.9
+    target: float = 0.9
+    alpha: float = 0.1
+    calibrator_draws: int = CALIBRATOR_DRAWS
+    seed: int = 0
+
+
+def completeness_options(*, judge: str | None = None, level: object = 0.9, target: object = 0.9,
+                         alpha: object = 0.1) -> CompletenessOptions:
+    """Options from a request's or a command's text; CompletenessOptionsError names the one out of range."""
+    values = {}
+    for name, value, low, high in (("level", level, 0.5, 0.999), ("target", target, 0.01, 1.0),
+                                   ("alpha", alpha, 0.001, 0.5)):
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            raise CompletenessOptionsError(f"{name} must be a number, got {value!r}") from None
+        if not low <= number <= high:
+            raise CompletenessOptionsError(f"{name} must be within [{low}, {high}], got {number:g}")
+        values[name] = number
+    return CompletenessOptions(judge=judge or None, **values)
+
+
+@dataclass(frozen=True)
+class _Pool:
+    """The pool in pair order: query index, random order key, gold grade (UNGRADED, UNRESOLVED or the grade) and
+    the judge's raw P (nan: not judged)."""
+
+    query: np.ndarray
+    key: np.ndarray
+    gold: np.ndarray
+    raw_p: np.ndarray
+    query_ids: list[int]
+
+
+def _pool(project: Project, judge: Judge | None) -> _Pool:
+    rows = list(Pair.objects.filter(project=project).order_by("id").values_list("id", "query_id", "sample_key"))
+    position = {pair_id: index for index, (pair_id, _, _) in enumerate(rows)}
+    query_ids = sorted({query_id for _, query_id, _ in rows})
+    query_index = {query_id: index for index, query_id in enumerate(query_ids)}
+    gold = np.full(len(rows), UNGRADED, dtype=np.int64)
+    for pair in gold_pairs(project, graded_only=True):
+        gold[position[pair.pair_id]] = UNRESOLVED if pair.gold is None else pair.gold
+    raw_p = np.full(len(rows), np.nan)
+    if judge is not None:
+        for row in judge_rows(judge, versions=definition_version_numbers(project)):
+            index = position.get(row.pair_id)
+            if index is not None:
+                raw_p[index] = row.p
+    return _Pool(query=np.asarray([query_index[q] for _, q, _ in rows], dtype=np.int64),
+                 key=np.asarray([key for _, _, key in rows], dtype=float), gold=gold, raw_p=raw_p,
+                 query_ids=query_ids)
+
+
+def _calibrated(judge: Judge | None, raw_p: np.ndarray, options: CompletenessOptions) -> tuple[
+        np.ndarray, list[np.ndarray] | None, str]:
+    """The judge's calibrated P of every pair (nan where unjudged), the P under each bootstrap refit of its
+    calibrator (None without one) and a line saying which."""
+    if judge is None:
+        return raw_p, None, "no judge: only the design-based estimate"
+    judged = ~np.isnan(raw_p)
+    calibrator = judge_calibrator(judge)
+    if calibrator is None:
+        return raw_p, None, f"judge {judge.name!r} has no calibrator: its P is taken as calibrated"
+    p = raw_p.copy()
+    p[judged] = calibrator.apply(raw_p[judged])
+    fitted = (JudgeCalibration.objects.filter(judge=judge).order_by("-created_at", "-id")
+              .values_list("fitted_on", flat=True).first()) or {}
+    fit_p, fit_relevant = np.asarray(fitted.get("p", []), float), np.asarray(fitted.get("relevant", []), int)
+    rng = np.random.default_rng(options.seed)
+    draws = []
+    for _ in range(options.calibrator_draws if fit_p.size else 0):
+        pick = rng.integers(0, fit_p.size, fit_p.size)
+        refit = calibrator_refit(calibrator.method, fit_p[pick], fit_relevant[pick])
+        if refit is not None:
+            draw = p.copy()
+            draw[judged] = refit.apply(raw_p[judged])
+            draws.append(draw)
+    if not draws:
+        return p, None, f"judge {judge.name!r} calibrated ({calibrator.method}); its fit could not be resampled"
+    return p, draws, (f"judge {judge.name!r} calibrated ({calibrator.method}), the calibrator's own uncertainty "
+                      f"from {len(draws)} bootstrap refits of its fit")
+
+
+def _estimates(mask: np.ndarray, pool: _Pool, p: np.ndarray, draws: list[np.ndarray] | None, relevant_from: int,
+               frontier: float, options: CompletenessOptions) -> dict:
+    gold = pool.gold[mask]
+    graded = gold >= 0
+    relevant = graded & (gold >= relevant_from)
+    verified = int(relevant.sum())
+    open_pairs = ~graded  # ungraded or unresolved: what the model has to guess
+    judged = open_pairs & ~np.isnan(p[mask])
+    model = None
+    if judged.any() or not open_pairs.any():
+        model = model_based_total(verified, p[mask][judged], level=options.level,
+                                  p_draws=[draw[mask][judged] for draw in draws] if draws else None)
+    in_sample = pool.key[mask] < frontier
+    design = design_based_total(int(relevant[in_sample].sum()), int(in_sample.sum()), int(mask.sum()),
+                                level=options.level)
+    return {
+        "pairs": int(mask.sum()),
+        "graded": int(graded.sum()),
+        "unresolved": int((gold == UNRESOLVED).sum()),
+        "verified_relevant": verified,
+        "unjudged_open": int((open_pairs & ~judged).sum()),
+        "sample": {"size": int(in_sample.sum()), "relevant": int(relevant[in_sample].sum())},
+        "model": model.as_dict() if model else None,
+        "design": design.as_dict() if design else None,
+        "recall_model": verified_recall(verified, model).as_dict(),
+        "recall_design": verified_recall(verified, design).as_dict(),
+        "drift": bool(model and design and not model.overlaps(design)),
+        "_open_p": p[mask][judged],
+        "_open_draws": [draw[mask][judged] for draw in draws] if draws else None,
+    }
+
+
+def completeness_compute(*, project: Project, options: CompletenessOptions = CompletenessOptions()) -> dict:
+    """The completeness report of `project` (JSON-ready): the pool's and each query's estimates, the random
+    sample's frontier, the stopping target and the knee rule."""
+    judges = {judge.name: judge for judge in project.judges.order_by("name")}
+    if options.judge is not None and options.judge not in judges:
+        raise CompletenessJudgeNotFound(f"project {project.slug!r} has no judge {options.judge!r} (its judges: "
+                                        f"{', '.join(judges) or 'none'})")
+    judge = judges[options.judge] if options.judge else project.queue_judge
+    pool = _pool(project, judge)
+    p, draws, basis = _calibrated(judge, pool.raw_p, options)
+    relevant_from = project.label_scale.relevant_from
+    waiting = pool.gold < 0
+    # the random validation sample: every pair whose random order key is below the first one without a grade
+    frontier = float(pool.key[waiting].min()) if waiting.any() else np.inf
+    try:
+        whole = _estimates(np.ones(pool.gold.size, dtype=bool), pool, p, draws, relevant_from, frontier, options)
+        texts = dict(Query.objects.filter(id__in=pool.query_ids).values_list("id", "external_id"))
+        queries = []
+        for index, query_id in enumerate(pool.query_ids):
+            row = _estimates(pool.query == index, pool, p, draws, relevant_from, frontier, options)
+            queries.append({"query": texts[query_id], **_public(row)})
+        reached = (recall_reached_probability(whole["verified_relevant"], whole["_open_p"], options.target,
+                                              p_draws=whole["_open_draws"])
+                   if whole["model"] is not None and whole["unjudged_open"] == 0 else None)
+    except CompletenessError as exc:
+        raise CompletenessOptionsError(str(exc)) from None
+    return {
+        "project": project.slug,
+        "judge": judge.name if judge else None,
+        "basis": basis,
+        "level": options.level,
+        "relevant_from": relevant_from,
+        "pool": _public(whole),
+        "queries": queries,
+        "sample_next": _sample_next(pool, frontier),
+        "stopping": {
+            "target": options.target, "alpha": options.alpha, "probability": reached,
+            "met": reached is not None and reached >= 1.0 - options.alpha,
+            "knee": knee_stops(_gain_curve(project, relevant_from)),
+        },
+    }
+
+
+def _sample_next(pool: _Pool, frontier: float) -> str | None:
+    """What holds the random sample at its size: the next pair in the random order is "ungraded" (the random
+    queue serves it next) or "unresolved" (its labels disagree: adjudication frees it); None when all is graded."""
+    at = np.flatnonzero(pool.key == frontier)
+    if not at.size:
+        return None
+    return "unresolved" if pool.gold[at[0]] == UNRESOLVED else "ungraded"
+
+
+def _public(row: dict) -> dict:
+    return {key: value for key, value in row.items() if not key.startswith("_")}
+
+
+def _gain_curve(project: Project, relevant_from: int) -> list[bool]:
+    """Whether each pair experts graded was relevant, in the order of its first current label: the gain curve
+    of relevant found per label spent."""
+    from labeling.models import Label
+
+    first: dict[int, int] = {}
+    for pair_id, grade in (Label.objects.filter(pair__project=project, superseded_at__isnull=True)
+                           .order_by("created_at", "id").values_list("pair_id", "grade")):
+        first.setdefault(pair_id, grade)
+    return [grade >= relevant_from for grade in first.values()]

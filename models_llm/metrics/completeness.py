@@ -1,0 +1,255 @@
+"""How complete are the qrels? Estimates of the number of relevant pairs in a pool, the recall of the
+expert-verified qrels, and the rule that says when labelling more stops paying (#33). Plain Python: numpy and
+scipy, no Django.
+
+Two estimates of R, the number of relevant pairs, each with an interval at `level` (default 90 %):
+
+- **model-based**: R = V + X, V the relevant pairs experts verified, X = sum over the pairs no expert graded of
+  Bernoulli(P_i), P_i the judge's calibrated P. X is Poisson-binomial; its quantiles give the interval (exactly,
+  by dynamic programming, up to EXACT_LIMIT unlabelled pairs; above, by the refined normal approximation of
+  Volkova (1996), Hong (2013) eq. 14). Where the calibrator's own fit is uncertain, each bootstrap refit gives
+  its own P and the interval is taken from the mixture. Assumes the judge's P is calibrated on the pairs
+  nobody graded.
+- **design-based** (Horvitz-Thompson): from the random validation sample alone. The sample is every pair of the
+  pool whose random order key (uniform, drawn when the pair was made) lies below the first key no grade has
+  reached: a simple random sample of n of the N pairs, each included with probability pi = n / N, whatever the
+  other queues labelled. R_HT = sum over the sample of y_i / pi_i; the interval is the mid-p interval of the
+  hypergeometric distribution of the sample's relevant count (exact for sampling without replacement). Assumes
+  nothing of the judge.
+
+When the two intervals do not overlap, the judge's calibration has drifted from what experts say (`drift`).
+
+Stopping (TAR): the verified qrels' recall is V / R. Under the model, P(recall >= target) = P(X <= V (1 - target)
+/ target); the target is met when that probability is at least 1 - alpha. The knee method of Cormack and
+Grossman (2016), as tarexp implements it, is computed beside it from the gain curve."""
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats
+
+# Up to this many unlabelled pairs the Poisson-binomial is computed exactly (O(n^2) work: about 0.5 s at the
+# limit); above, the refined normal approximation, whose error is below 1e-3 in the CDF at these sizes.
+EXACT_LIMIT = 20_000
+
+
+class CompletenessError(ValueError):
+    """Inputs an estimate cannot be computed from (a probability outside [0, 1], a sample larger than its pool)."""
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """An estimate of the number of relevant pairs: the point value and the interval at `level`."""
+
+    method: str
+    total: float
+    low: float
+    high: float
+    level: float
+
+    def covers(self, value: float) -> bool:
+        return self.low <= value <= self.high
+
+    def overlaps(self, other: Estimate) -> bool:
+        return self.low <= other.high and other.low <= self.high
+
+    def as_dict(self) -> dict:
+        return {"method": self.method, "total": self.total, "low": self.low, "high": self.high, "level": self.level}
+
+
+def _probabilities(p: Sequence[float] | np.ndarray, what: str) -> np.ndarray:
+    array = np.asarray(p, dtype=float).ravel()
+    if array.size and (not np.isfinite(array).all() or array.min() < 0.0 or array.max() > 1.0):
+        raise CompletenessError(f"{what}: every probability must be a number within [0, 1]")
+    return array
+
+
+def _level(level: float) -> float:
+    if not 0.0 < level < 1.0:
+        raise CompletenessError(f"the interval's level must be within (0, 1), got {level}")
+    return level
+
+
+def poisson_binomial_pmf(p: Sequence[float] | np.ndarray, *, upto: int | None = None) -> np.ndarray:
+    """P(X = k), k = 0..n (or 0..`upto`), for X the number of successes of independent Bernoulli(p_i) trials:
+    the exact distribution, built one trial at a time (the terms past `upto` never feed those below it)."""
+    probabilities = _probabilities(p, "poisson_binomial_pmf")
+    length = probabilities.size + 1 if upto is None else max(0, min(upto, probabilities.size)) + 1
+    pmf = np.zeros(length)
+    pmf[0] = 1.0
+    for count, value in enumerate(probabilities, start=1):
+        top = min(count, length - 1)
+        pmf[1:top + 1] = pmf[1:top + 1] * (1.0 - value) + pmf[:top] * value
+        pmf[0] *= 1.0 - value
+    return pmf
+
+
+def poisson_binomial_cdf(p: Sequence[float] | np.ndarray, k: np.ndarray | Sequence[int] | int) -> np.ndarray:
+    """P(X <= k) for the Poisson-binomial X of `p`: exact up to EXACT_LIMIT trials, else Volkova's refined
+    normal approximation G((k + 0.5 - mu) / sigma), G(x) = Phi(x) + gamma (1 - x^2) phi(x) / 6, gamma the
+    skewness."""
+    probabilities = _probabilities(p, "poisson_binomial_cdf")
+    ks = np.asarray(k, dtype=float)
+    if probabilities.size <= EXACT_LIMIT:
+        index = np.clip(np.floor(ks), -1, probabilities.size).astype(int)
+        cdf = np.cumsum(poisson_binomial_pmf(probabilities, upto=int(index.max(initial=0))))
+        return np.where(index < 0, 0.0, np.minimum(cdf[np.clip(index, 0, cdf.size - 1)], 1.0))
+    mean = probabilities.sum()
+    variance = float((probabilities * (1.0 - probabilities)).sum())
+    if variance <= 0:
+        return (ks >= mean).astype(float)
+    sigma = math.sqrt(variance)
+    gamma = float((probabilities * (1.0 - probabilities) * (1.0 - 2.0 * probabilities)).sum()) / sigma ** 3
+    x = (np.floor(ks) + 0.5 - mean) / sigma
+    return np.clip(stats.norm.cdf(x) + gamma * (1.0 - x ** 2) * stats.norm.pdf(x) / 6.0, 0.0, 1.0)
+
+
+def _mixture_quantiles(draws: Sequence[np.ndarray], quantiles: Sequence[float]) -> list[int]:
+    """The smallest k with mean-over-draws P(X_b <= k) >= q, for each q: quantiles of the mixture of the draws'
+    Poisson-binomials (one draw: its own)."""
+    top = max(array.size for array in draws)
+    # no quantile asked for lies 10 standard deviations above any draw's mean: the exact CDF stops there
+    reach = max(float(array.sum()) + 10.0 * math.sqrt(float((array * (1.0 - array)).sum())) + 10.0 for array in draws)
+    grid = np.arange(min(top, math.ceil(reach)) + 1)
+    cdf = np.mean([poisson_binomial_cdf(array, grid) for array in draws], axis=0)
+    return [int(min(np.searchsorted(cdf, q - 1e-12), grid[-1])) for q in quantiles]
+
+
+def model_based_total(verified_relevant: int, p_unlabelled: Sequence[float] | np.ndarray, *, level: float = 0.9,
+                      p_draws: Sequence[np.ndarray] | None = None) -> Estimate:
+    """R = V + X with X ~ Poisson-binomial(P of the pairs nobody graded). `p_draws`: the unlabelled pairs' P under
+    each bootstrap refit of the calibrator; the interval is then the mixture's (the calibrator's uncertainty
+    added), the point value the mean P of the draws' sums."""
+    _level(level)
+    if verified_relevant < 0:
+        raise CompletenessError("the verified relevant count cannot be negative")
+    p = _probabilities(p_unlabelled, "the unlabelled pairs' P")
+    draws = [p] if not p_draws else [_probabilities(draw, "a calibrator draw's P") for draw in p_draws]
+    if any(draw.size != p.size for draw in draws):
+        raise CompletenessError("every calibrator draw must give one P per unlabelled pair")
+    tail = (1.0 - level) / 2.0
+    low, high = _mixture_quantiles(draws, [tail, 1.0 - tail]) if p.size else (0, 0)
+    expected = float(np.mean([draw.sum() for draw in draws]))
+    return Estimate("model", verified_relevant + expected, float(verified_relevant + low),
+                    float(verified_relevant + high), level)
+
+
+def horvitz_thompson(y: Sequence[float] | np.ndarray, pi: Sequence[float] | np.ndarray) -> tuple[float, float]:
+    """The Horvitz-Thompson estimate of a population total, sum y_i / pi_i over the sample, and its variance
+    estimate under Poisson sampling, sum (1 - pi_i) y_i^2 / pi_i^2."""
+    values, inclusion = np.asarray(y, dtype=float), np.asarray(pi, dtype=float)
+    if values.shape != inclusion.shape:
+        raise CompletenessError("one inclusion probability per sampled pair")
+    if inclusion.size and (not np.isfinite(inclusion).all() or inclusion.min() <= 0 or inclusion.max() > 1):
+        raise CompletenessError("inclusion probabilities must be within (0, 1]")
+    total = float((values / inclusion).sum())
+    variance = float(((1.0 - inclusion) * values ** 2 / inclusion ** 2).sum())
+    return total, variance
+
+
+def _hypergeometric_bounds(relevant: int, sample: int, population: int, level: float) -> tuple[int, int]:
+    """The mid-p interval for K, the relevant pairs among `population`, from `relevant` of `sample` drawn
+    without replacement: K_low is the smallest K with P(X > k) + P(X = k) / 2 >= tail, K_high the largest with
+    P(X < k) + P(X = k) / 2 >= tail (X ~ Hypergeometric(population, K, sample), tail = (1 - level) / 2)."""
+    tail = (1.0 - level) / 2.0
+    least, most = relevant, population - (sample - relevant)
+
+    def upper_tail(total: int) -> float:  # rises with K
+        return float(stats.hypergeom.sf(relevant, population, total, sample)
+                     + 0.5 * stats.hypergeom.pmf(relevant, population, total, sample))
+
+    def lower_tail(total: int) -> float:  # falls with K
+        return float(stats.hypergeom.cdf(relevant - 1, population, total, sample)
+                     + 0.5 * stats.hypergeom.pmf(relevant, population, total, sample))
+
+    low, high = least, most
+    while low < high:  # smallest K with upper_tail(K) >= tail
+        middle = (low + high) // 2
+        if upper_tail(middle) >= tail:
+            high = middle
+        else:
+            low = middle + 1
+    k_low = low
+    low, high = least, most
+    while low < high:  # largest K with lower_tail(K) >= tail
+        middle = (low + high + 1) // 2
+        if lower_tail(middle) >= tail:
+            low = middle
+        else:
+            high = middle - 1
+    return k_low, max(low, k_low)
+
+
+def design_based_total(sample_relevant: int, sample_size: int, population: int, *,
+                       level: float = 0.9) -> Estimate | None:
+    """The Horvitz-Thompson estimate of R from a simple random sample of `sample_size` of the `population`
+    pairs (pi = n / N for each), `sample_relevant` of them relevant, with the hypergeometric mid-p interval.
+    None without a sample."""
+    _level(level)
+    if not 0 <= sample_relevant <= sample_size <= population:
+        raise CompletenessError(f"a sample of {sample_size} with {sample_relevant} relevant does not fit a pool of "
+                                f"{population}")
+    if sample_size == 0:
+        return None
+    total, _ = horvitz_thompson(np.full(sample_relevant, 1.0), np.full(sample_relevant, sample_size / population))
+    low, high = _hypergeometric_bounds(sample_relevant, sample_size, population, level)
+    return Estimate("design", total, float(low), float(high), level)
+
+
+@dataclass(frozen=True)
+class Recall:
+    """The verified qrels' recall, V / R, from an estimate of R: the point value and the interval (V / high,
+    V / low, at most 1)."""
+
+    value: float | None
+    low: float | None
+    high: float | None
+
+    def as_dict(self) -> dict:
+        return {"value": self.value, "low": self.low, "high": self.high}
+
+
+def verified_recall(verified_relevant: int, estimate: Estimate | None) -> Recall:
+    if estimate is None:
+        return Recall(None, None, None)
+    if verified_relevant == 0:
+        return Recall(0.0 if estimate.total > 0 else None, 0.0, 0.0 if estimate.low > 0 else 1.0)
+
+    def ratio(total: float) -> float:
+        return min(1.0, verified_relevant / total) if total > 0 else 1.0
+
+    return Recall(ratio(estimate.total), ratio(estimate.high), ratio(estimate.low))
+
+
+def recall_reached_probability(verified_relevant: int, p_unlabelled: Sequence[float] | np.ndarray, target: float,
+                               *, p_draws: Sequence[np.ndarray] | None = None) -> float:
+    """P(V / (V + X) >= target) under the model: P(X <= floor(V (1 - target) / target)), X the Poisson-binomial
+    of the unlabelled pairs' P (averaged over the calibrator draws when given)."""
+    if not 0.0 < target <= 1.0:
+        raise CompletenessError(f"the recall target must be within (0, 1], got {target}")
+    p = _probabilities(p_unlabelled, "the unlabelled pairs' P")
+    draws = [p] if not p_draws else [_probabilities(draw, "a calibrator draw's P") for draw in p_draws]
+    allowed = math.floor(verified_relevant * (1.0 - target) / target + 1e-9)
+    return float(np.mean([poisson_binomial_cdf(draw, allowed) for draw in draws]))
+
+
+def knee_stops(relevant_in_order: Sequence[bool], *, steps: int = 500) -> bool:
+    """The knee method (Cormack and Grossman 2016) on the gain curve of the labels in the order they were given:
+    tarexp's KneeStoppingRule, which stops when the slope ratio rho at the knee reaches 156 - min(relevant
+    found, 150). The curve is taken in equal steps of ceil(labels / `steps`) labels (one label per step up to
+    `steps` labels), tarexp's rounds."""
+    from tarexp.component.stopping import KneeStoppingRule
+    from tarexp.ledger import Ledger
+
+    labels = [bool(value) for value in relevant_in_order]
+    if not labels:
+        return False
+    size = max(1, math.ceil(len(labels) / steps))
+    ledger = Ledger(len(labels))
+    for start in range(0, len(labels), size):
+        ledger.annotate({index: labels[index] for index in range(start, min(start + size, len(labels)))})
+    ledger.annotate({})  # tarexp counts the rounds before the newest: an empty one makes the last step count
+    return bool(KneeStoppingRule().checkStopping(ledger))

@@ -1,0 +1,172 @@
+"""How complete the qrels are, from the database (#33): the selector reads the pool, the gold grades, the random
+order and the judge's calibrated P, and its numbers equal scipy's distributions computed here from the same
+rows; the random validation sample is exactly the pairs before the first ungraded one in the random order; the
+API and `manage.py completeness` give the same report to admins and viewers, refuse bad options naming them,
+and experts get none of it (blind first)."""
+from __future__ import annotations
+
+import io
+import json
+
+import numpy as np
+import pytest
+from django.core.management import CommandError, call_command
+from rest_framework.test import APIClient
+from scipy import stats
+
+from labeling.models import JudgeCalibration, Membership, Pair
+from tests.factories import (
+    JudgeFactory,
+    JudgmentFactory,
+    LabelFactory,
+    MembershipFactory,
+    PairFactory,
+    ProjectFactory,
+    QueryFactory,
+    UserFactory,
+)
+
+pytestmark = pytest.mark.django_db
+
+PAIRS_PER_QUERY = 30
+
+
+@pytest.fixture
+def world():
+    """Two queries x 30 pairs. The random order is set by hand: pair i of the pool has key (i + 0.5) / 60. The
+    first 12 pairs in that order are graded (3 of them relevant), the 13th is not: the random sample is those
+    12. Besides, 5 pairs far down the order are graded relevant (a targeted queue's work). The judge gave every
+    pair a P."""
+    project = ProjectFactory(slug="complete")
+    judge = JudgeFactory(project=project, name="imported")
+    project.queue_judge = judge
+    project.save(update_fields=["queue_judge"])
+    rng = np.random.default_rng(7)
+    annotator = UserFactory(username="ann")
+    pairs = []
+    for q in range(2):
+        query = QueryFactory(project=project, external_id=f"q{q}")
+        for _ in range(PAIRS_PER_QUERY):
+            pairs.append(PairFactory(project=project, query=query))
+    order = rng.permutation(len(pairs))
+    p = np.round(rng.beta(0.5, 2.0, len(pairs)), 4)
+    for rank, index in enumerate(order):
+        Pair.objects.filter(id=pairs[index].id).update(sample_key=(rank + 0.5) / len(pairs))
+        JudgmentFactory(pair=pairs[index], judge=judge, p_relevant=float(p[index]))
+    graded = {int(index): int(rank in (2, 5, 9)) for rank, index in enumerate(order[:12])}
+    graded.update({int(index): 1 for index in order[40:45]})
+    for index, grade in graded.items():
+        LabelFactory(pair=pairs[index], annotator=annotator, grade=grade)
+    return project, judge, pairs, order, p, graded
+
+
+def reader_client(project) -> APIClient:
+    viewer = UserFactory()
+    MembershipFactory(project=project, user=viewer, role=Membership.Role.VIEWER)
+    client = APIClient()
+    client.force_authenticate(viewer)
+    return client
+
+
+def expected_pool(p, graded, size, level=0.9):
+    """The pool's estimates computed here from the rows: V + Poisson-binomial quantiles of the ungraded pairs'
+    P (scipy), and the Horvitz-Thompson total N k / n of the 12-pair sample with its hypergeometric mid-p bounds
+    found by scanning every K (scipy)."""
+    verified = sum(graded.values())
+    open_p = np.array([p[i] for i in range(size) if i not in graded])
+    cdf = stats.poisson_binom.cdf(np.arange(open_p.size + 1), open_p)
+    tail = (1 - level) / 2
+    model = (verified + open_p.sum(), verified + int(np.argmax(cdf >= tail)), verified + int(np.argmax(cdf >= 1 - tail)))
+    k, n = 3, 12
+    totals = np.arange(k, size - (n - k) + 1)
+    up = stats.hypergeom.sf(k, size, totals, n) + 0.5 * stats.hypergeom.pmf(k, size, totals, n)
+    down = stats.hypergeom.cdf(k - 1, size, totals, n) + 0.5 * stats.hypergeom.pmf(k, size, totals, n)
+    design = (size * k / n, totals[up >= tail].min(), totals[down >= tail].max())
+    return verified, model, design
+
+
+def test_the_pool_estimates_equal_scipys_on_the_same_rows(world):
+    project, _judge, pairs, order, p, graded = world
+    body = reader_client(project).get("/api/projects/complete/completeness/").json()
+    verified, model, design = expected_pool(p, graded, len(pairs))
+    pool = body["pool"]
+    assert body["judge"] == "imported" and "no calibrator" in body["basis"]
+    assert (pool["pairs"], pool["graded"], pool["verified_relevant"]) == (60, 17, verified)
+    assert pool["sample"] == {"size": 12, "relevant": 3}
+    assert pool["model"]["total"] == pytest.approx(model[0])
+    assert (pool["model"]["low"], pool["model"]["high"]) == (model[1], model[2])
+    assert (pool["design"]["total"], pool["design"]["low"], pool["design"]["high"]) == design
+    assert pool["recall_model"]["value"] == pytest.approx(verified / model[0])
+    assert pool["drift"] == bool(model[1] > design[2] or design[1] > model[2])
+    assert body["sample_next"] == "ungraded"
+    # per query: the same rules on each query's own pairs and its share of the sample
+    first = body["queries"][0]
+    assert first["query"] == "q0" and first["pairs"] == PAIRS_PER_QUERY
+    in_first = [i for i in range(PAIRS_PER_QUERY)]
+    sampled = [i for i in in_first if i in set(order[:12].tolist())]
+    assert first["sample"]["size"] == len(sampled)
+    assert first["verified_relevant"] == sum(graded.get(i, 0) for i in in_first)
+    # the stopping rule: P(X <= floor(V (1 - 0.9) / 0.9)) for X the ungraded pairs' Poisson-binomial
+    open_p = np.array([p[i] for i in range(len(pairs)) if i not in graded])
+    assert body["stopping"]["probability"] == pytest.approx(stats.poisson_binom.cdf(int(verified / 9), open_p))
+    assert body["stopping"]["met"] is False
+
+
+def test_grading_the_next_pair_in_the_random_order_grows_the_sample(world):
+    project, _judge, pairs, order, _p, _graded = world
+    client = reader_client(project)
+    LabelFactory(pair=pairs[int(order[12])], annotator=UserFactory(), grade=0)
+    body = client.get("/api/projects/complete/completeness/").json()
+    assert body["pool"]["sample"] == {"size": 13, "relevant": 3}
+    # two experts who disagree on the next one hold the sample there until someone adjudicates
+    LabelFactory(pair=pairs[int(order[13])], annotator=UserFactory(), grade=0)
+    LabelFactory(pair=pairs[int(order[13])], annotator=UserFactory(), grade=1)
+    body = client.get("/api/projects/complete/completeness/").json()
+    assert body["pool"]["sample"]["size"] == 13 and body["sample_next"] == "unresolved"
+
+
+def test_a_calibrated_judge_is_summed_calibrated_with_its_fits_uncertainty(world):
+    project, judge, pairs, _order, p, graded = world
+    client = reader_client(project)
+    plain = client.get("/api/projects/complete/completeness/").json()["pool"]["model"]
+    fit_p = np.linspace(0.02, 0.98, 40)
+    relevant = (np.random.default_rng(1).random(40) < fit_p * 0.5).astype(int)
+    JudgeCalibration.objects.create(judge=judge, method="platt", params={"a": 1.0, "b": np.log(0.5)}, cv={}, n=40,
+                                    n_relevant=int(relevant.sum()),
+                                    fitted_on={"pair_ids": [], "p": fit_p.tolist(), "relevant": relevant.tolist()})
+    body = client.get("/api/projects/complete/completeness/").json()
+    assert "calibrated (platt)" in body["basis"] and "bootstrap refits" in body["basis"]
+    halved = [q / (q + 2 * (1 - q)) for q in p]  # sigmoid(logit(P) + log 0.5): the odds halved
+    verified = sum(graded.values())
+    point = verified + sum(halved[i] for i in range(len(pairs)) if i not in graded)
+    calibrated = body["pool"]["model"]
+    # the point value is the mean over refits, near the stored calibrator's sum
+    assert calibrated["total"] == pytest.approx(point, rel=0.25) and calibrated["total"] < plain["total"]
+
+
+def test_the_command_prints_the_same_report_and_refuses_bad_options(world):
+    project, *_ = world
+    out = io.StringIO()
+    call_command("completeness", "--project", "complete", "--json", stdout=out)
+    api = reader_client(project).get("/api/projects/complete/completeness/").json()
+    assert json.loads(out.getvalue()) == api
+    table = io.StringIO()
+    call_command("completeness", "--project", "complete", stdout=table)
+    assert "pool" in table.getvalue() and "stopping: P(recall >= 0.9)" in table.getvalue()
+    with pytest.raises(CommandError, match="level must be within"):
+        call_command("completeness", "--project", "complete", "--level", "1.5")
+    with pytest.raises(CommandError, match="no judge 'nope'"):
+        call_command("completeness", "--project", "complete", "--judge", "nope")
+
+
+def test_the_api_refuses_bad_options_and_experts(world):
+    project, *_ = world
+    client = reader_client(project)
+    response = client.get("/api/projects/complete/completeness/", {"alpha": "x"})
+    assert response.status_code == 422 and "alpha must be a number" in json.dumps(response.json())
+    assert client.get("/api/projects/complete/completeness/", {"judge": "nope"}).status_code == 404
+    expert = UserFactory()
+    MembershipFactory(project=project, user=expert, role=Membership.Role.EXPERT)
+    blind = APIClient()
+    blind.force_authenticate(expert)
+    assert blind.get("/api/projects/complete/completeness/").status_code == 403
