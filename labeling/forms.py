@@ -202,6 +202,30 @@ class QueueSettingsForm(forms.Form):
         }
 
 
+class StoppingForm(forms.Form):
+    """When labelling stops paying (#33): a recall target of the verified qrels, with its confidence, and a budget."""
+
+    stop_recall = forms.FloatField(
+        required=False, min_value=0.01, max_value=1, label="Recall target",
+        widget=forms.NumberInput(attrs={"step": "any"}),
+        help_text="met when P(recall of the verified qrels >= this) >= 1 - alpha under the queue judge; empty: none",
+    )
+    stop_alpha = forms.FloatField(
+        min_value=0.001, max_value=0.5, label="Alpha", widget=forms.NumberInput(attrs={"step": "any"}),
+        help_text="0.1: the target is met at 90 % probability",
+    )
+    stop_budget = forms.IntegerField(
+        required=False, min_value=1, max_value=2_000_000_000, label="Label budget",
+        help_text="current labels after which experts stop getting items; empty: none",
+    )
+
+    def __init__(self, *args, project: Project, **kwargs) -> None:
+        kwargs.setdefault("initial", {"stop_recall": project.stop_recall, "stop_alpha": project.stop_alpha,
+                                      "stop_budget": project.stop_budget})
+        kwargs.setdefault("prefix", "stopping")
+        super().__init__(*args, **kwargs)
+
+
 class DefinitionDraftForm(forms.Form):
     """Ask one of the project's generative judges (the view passes them) to draft the query's definition."""
 

@@ -43,6 +43,7 @@ urlpatterns = [
     ),
     path("invite/<str:token>/", members.invitation_accept_view, name="invitation_accept"),
     path("projects/<slug:slug>/settings/", settings.queue_settings_page, name="settings"),
+    path("projects/<slug:slug>/settings/stopping/", settings.stopping_settings, name="settings_stopping"),
     path("projects/<slug:slug>/validation/", validation.validation_dashboard, name="validation"),
     path("projects/<slug:slug>/validation/refresh/", validation.validation_refresh, name="validation_refresh"),
     path("projects/<slug:slug>/judges/<path:judge>/calibrate/", validation.judge_calibrate_view, name="judge_calibrate"),

@@ -170,3 +170,82 @@ def test_the_api_refuses_bad_options_and_experts(world):
     blind = APIClient()
     blind.force_authenticate(expert)
     assert blind.get("/api/projects/complete/completeness/").status_code == 403
+
+
+def test_the_overview_card_shows_the_cached_estimates_to_readers_and_nothing_to_experts(world, client):
+    from labeling.services.validation import validation_result_ensure
+
+    project, *_ = world
+    validation_result_ensure(project=project)
+    api = reader_client(project).get("/api/projects/complete/completeness/").json()["pool"]
+    viewer = UserFactory()
+    MembershipFactory(project=project, user=viewer, role=Membership.Role.VIEWER)
+    client.force_login(viewer)
+    html = client.get(f"/projects/{project.slug}/").content.decode()
+    assert 'data-testid="completeness"' in html
+    assert f'data-completeness="verified">{api["verified_relevant"]}<' in html
+    assert f'{round(api["design"]["total"])} <span class="small muted">[{round(api["design"]["low"])}, ' in html
+    assert f'{api["recall_model"]["value"]:.3f}' in html
+    expert = UserFactory()
+    MembershipFactory(project=project, user=expert, role=Membership.Role.EXPERT)
+    client.force_login(expert)
+    html = client.get(f"/projects/{project.slug}/").content.decode()
+    assert "completeness" not in html and "How complete" not in html
+
+
+def test_an_admin_sets_the_stopping_target_and_bad_values_change_nothing(world, client):
+    project, *_ = world
+    admin = UserFactory()
+    MembershipFactory(project=project, user=admin, role=Membership.Role.ADMIN)
+    client.force_login(admin)
+    url = f"/projects/{project.slug}/settings/stopping/"
+    response = client.post(url, {"stopping-stop_recall": "1.5", "stopping-stop_alpha": "0.1", "stopping-stop_budget": ""})
+    assert response.status_code == 400 and "Ensure this value is less than or equal to 1" in response.content.decode()
+    project.refresh_from_db()
+    assert project.stop_recall is None
+    response = client.post(url, {"stopping-stop_recall": "0.8", "stopping-stop_alpha": "0.05",
+                                 "stopping-stop_budget": "500"})
+    assert response.status_code == 302
+    project.refresh_from_db()
+    assert (project.stop_recall, project.stop_alpha, project.stop_budget) == (0.8, 0.05, 500)
+    # the report now judges the project's own target
+    body = reader_client(project).get("/api/projects/complete/completeness/").json()
+    assert (body["stopping"]["target"], body["stopping"]["alpha"], body["stopping"]["budget"]) == (0.8, 0.05, 500)
+
+
+def test_once_the_target_is_met_experts_are_told_and_get_no_item_but_admins_go_on(world, client):
+    from labeling.services.labels import queue_next_for_annotator
+    from labeling.services.validation import validation_result_ensure
+
+    project, *_ = world
+    expert, admin = UserFactory(), UserFactory()
+    MembershipFactory(project=project, user=expert, role=Membership.Role.EXPERT)
+    MembershipFactory(project=project, user=admin, role=Membership.Role.ADMIN)
+    assert queue_next_for_annotator(project=project, annotator=expert) is not None
+    # a budget of 17 labels is spent already (the fixture holds 17)
+    project.stop_budget = 17
+    project.save(update_fields=["stop_budget"])
+    other = UserFactory()
+    MembershipFactory(project=project, user=other, role=Membership.Role.EXPERT)
+    client.force_login(other)
+    html = client.get(f"/projects/{project.slug}/annotate/").content.decode()
+    assert 'data-testid="target-met"' in html
+    from django.utils import timezone
+
+    from labeling.selectors.queues import queue_progress
+    assert queue_progress(project=project, annotator=other, now=timezone.now()).left == 0  # nothing left for them
+    assert queue_progress(project=project, annotator=admin, now=timezone.now()).left > 0
+    assert queue_next_for_annotator(project=project, annotator=admin) is not None
+    # a recall target: met when the cached report says so under that same target
+    project.stop_budget = None
+    project.stop_recall = 0.05
+    project.save(update_fields=["stop_budget", "stop_recall"])
+    fresh = UserFactory()
+    MembershipFactory(project=project, user=fresh, role=Membership.Role.EXPERT)
+    assert queue_next_for_annotator(project=project, annotator=fresh) is not None  # no report under 0.05 yet
+    validation_result_ensure(project=project)
+    report = reader_client(project).get("/api/projects/complete/completeness/").json()["stopping"]
+    assert report["target"] == 0.05 and report["met"] is True
+    later = UserFactory()
+    MembershipFactory(project=project, user=later, role=Membership.Role.EXPERT)
+    assert queue_next_for_annotator(project=project, annotator=later) is None

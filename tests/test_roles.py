@@ -53,6 +53,7 @@ MATRIX: dict[str, dict[str, str]] = {
     # The invitation link's own page: whoever holds the link (an empty form is refused, 400).
     "labeling:invitation_accept": {"GET": PUBLIC, "POST": PUBLIC},
     "labeling:settings": {"GET": ADMIN_ONLY, "POST": ADMIN_ONLY},
+    "labeling:settings_stopping": {"POST": ADMIN_ONLY},
     "labeling:validation": {"GET": READER},
     # The qrels are the gold grades and judges' P of items experts have not labelled (blind first).
     "labeling:qrels_export": {"GET": READER},

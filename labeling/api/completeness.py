@@ -23,15 +23,15 @@ class CompletenessView(APIView):
             OpenApiParameter("judge", str, description="the judge whose P the model-based estimate sums (default: "
                              "the project's queue judge)"),
             OpenApiParameter("level", float, description="the intervals' level, 0.5 to 0.999 (default 0.9)"),
-            OpenApiParameter("target", float, description="the recall target of the stopping rule (default 0.9)"),
+            OpenApiParameter("target", float, description="the recall target of the stopping rule (default: the project's, else 0.9)"),
             OpenApiParameter("alpha", float, description="the stopping rule's alpha: the target is met when "
-                             "P(recall >= target) >= 1 - alpha (default 0.1)"),
+                             "P(recall >= target) >= 1 - alpha (default: the project's, 0.1 unless set)"),
         ],
         responses={200: OpenApiTypes.OBJECT},
     )
     def get(self, request: Request, slug: str) -> Response:
         project = project_for_user(user=request.user, slug=slug, need=READ_REPORTS)
         params = request.query_params
-        options = completeness_options(judge=params.get("judge"), level=params.get("level", 0.9),
-                                       target=params.get("target", 0.9), alpha=params.get("alpha", 0.1))
+        options = completeness_options(project=project, judge=params.get("judge"), level=params.get("level"),
+                                       target=params.get("target"), alpha=params.get("alpha"))
         return Response(completeness_compute(project=project, options=options))

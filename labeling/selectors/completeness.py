@@ -24,6 +24,8 @@ from models_llm.metrics.completeness import (
 )
 
 CALIBRATOR_DRAWS = 30
+# The key of the cached validation report's data under which the worker stores the default completeness report.
+COMPLETENESS = "completeness"
 UNGRADED, UNRESOLVED = -1, -2
 
 
@@ -45,12 +47,17 @@ class CompletenessOptions:
     seed: int = 0
 
 
-def completeness_options(*, judge: str | None = None, level: object = 0.9, target: object = 0.9,
-                         alpha: object = 0.1) -> CompletenessOptions:
-    """Options from a request's or a command's text; CompletenessOptionsError names the one out of range."""
+def completeness_options(*, project: Project, judge: str | None = None, level: object = None, target: object = None,
+                         alpha: object = None) -> CompletenessOptions:
+    """Options from a request's or a command's text (None: the default, the project's own target and alpha);
+    CompletenessOptionsError names the one out of range."""
+    default = project_options(project)
     values = {}
     for name, value, low, high in (("level", level, 0.5, 0.999), ("target", target, 0.01, 1.0),
                                    ("alpha", alpha, 0.001, 0.5)):
+        if value is None:
+            values[name] = getattr(default, name)
+            continue
         try:
             number = float(value)
         except (TypeError, ValueError):
@@ -59,6 +66,12 @@ def completeness_options(*, judge: str | None = None, level: object = 0.9, targe
             raise CompletenessOptionsError(f"{name} must be within [{low}, {high}], got {number:g}")
         values[name] = number
     return CompletenessOptions(judge=judge or None, **values)
+
+
+def project_options(project: Project) -> CompletenessOptions:
+    """The default options: the project's own recall target and alpha (0.9 and 0.1 when it has none)."""
+    return CompletenessOptions(target=project.stop_recall if project.stop_recall is not None else 0.9,
+                               alpha=project.stop_alpha)
 
 
 @dataclass(frozen=True)
@@ -154,14 +167,16 @@ def _estimates(mask: np.ndarray, pool: _Pool, p: np.ndarray, draws: list[np.ndar
     }
 
 
-def completeness_compute(*, project: Project, options: CompletenessOptions = CompletenessOptions()) -> dict:
+def completeness_compute(*, project: Project, options: CompletenessOptions | None = None) -> dict:
     """The completeness report of `project` (JSON-ready): the pool's and each query's estimates, the random
-    sample's frontier, the stopping target and the knee rule."""
+    sample's frontier, the stopping target (the project's, unless `options` says) and the knee rule."""
+    options = options or project_options(project)
     judges = {judge.name: judge for judge in project.judges.order_by("name")}
     if options.judge is not None and options.judge not in judges:
         raise CompletenessJudgeNotFound(f"project {project.slug!r} has no judge {options.judge!r} (its judges: "
                                         f"{', '.join(judges) or 'none'})")
     judge = judges[options.judge] if options.judge else project.queue_judge
+    curve = _gain_curve(project, project.label_scale.relevant_from)
     pool = _pool(project, judge)
     p, draws, basis = _calibrated(judge, pool.raw_p, options)
     relevant_from = project.label_scale.relevant_from
@@ -190,9 +205,13 @@ def completeness_compute(*, project: Project, options: CompletenessOptions = Com
         "queries": queries,
         "sample_next": _sample_next(pool, frontier),
         "stopping": {
-            "target": options.target, "alpha": options.alpha, "probability": reached,
+            "target": options.target, "alpha": options.alpha, "confidence": 1.0 - options.alpha,
+            "probability": reached,
             "met": reached is not None and reached >= 1.0 - options.alpha,
-            "knee": knee_stops(_gain_curve(project, relevant_from)),
+            "knee": knee_stops(curve),
+            "labels": len(curve),
+            "budget": project.stop_budget,
+            "budget_met": project.stop_budget is not None and len(curve) >= project.stop_budget,
         },
     }
 
@@ -220,3 +239,26 @@ def _gain_curve(project: Project, relevant_from: int) -> list[bool]:
                            .order_by("created_at", "id").values_list("pair_id", "grade")):
         first.setdefault(pair_id, grade)
     return [grade >= relevant_from for grade in first.values()]
+
+
+def completeness_cached(*, data: dict | None) -> dict | None:
+    """The completeness report the worker stored with the cached validation report (None: not computed yet)."""
+    return (data or {}).get(COMPLETENESS)
+
+
+def project_target_met(*, project: Project) -> bool:
+    """Whether the project's stopping target is met: its label budget spent (current labels, counted now), or
+    its recall target met in the cached report computed under that same target (a report computed before the
+    target was set or changed does not count)."""
+    from labeling.models import Label
+    from labeling.selectors.validation import validation_result_for
+
+    if project.stop_budget is not None and Label.objects.filter(
+            pair__project=project, superseded_at__isnull=True).count() >= project.stop_budget:
+        return True
+    if project.stop_recall is None:
+        return False
+    result = validation_result_for(project)
+    stopping = (completeness_cached(data=result.data if result else None) or {}).get("stopping") or {}
+    return bool(stopping.get("met") and stopping.get("target") == project.stop_recall
+                and stopping.get("alpha") == project.stop_alpha)

@@ -28,7 +28,7 @@ from django.db.models.functions import Abs, Coalesce, Floor, Greatest
 from django.utils import timezone
 
 from labeling.exceptions import DomainError
-from labeling.models import Judgment, Label, Lease, Pair, Project
+from labeling.models import Judgment, Label, Lease, Membership, Pair, Project
 from labeling.models.project import QUEUE_STRATEGIES
 
 DECILES = 10
@@ -248,6 +248,16 @@ def strategy_order(*, project: Project, annotator: AbstractBaseUser) -> list[str
     return sorted(shares, key=lambda name: (-deficit[name], -shares[name], name))
 
 
+def _target_met_for(project: Project, annotator: AbstractBaseUser) -> bool:
+    from labeling.selectors.completeness import project_target_met
+    from labeling.selectors.projects import project_role
+
+    if project.stop_recall is None and project.stop_budget is None:
+        return False
+    return project_role(user=annotator, project=project) == Membership.Role.EXPERT and project_target_met(
+        project=project)
+
+
 def queue_progress(*, project: Project, annotator: AbstractBaseUser, now: datetime,
                    shown: int | None = None) -> QueueProgress:
     """Labels the expert gave in the project today (local time, undone ones not counted) and the items still
@@ -260,6 +270,8 @@ def queue_progress(*, project: Project, annotator: AbstractBaseUser, now: dateti
         created_at__gte=midnight,
     ).count()
     open_ids = eligible_pairs(project=project, annotator=annotator, now=now).values("id")[: LEFT_COUNT_CAP + 1]
+    if _target_met_for(project, annotator):
+        open_ids = Pair.objects.none().values("id")  # the stopping target is met: experts get only what they hold
     held_ids = (Lease.objects.filter(annotator=annotator, pair__project=project, skipped=False, expires_at__gt=now)
                 .exclude(pair_id=shown).values("pair_id"))
     left = Pair.objects.filter(Q(id__in=open_ids) | Q(id__in=held_ids)).count()

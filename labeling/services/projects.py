@@ -220,3 +220,32 @@ def queue_judge_default(*, project: Project, judge: Judge) -> bool:
         raise ProjectSettingsError({"queue_judge": f"judge {judge.name!r} is not a judge of project {project.slug!r}"})
     return bool(Project.objects.select_for_update().filter(pk=project.pk, queue_judge__isnull=True)
                 .update(queue_judge=judge))
+
+
+def project_stopping_update(*, project: Project, by: AbstractBaseUser, stop_recall: float | None, stop_alpha: float,
+                            stop_budget: int | None) -> Project:
+    """Set when labelling stops paying (#33): a recall target of the verified qrels (met when P(recall >=
+    stop_recall) >= 1 - stop_alpha under the queue judge), a budget of labels, either or both (None: none). Experts
+    get no new item once one is met; admins may go on. Every field is checked before anything is written
+    (ProjectSettingsError lists each bad one); only the project's admins may (ProjectSettingsForbidden). The cached
+    report, which holds whether the recall target is met, is recomputed."""
+    from labeling.services.validation import validation_request_refresh
+
+    if project_role(user=by, project=project) != Membership.Role.ADMIN:
+        raise ProjectSettingsForbidden("only a project admin can change the stopping target")
+    errors: dict[str, str] = {}
+    if stop_recall is not None and (not _is_number(stop_recall) or not 0 < stop_recall <= 1):
+        errors["stop_recall"] = "the recall target must be above 0 and at most 1 (or none)"
+    if not _is_number(stop_alpha) or not 0 < stop_alpha < 1:
+        errors["stop_alpha"] = "alpha must be between 0 and 1, e.g. 0.1 for 90 % confidence"
+    if stop_budget is not None and (not _is_int(stop_budget) or not 1 <= stop_budget <= 2_000_000_000):
+        errors["stop_budget"] = "the budget must be a whole number of labels from 1 (or none)"
+    if errors:
+        raise ProjectSettingsError(errors)
+    locked = Project.objects.select_for_update().get(pk=project.pk)
+    locked.stop_recall = None if stop_recall is None else float(stop_recall)
+    locked.stop_alpha = float(stop_alpha)
+    locked.stop_budget = stop_budget
+    locked.save(update_fields=["stop_recall", "stop_alpha", "stop_budget"])
+    validation_request_refresh(project=locked, user=by)
+    return locked

@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from labeling.exceptions import DomainError
 from labeling.models import Judge, JudgeCalibration, Project, ValidationResult
+from labeling.selectors.completeness import COMPLETENESS, CompletenessOptionsError, completeness_compute
 from labeling.selectors.coverage import coverage_of
 from labeling.selectors.definition_metrics import judge_metrics_by_definition
 from labeling.selectors.validation import (
@@ -98,13 +99,19 @@ def _report(project: Project, judges: list[Judge], gold: GoldSet, bootstrap_draw
 
 
 def _report_to_cache(project: Project) -> dict:
-    """The report as the cache keeps it, with the default options: every judge's section, and every judge's
-    metrics by definition version (read by the dashboard and the API instead of being computed per request)."""
+    """The report as the cache keeps it, with the default options: every judge's section, every judge's metrics by
+    definition version (read by the dashboard and the API instead of being computed per request), and how complete
+    the qrels are under the queue judge (the overview's card)."""
     judges = list(project.judges.order_by("name"))
     gold = gold_set(project)
+    try:
+        completeness = completeness_compute(project=project)
+    except CompletenessOptionsError as exc:
+        completeness = {"error": str(exc)}
     return {
         **_report(project, judges, gold, BOOTSTRAP_DRAWS, DEFAULT_OPTIONS),
         BY_DEFINITION: {judge.name: asdict(judge_metrics_by_definition(judge=judge, gold=gold)) for judge in judges},
+        COMPLETENESS: completeness,
     }
 
 

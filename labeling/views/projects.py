@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from labeling.forms import ProjectCreateForm
 from labeling.models import Membership, Project
+from labeling.selectors.completeness import completeness_cached
 from labeling.selectors.coverage import pool_coverage
 from labeling.selectors.definitions import stale_counts_for_queries
 from labeling.selectors.disclosure import sees_reports
@@ -21,6 +22,7 @@ from labeling.selectors.projects import (
     queries_with_current_definition,
 )
 from labeling.selectors.queue_settings import queue_settings_summary
+from labeling.selectors.validation import validation_result_for
 from labeling.services.projects import may_create_projects
 from labeling.views.access import project_view
 from labeling.views.htmx import htmx_partial
@@ -64,4 +66,6 @@ def project_detail(request: HttpRequest, project: Project) -> HttpResponse:
     if context["sees_reports"]:
         # The export form marks a judge that has not scored the whole pool it would write.
         context["export_judges"] = pool_coverage(project=project, judges=project.judges.order_by("name"))
+        cached = validation_result_for(project)
+        context["completeness"] = completeness_cached(data=cached.data if cached else None)
     return render(request, "labeling/project_detail.html", context)

@@ -19,6 +19,7 @@ from labeling.exceptions import Forbidden
 from labeling.highlight import Segment, highlight_segments
 from labeling.ids import IdError, parse_id
 from labeling.models import Project
+from labeling.selectors.completeness import project_target_met
 from labeling.selectors.definitions import DefinitionNews, definition_news
 from labeling.selectors.disclosure import AGREEMENT_MIN_ITEMS, revealed_after_submit
 from labeling.selectors.projects import ANNOTATE, project_role
@@ -132,6 +133,9 @@ def _render_next(request: HttpRequest, project: Project, status: int = 200, **ex
         # An expert naming one queue is refused (403): they get the project's mix, as in the API.
         status = 403 if isinstance(exc, Forbidden) else 400
         claim, upcoming, extra = None, None, {**extra, "error": str(exc), "queue_refused": status == 403}
+    if claim is None and "error" not in extra:
+        # Experts are told the project's stopping target is met (they get no more items); admins may go on.
+        extra = {**extra, "target_met": project_target_met(project=project)}
     context = _context(request, project, claim, upcoming, **extra)
     template = "labeling/workspace.html#item" if htmx_partial(request) else "labeling/workspace.html"
     response = render(request, template, context, status=status)

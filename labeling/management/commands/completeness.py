@@ -28,17 +28,20 @@ class Command(BaseCommand):
         parser.add_argument("--project", required=True, help="project slug")
         parser.add_argument("--judge", default=None, help="the judge whose calibrated P the model-based estimate "
                             "sums (default: the project's queue judge)")
-        parser.add_argument("--level", default="0.9", help="the intervals' level (default 0.9)")
-        parser.add_argument("--target", default="0.9", help="the stopping rule's recall target (default 0.9)")
-        parser.add_argument("--alpha", default="0.1", help="the stopping rule's alpha (default 0.1)")
+        parser.add_argument("--level", default=None, help="the intervals' level (default 0.9)")
+        parser.add_argument("--target", default=None, help="the stopping rule's recall target (default: the "
+                            "project's, else 0.9)")
+        parser.add_argument("--alpha", default=None, help="the stopping rule's alpha (default: the project's, 0.1 "
+                            "unless set)")
         parser.add_argument("--json", dest="as_json", action="store_true", help="print JSON instead of a table")
 
-    def handle(self, *args, project: str, judge: str | None, level: str, target: str, alpha: str, as_json: bool,
+    def handle(self, *args, project: str, judge: str | None, level: str | None, target: str | None,
+               alpha: str | None, as_json: bool,
                **options) -> None:
         found = command_project(project)
         try:
             report = completeness_compute(project=found, options=completeness_options(
-                judge=judge, level=level, target=target, alpha=alpha))
+                project=found, judge=judge, level=level, target=target, alpha=alpha))
         except CompletenessOptionsError as exc:
             raise CommandError(str(exc)) from None
         if as_json:
