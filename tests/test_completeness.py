@@ -99,6 +99,16 @@ def test_the_pool_estimates_equal_scipys_on_the_same_rows(world):
     assert pool["recall_model"]["value"] == pytest.approx(verified / model[0])
     assert pool["drift"] == bool(model[1] > design[2] or design[1] > model[2])
     assert body["sample_next"] == "ungraded"
+    # the judge's qrels (P >= 0.5) on the 12 sampled pairs, as scikit-learn scores them
+    from sklearn.metrics import cohen_kappa_score, f1_score
+
+    sample = [int(i) for i in order[:12]]
+    truth, guess = [graded[i] == 1 for i in sample], [p[i] >= 0.5 for i in sample]
+    accuracy = body["judge_accuracy"]["sample"]
+    assert accuracy["n"] == 12
+    assert accuracy["f1"]["value"] == pytest.approx(f1_score(truth, guess, zero_division=np.nan), nan_ok=True)
+    assert accuracy["kappa"]["value"] == pytest.approx(cohen_kappa_score(truth, guess), nan_ok=True)
+    assert body["judge_accuracy"]["gold"]["n"] == 17
     # per query: the same rules on each query's own pairs and its share of the sample
     first = body["queries"][0]
     assert first["query"] == "q0" and first["pairs"] == PAIRS_PER_QUERY
@@ -249,3 +259,19 @@ def test_once_the_target_is_met_experts_are_told_and_get_no_item_but_admins_go_o
     later = UserFactory()
     MembershipFactory(project=project, user=later, role=Membership.Role.EXPERT)
     assert queue_next_for_annotator(project=project, annotator=later) is None
+
+
+def test_the_validation_page_shows_the_judges_accuracy_on_the_random_sample_beside_the_gold_set(world, client):
+    from labeling.services.validation import validation_result_ensure
+
+    project, *_ = world
+    validation_result_ensure(project=project)
+    api = reader_client(project).get("/api/projects/complete/completeness/").json()["judge_accuracy"]
+    viewer = UserFactory()
+    MembershipFactory(project=project, user=viewer, role=Membership.Role.VIEWER)
+    client.force_login(viewer)
+    html = client.get(f"/projects/{project.slug}/validation/").content.decode()
+    assert 'data-testid="unbiased-accuracy"' in html and f"Random sample (n = {api['sample']['n']})" in html
+    accuracy = api["sample"]["accuracy"]
+    row = html[html.index('<tr data-metric="accuracy">'):]
+    assert f'data-part="sample">{accuracy["value"]:.3f} <span class="small muted">[{accuracy["interval"][0]:.3f}' in row

@@ -20,6 +20,7 @@ from models_llm.metrics.completeness import (
     knee_stops,
     model_based_total,
     recall_reached_probability,
+    sample_accuracy,
     verified_recall,
 )
 
@@ -27,6 +28,7 @@ CALIBRATOR_DRAWS = 30
 # The key of the cached validation report's data under which the worker stores the default completeness report.
 COMPLETENESS = "completeness"
 UNGRADED, UNRESOLVED = -1, -2
+JUDGE_THRESHOLD = 0.5  # a judge's qrels call a pair relevant from this calibrated P, as `judge:NAME` exports do
 
 
 class CompletenessOptionsError(DomainError):
@@ -198,6 +200,7 @@ def completeness_compute(*, project: Project, options: CompletenessOptions | Non
     return {
         "project": project.slug,
         "judge": judge.name if judge else None,
+        "judge_accuracy": _judge_accuracy(pool, p, relevant_from, frontier) if judge else None,
         "basis": basis,
         "level": options.level,
         "relevant_from": relevant_from,
@@ -213,6 +216,21 @@ def completeness_compute(*, project: Project, options: CompletenessOptions | Non
             "budget": project.stop_budget,
             "budget_met": project.stop_budget is not None and len(curve) >= project.stop_budget,
         },
+    }
+
+
+def _judge_accuracy(pool: _Pool, p: np.ndarray, relevant_from: int, frontier: float) -> dict:
+    """The judge's qrels (P >= 0.5, calibrated) against the gold grades: on the random validation sample
+    (design-based: estimates for the whole pool) and, beside it, on every graded pair (the gold set, which leans
+    toward the pairs the queues preferred)."""
+    judged, graded = ~np.isnan(p), pool.gold >= 0
+    relevant = pool.gold >= relevant_from
+    in_sample = judged & graded & (pool.key < frontier)
+    on_gold = judged & graded
+    return {
+        "threshold": JUDGE_THRESHOLD,
+        "sample": sample_accuracy(p[in_sample] >= JUDGE_THRESHOLD, relevant[in_sample]),
+        "gold": sample_accuracy(p[on_gold] >= JUDGE_THRESHOLD, relevant[on_gold]),
     }
 
 

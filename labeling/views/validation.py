@@ -20,6 +20,7 @@ from django.views.decorators.http import require_POST
 
 from labeling.charts import f1_curve_chart, reliability_chart
 from labeling.models import Membership, Project, ValidationResult
+from labeling.selectors.completeness import completeness_cached
 from labeling.selectors.coverage import Coverage, include_partial_from, is_ranked
 from labeling.selectors.definition_metrics import (
     cached_metrics_by_definition,
@@ -80,6 +81,24 @@ def _options_context(project: Project, options: ReportOptions, error: str | None
     }
 
 
+ACCURACY_LABELS = {"precision": "precision", "recall": "recall", "f1": "F1", "kappa": "Cohen's kappa",
+                   "accuracy": "accuracy"}
+
+
+def _unbiased(result: ValidationResult | None) -> dict | None:
+    """The queue judge's accuracy on the random validation sample beside the gold set, from the cached report."""
+    completeness = completeness_cached(data=result.data if result else None) or {}
+    accuracy = completeness.get("judge_accuracy")
+    if not accuracy:
+        return None
+    parts = ("sample", "gold")
+    rows = [{"name": name, "label": label,
+             "cells": [{"part": part, **(accuracy[part].get(name) or {"value": None, "interval": None})}
+                       for part in parts]} for name, label in ACCURACY_LABELS.items()]
+    return {"judge": completeness["judge"], "threshold": accuracy["threshold"], "sample_n": accuracy["sample"]["n"],
+            "gold_n": accuracy["gold"]["n"], "rows": rows}
+
+
 def _validation_context(project: Project, result: ValidationResult | None, role: str | None,
                         data: dict | None = None, include_partial: bool = False) -> dict:
     """`data`: a report computed for this request with other options (else the cached one of `result`). Only the
@@ -104,6 +123,7 @@ def _validation_context(project: Project, result: ValidationResult | None, role:
         "result": result,
         "data": data,
         "judges": judges,
+        "unbiased": _unbiased(result),
         "human_rows": human_rows(data["human"]) if data else [],
         "is_admin": role == Membership.Role.ADMIN,
         # A report cached before the options existed has none: it used the default cut-offs.

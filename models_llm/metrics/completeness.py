@@ -253,3 +253,51 @@ def knee_stops(relevant_in_order: Sequence[bool], *, steps: int = 500) -> bool:
         ledger.annotate({index: labels[index] for index in range(start, min(start + size, len(labels)))})
     ledger.annotate({})  # tarexp counts the rounds before the newest: an empty one makes the last step count
     return bool(KneeStoppingRule().checkStopping(ledger))
+
+
+ACCURACY_METRICS = ("precision", "recall", "f1", "kappa", "accuracy")
+
+
+def _confusion_metrics(tp: np.ndarray, fp: np.ndarray, fn: np.ndarray, tn: np.ndarray) -> dict[str, np.ndarray]:
+    """Precision, recall, F1, Cohen's kappa and accuracy from confusion counts (arrays: one value per draw); nan
+    where a metric is undefined (no predicted relevant pair for precision, no relevant pair for recall...)."""
+    n = tp + fp + fn + tn
+    with np.errstate(divide="ignore", invalid="ignore"):
+        precision = tp / (tp + fp)
+        recall = tp / (tp + fn)
+        f1 = 2 * tp / (2 * tp + fp + fn)
+        observed = (tp + tn) / n
+        expected = ((tp + fp) * (tp + fn) + (fn + tn) * (fp + tn)) / n ** 2
+        kappa = (observed - expected) / (1 - expected)
+    return {"precision": precision, "recall": recall, "f1": f1, "kappa": kappa, "accuracy": observed}
+
+
+def sample_accuracy(predicted: Sequence[bool] | np.ndarray, relevant: Sequence[bool] | np.ndarray, *,
+                    level: float = 0.95, draws: int = 1000, seed: int = 0) -> dict:
+    """Precision, recall, F1, kappa and accuracy of a judge's thresholded qrels over the whole pool, estimated from
+    a simple random sample of it (equal inclusion probabilities, so the Horvitz-Thompson ratio estimates are the
+    sample's own figures), each with a percentile bootstrap interval at `level` (`draws` resamples of the sample,
+    seeded: multinomial draws of its four confusion counts); no interval where every resample gives the same value,
+    as with no true positive in the sample, where a bootstrap cannot tell how far off it is."""
+    _level(level)
+    guess, truth = np.asarray(predicted, dtype=bool), np.asarray(relevant, dtype=bool)
+    if guess.shape != truth.shape:
+        raise CompletenessError("one prediction per sampled pair")
+    counts = np.array([(guess & truth).sum(), (guess & ~truth).sum(), (~guess & truth).sum(), (~guess & ~truth).sum()])
+    n = int(counts.sum())
+    out: dict = {"n": n, "tp": int(counts[0]), "fp": int(counts[1]), "fn": int(counts[2]), "tn": int(counts[3])}
+    if n == 0:
+        return {**out, **{name: None for name in ACCURACY_METRICS}}
+    point = _confusion_metrics(*(np.array([value], dtype=float) for value in counts))
+    resampled = np.random.default_rng(seed).multinomial(n, counts / n, size=draws).astype(float).T
+    spread = _confusion_metrics(*resampled)
+    tail = (1.0 - level) / 2.0
+    for name in ACCURACY_METRICS:
+        value = float(point[name][0])
+        finite = spread[name][np.isfinite(spread[name])]
+        interval = ([float(np.quantile(finite, tail)), float(np.quantile(finite, 1.0 - tail))]
+                    if math.isfinite(value) and finite.size else None)
+        if interval is not None and interval[0] == interval[1]:
+            interval = None  # every resample gives the same value (e.g. no true positive): no interval to show
+        out[name] = {"value": value if math.isfinite(value) else None, "interval": interval}
+    return out

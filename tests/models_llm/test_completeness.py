@@ -205,3 +205,37 @@ def test_the_knee_rule_is_tarexps_on_the_gain_curve():
     # by hand, tarexp's rho at the best knee of the first curve: (60 / 60) / ((1 + 0) / 600) = 600 >= 156 - 60
     mixed = [bool(i % 3 == 0) for i in range(300)]
     assert not knee_stops(mixed)  # a steady rate has no knee
+
+
+def test_sample_accuracy_is_scikit_learns_and_its_intervals_cover_the_pools_figures():
+    from sklearn.metrics import accuracy_score, cohen_kappa_score, f1_score, precision_score, recall_score
+
+    from models_llm.metrics.completeness import sample_accuracy
+
+    rng = np.random.default_rng(11)
+    truth = rng.random(300) < 0.3
+    guess = np.where(rng.random(300) < 0.8, truth, ~truth)
+    found = sample_accuracy(guess, truth)
+    reference = {"precision": precision_score(truth, guess), "recall": recall_score(truth, guess),
+                 "f1": f1_score(truth, guess), "kappa": cohen_kappa_score(truth, guess),
+                 "accuracy": accuracy_score(truth, guess)}
+    for name, value in reference.items():
+        assert found[name]["value"] == pytest.approx(value, abs=1e-12), name
+        low, high = found[name]["interval"]
+        assert low < value < high
+    assert found["n"] == 300 and found["tp"] == int((guess & truth).sum())
+    assert sample_accuracy([], [])["f1"] is None
+    # on simulated pools the sample's 95 % intervals cover the whole pool's F1 and kappa in about 95 % of them
+    covered = {"f1": [], "kappa": []}
+    for seed in range(100):
+        rng = np.random.default_rng(seed)
+        p = rng.beta(0.5, 2.0, 2000)
+        truth = rng.random(2000) < p
+        guess = p >= 0.5
+        sample = rng.permutation(2000)[:200]
+        found = sample_accuracy(guess[sample], truth[sample], draws=400, seed=seed)
+        whole = {"f1": f1_score(truth, guess), "kappa": cohen_kappa_score(truth, guess)}
+        for name, hits in covered.items():
+            low, high = found[name]["interval"]
+            hits.append(low <= whole[name] <= high)
+    assert all(0.88 <= np.mean(hits) <= 1.0 for hits in covered.values()), {k: np.mean(v) for k, v in covered.items()}
