@@ -13,7 +13,7 @@ from labeling.exceptions import DomainError, NotFound
 from labeling.models import Judge, JudgeCalibration, Pair, Project, Query
 from labeling.selectors.export import judge_calibrator
 from labeling.selectors.streams import definition_version_numbers, gold_pairs, judge_rows
-from models_llm.calibration import calibrator_refit
+from models_llm.calibration import Calibrator, calibrator_refit
 from models_llm.metrics.completeness import (
     CompletenessError,
     design_based_total,
@@ -108,9 +108,9 @@ def _pool(project: Project, judge: Judge | None) -> _Pool:
 
 
 def _calibrated(judge: Judge | None, raw_p: np.ndarray, options: CompletenessOptions) -> tuple[
-        np.ndarray, list[np.ndarray] | None, str]:
-    """The judge's calibrated P of every pair (nan where unjudged), the P under each bootstrap refit of its
-    calibrator (None without one) and a line saying which."""
+        np.ndarray, list[Calibrator] | None, str]:
+    """The judge's calibrated P of every pair (nan where unjudged), the bootstrap refits of its calibrator (None
+    without one; each is applied only to the pairs an estimate needs) and a line saying which."""
     if judge is None:
         return raw_p, None, "no judge: only the design-based estimate"
     judged = ~np.isnan(raw_p)
@@ -123,37 +123,37 @@ def _calibrated(judge: Judge | None, raw_p: np.ndarray, options: CompletenessOpt
               .values_list("fitted_on", flat=True).first()) or {}
     fit_p, fit_relevant = np.asarray(fitted.get("p", []), float), np.asarray(fitted.get("relevant", []), int)
     rng = np.random.default_rng(options.seed)
-    draws = []
+    refits = []
     for _ in range(options.calibrator_draws if fit_p.size else 0):
         pick = rng.integers(0, fit_p.size, fit_p.size)
         refit = calibrator_refit(calibrator.method, fit_p[pick], fit_relevant[pick])
         if refit is not None:
-            draw = p.copy()
-            draw[judged] = refit.apply(raw_p[judged])
-            draws.append(draw)
-    if not draws:
+            refits.append(refit)
+    if not refits:
         return p, None, f"judge {judge.name!r} calibrated ({calibrator.method}); its fit could not be resampled"
-    return p, draws, (f"judge {judge.name!r} calibrated ({calibrator.method}), the calibrator's own uncertainty "
-                      f"from {len(draws)} bootstrap refits of its fit")
+    return p, refits, (f"judge {judge.name!r} calibrated ({calibrator.method}), the calibrator's own uncertainty "
+                       f"from {len(refits)} bootstrap refits of its fit")
 
 
-def _estimates(mask: np.ndarray, pool: _Pool, p: np.ndarray, draws: list[np.ndarray] | None, relevant_from: int,
+def _estimates(rows: np.ndarray, pool: _Pool, p: np.ndarray, refits: list[Calibrator] | None, relevant_from: int,
                frontier: float, options: CompletenessOptions) -> dict:
-    gold = pool.gold[mask]
+    gold = pool.gold[rows]  # rows: the positions of the pairs estimated (the pool, or one query's)
     graded = gold >= 0
     relevant = graded & (gold >= relevant_from)
     verified = int(relevant.sum())
     open_pairs = ~graded  # ungraded or unresolved: what the model has to guess
-    judged = open_pairs & ~np.isnan(p[mask])
+    p_rows = p[rows]
+    judged = open_pairs & ~np.isnan(p_rows)
+    open_raw = pool.raw_p[rows][judged]
+    draws = [refit.apply(open_raw) for refit in refits] if refits else None
     model = None
     if judged.any() or not open_pairs.any():
-        model = model_based_total(verified, p[mask][judged], level=options.level,
-                                  p_draws=[draw[mask][judged] for draw in draws] if draws else None)
-    in_sample = pool.key[mask] < frontier
-    design = design_based_total(int(relevant[in_sample].sum()), int(in_sample.sum()), int(mask.sum()),
+        model = model_based_total(verified, p_rows[judged], level=options.level, p_draws=draws)
+    in_sample = pool.key[rows] < frontier
+    design = design_based_total(int(relevant[in_sample].sum()), int(in_sample.sum()), int(rows.size),
                                 level=options.level)
     return {
-        "pairs": int(mask.sum()),
+        "pairs": int(rows.size),
         "graded": int(graded.sum()),
         "unresolved": int((gold == UNRESOLVED).sum()),
         "verified_relevant": verified,
@@ -164,8 +164,8 @@ def _estimates(mask: np.ndarray, pool: _Pool, p: np.ndarray, draws: list[np.ndar
         "recall_model": verified_recall(verified, model).as_dict(),
         "recall_design": verified_recall(verified, design).as_dict(),
         "drift": bool(model and design and not model.overlaps(design)),
-        "_open_p": p[mask][judged],
-        "_open_draws": [draw[mask][judged] for draw in draws] if draws else None,
+        "_open_p": p_rows[judged],
+        "_open_draws": draws,
     }
 
 
@@ -180,17 +180,20 @@ def completeness_compute(*, project: Project, options: CompletenessOptions | Non
     judge = judges[options.judge] if options.judge else project.queue_judge
     curve = _gain_curve(project, project.label_scale.relevant_from)
     pool = _pool(project, judge)
-    p, draws, basis = _calibrated(judge, pool.raw_p, options)
+    p, refits, basis = _calibrated(judge, pool.raw_p, options)
     relevant_from = project.label_scale.relevant_from
     waiting = pool.gold < 0
     # the random validation sample: every pair whose random order key is below the first one without a grade
     frontier = float(pool.key[waiting].min()) if waiting.any() else np.inf
     try:
-        whole = _estimates(np.ones(pool.gold.size, dtype=bool), pool, p, draws, relevant_from, frontier, options)
+        whole = _estimates(np.arange(pool.gold.size), pool, p, refits, relevant_from, frontier, options)
         texts = dict(Query.objects.filter(id__in=pool.query_ids).values_list("id", "external_id"))
         queries = []
+        by_query = np.argsort(pool.query, kind="stable")  # one sort: each query's pairs are then one slice
+        bounds = np.searchsorted(pool.query[by_query], np.arange(len(pool.query_ids) + 1))
         for index, query_id in enumerate(pool.query_ids):
-            row = _estimates(pool.query == index, pool, p, draws, relevant_from, frontier, options)
+            rows = by_query[bounds[index]:bounds[index + 1]]
+            row = _estimates(rows, pool, p, refits, relevant_from, frontier, options)
             queries.append({"query": texts[query_id], **_public(row)})
         reached = (recall_reached_probability(whole["verified_relevant"], whole["_open_p"], options.target,
                                               p_draws=whole["_open_draws"])

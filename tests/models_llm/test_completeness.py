@@ -239,3 +239,17 @@ def test_sample_accuracy_is_scikit_learns_and_its_intervals_cover_the_pools_figu
             low, high = found[name]["interval"]
             hits.append(low <= whole[name] <= high)
     assert all(0.88 <= np.mean(hits) <= 1.0 for hits in covered.values()), {k: np.mean(v) for k, v in covered.items()}
+
+
+def test_a_mixture_of_many_draws_is_approximated_above_its_limit_within_a_thousandth():
+    from models_llm.metrics.completeness import MIXTURE_EXACT_LIMIT
+
+    rng = np.random.default_rng(12)
+    p = rng.beta(0.3, 3.0, MIXTURE_EXACT_LIMIT + 1)
+    grid = np.arange(p.size + 1)
+    approximate = poisson_binomial_cdf(p, grid, exact_limit=MIXTURE_EXACT_LIMIT)
+    assert np.abs(approximate - stats.poisson_binom.cdf(grid, p)).max() < 1e-3
+    draws = [p, np.clip(p * 1.2, 0, 1)]
+    mixed = model_based_total(0, p, p_draws=draws)
+    mixture = (stats.poisson_binom.cdf(grid, draws[0]) + stats.poisson_binom.cdf(grid, draws[1])) / 2
+    assert abs(mixed.low - np.argmax(mixture >= 0.05)) <= 1 and abs(mixed.high - np.argmax(mixture >= 0.95)) <= 1
