@@ -214,6 +214,12 @@ class StoppingForm(forms.Form):
         min_value=0.001, max_value=0.5, label="Alpha", widget=forms.NumberInput(attrs={"step": "any"}),
         help_text="0.1: the target is met at 90 % probability",
     )
+    stop_kappa = forms.FloatField(
+        required=False, min_value=-0.99, max_value=1, label="Kappa target",
+        widget=forms.NumberInput(attrs={"step": "any"}),
+        help_text="met when the queue judge's kappa on the random validation sample has its 95 % interval starting at "
+                  "or above this; empty: none",
+    )
     stop_budget = forms.IntegerField(
         required=False, min_value=1, max_value=2_000_000_000, label="Label budget",
         help_text="current labels after which experts stop getting items; empty: none",
@@ -221,7 +227,7 @@ class StoppingForm(forms.Form):
 
     def __init__(self, *args, project: Project, **kwargs) -> None:
         kwargs.setdefault("initial", {"stop_recall": project.stop_recall, "stop_alpha": project.stop_alpha,
-                                      "stop_budget": project.stop_budget})
+                                      "stop_kappa": project.stop_kappa, "stop_budget": project.stop_budget})
         kwargs.setdefault("prefix", "stopping")
         super().__init__(*args, **kwargs)
 

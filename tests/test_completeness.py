@@ -275,3 +275,31 @@ def test_the_validation_page_shows_the_judges_accuracy_on_the_random_sample_besi
     accuracy = api["sample"]["accuracy"]
     row = html[html.index('<tr data-metric="accuracy">'):]
     assert f'data-part="sample">{accuracy["value"]:.3f} <span class="small muted">[{accuracy["interval"][0]:.3f}' in row
+
+
+def test_a_kappa_target_is_met_by_the_lower_bound_of_the_judges_kappa_on_the_random_sample(world, client):
+    from labeling.selectors.completeness import project_target_met
+    from labeling.services.projects import project_stopping_update
+    from labeling.services.validation import validation_result_ensure
+
+    project, *_ = world
+    admin = UserFactory()
+    MembershipFactory(project=project, user=admin, role=Membership.Role.ADMIN)
+    project = project_stopping_update(project=project, by=admin, stop_recall=None, stop_alpha=0.1, stop_budget=None,
+                                      stop_kappa=0.99)
+    validation_result_ensure(project=project)
+    kappa = reader_client(project).get("/api/projects/complete/completeness/").json()["judge_accuracy"]["sample"]["kappa"]
+    assert not project_target_met(project=project)  # no judge's interval of kappa starts at 0.99 on 12 pairs
+    low = kappa["interval"][0]
+    project = project_stopping_update(project=project, by=admin, stop_recall=None, stop_alpha=0.1, stop_budget=None,
+                                      stop_kappa=low)
+    assert project_target_met(project=project)
+    client.force_login(admin)
+    html = client.get(f"/projects/{project.slug}/").content.decode()
+    card = html[html.index('data-testid="completeness"'):html.index("</section>", html.index('data-testid="completeness"'))]
+    assert 'data-completeness="kappa"' in card and "<strong>met</strong>" in card, card
+    from labeling.services.projects import ProjectSettingsError
+
+    with pytest.raises(ProjectSettingsError, match="kappa target"):
+        project_stopping_update(project=project, by=admin, stop_recall=None, stop_alpha=0.1, stop_budget=None,
+                                stop_kappa=-1.5)

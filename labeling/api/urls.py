@@ -1,6 +1,18 @@
 from django.urls import path, re_path
 
-from labeling.api import audit, bundles, completeness, exceptions, export, finetune, labels, runs, systems, tokens, views
+from labeling.api import (
+    audit,
+    bundles,
+    completeness,
+    exceptions,
+    export,
+    finetune,
+    labels,
+    runs,
+    systems,
+    tokens,
+    views,
+)
 
 # <id:...> is a database id (labeling.ids.IdConverter, registered in labeling/apps.py).
 app_name = "api"

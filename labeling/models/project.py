@@ -54,14 +54,18 @@ class Project(models.Model):
         default=False, db_default=False, help_text="after submitting, show the expert the judge's P"
     )
     # When labelling stops paying (#33; docs/validation.md "How complete are the qrels?"): the target is met when
-    # P(recall of the verified qrels >= stop_recall) >= 1 - stop_alpha under the queue judge, or when the project
-    # holds stop_budget current labels. Experts are then told so and get no more items; admins may go on.
+    # P(recall of the verified qrels >= stop_recall) >= 1 - stop_alpha under the queue judge, when the judge's
+    # design-based kappa has its lower bound >= stop_kappa, or when the project holds stop_budget current labels.
+    # Experts are then told so and get no more items; admins may go on.
     stop_recall = models.FloatField(null=True, blank=True, help_text="recall target of the verified qrels (none: no "
                                     "recall target)")
     stop_alpha = models.FloatField(default=0.1, db_default=0.1, help_text="the recall target is met at probability "
                                    ">= 1 - alpha")
     stop_budget = models.PositiveIntegerField(null=True, blank=True, help_text="labels after which labelling stops "
                                               "(none: no budget)")
+    stop_kappa = models.FloatField(null=True, blank=True, help_text="met when the queue judge's kappa on the random "
+                                   "validation sample has its 95 % interval's lower bound at or above this (none: no "
+                                   "kappa target)")
 
     class Meta:
         ordering = ["name"]
@@ -74,6 +78,8 @@ class Project(models.Model):
             models.CheckConstraint(condition=Q(stop_recall__isnull=True) | Q(stop_recall__gt=0, stop_recall__lte=1),
                                    name="project_stop_recall_unit"),
             models.CheckConstraint(condition=Q(stop_alpha__gt=0, stop_alpha__lt=1), name="project_stop_alpha_unit"),
+            models.CheckConstraint(condition=Q(stop_kappa__isnull=True) | Q(stop_kappa__gt=-1, stop_kappa__lte=1),
+                                   name="project_stop_kappa_range"),
             # Two projects a reader cannot tell apart in the list would get each other's data: a name is unique
             # whatever its case (names are stored as labeling.names.clean_name leaves them; migration 0017).
             models.UniqueConstraint(

@@ -218,6 +218,7 @@ def completeness_compute(*, project: Project, options: CompletenessOptions | Non
             "labels": len(curve),
             "budget": project.stop_budget,
             "budget_met": project.stop_budget is not None and len(curve) >= project.stop_budget,
+            "kappa_target": project.stop_kappa,
         },
     }
 
@@ -268,18 +269,23 @@ def completeness_cached(*, data: dict | None) -> dict | None:
 
 
 def project_target_met(*, project: Project) -> bool:
-    """Whether the project's stopping target is met: its label budget spent (current labels, counted now), or
-    its recall target met in the cached report computed under that same target (a report computed before the
-    target was set or changed does not count)."""
+    """Whether the project's stopping target is met: its label budget spent (current labels, counted now), its
+    recall target met in the cached report computed under that same target (a report computed before the target
+    was set or changed does not count), or the lower bound of the queue judge's kappa on the random validation
+    sample in the cached report at or above its kappa target."""
     from labeling.models import Label
     from labeling.selectors.validation import validation_result_for
 
     if project.stop_budget is not None and Label.objects.filter(
             pair__project=project, superseded_at__isnull=True).count() >= project.stop_budget:
         return True
-    if project.stop_recall is None:
+    if project.stop_recall is None and project.stop_kappa is None:
         return False
     result = validation_result_for(project)
-    stopping = (completeness_cached(data=result.data if result else None) or {}).get("stopping") or {}
-    return bool(stopping.get("met") and stopping.get("target") == project.stop_recall
-                and stopping.get("alpha") == project.stop_alpha)
+    cached = completeness_cached(data=result.data if result else None) or {}
+    stopping = cached.get("stopping") or {}
+    if project.stop_recall is not None and (stopping.get("met") and stopping.get("target") == project.stop_recall
+                                            and stopping.get("alpha") == project.stop_alpha):
+        return True
+    kappa = (((cached.get("judge_accuracy") or {}).get("sample") or {}).get("kappa") or {}).get("interval")
+    return project.stop_kappa is not None and kappa is not None and kappa[0] >= project.stop_kappa

@@ -252,7 +252,7 @@ def _target_met_for(project: Project, annotator: AbstractBaseUser) -> bool:
     from labeling.selectors.completeness import project_target_met
     from labeling.selectors.projects import project_role
 
-    if project.stop_recall is None and project.stop_budget is None:
+    if project.stop_recall is None and project.stop_budget is None and project.stop_kappa is None:
         return False
     return project_role(user=annotator, project=project) == Membership.Role.EXPERT and project_target_met(
         project=project)

@@ -223,9 +223,11 @@ def queue_judge_default(*, project: Project, judge: Judge) -> bool:
 
 
 def project_stopping_update(*, project: Project, by: AbstractBaseUser, stop_recall: float | None, stop_alpha: float,
-                            stop_budget: int | None) -> Project:
+                            stop_budget: int | None, stop_kappa: float | None = None) -> Project:
     """Set when labelling stops paying (#33): a recall target of the verified qrels (met when P(recall >=
-    stop_recall) >= 1 - stop_alpha under the queue judge), a budget of labels, either or both (None: none). Experts
+    stop_recall) >= 1 - stop_alpha under the queue judge), a lower bound of the queue judge's kappa on the random
+    validation sample (met when its 95 % interval starts at or above stop_kappa), a budget of labels, any of them
+    (None: none). Experts
     get no new item once one is met; admins may go on. Every field is checked before anything is written
     (ProjectSettingsError lists each bad one); only the project's admins may (ProjectSettingsForbidden). The cached
     report, which holds whether the recall target is met, is recomputed."""
@@ -240,12 +242,15 @@ def project_stopping_update(*, project: Project, by: AbstractBaseUser, stop_reca
         errors["stop_alpha"] = "alpha must be between 0 and 1, e.g. 0.1 for 90 % confidence"
     if stop_budget is not None and (not _is_int(stop_budget) or not 1 <= stop_budget <= 2_000_000_000):
         errors["stop_budget"] = "the budget must be a whole number of labels from 1 (or none)"
+    if stop_kappa is not None and (not _is_number(stop_kappa) or not -1 < stop_kappa <= 1):
+        errors["stop_kappa"] = "the kappa target must be above -1 and at most 1 (or none)"
     if errors:
         raise ProjectSettingsError(errors)
     locked = Project.objects.select_for_update().get(pk=project.pk)
+    locked.stop_kappa = None if stop_kappa is None else float(stop_kappa)
     locked.stop_recall = None if stop_recall is None else float(stop_recall)
     locked.stop_alpha = float(stop_alpha)
     locked.stop_budget = stop_budget
-    locked.save(update_fields=["stop_recall", "stop_alpha", "stop_budget"])
+    locked.save(update_fields=["stop_recall", "stop_alpha", "stop_budget", "stop_kappa"])
     validation_request_refresh(project=locked, user=by)
     return locked

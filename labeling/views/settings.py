@@ -53,7 +53,8 @@ def stopping_settings(request: HttpRequest, project: Project) -> HttpResponse:
         data = form.cleaned_data
         try:
             project_stopping_update(project=project, by=request.user, stop_recall=data["stop_recall"],
-                                    stop_alpha=data["stop_alpha"], stop_budget=data["stop_budget"])
+                                    stop_alpha=data["stop_alpha"], stop_budget=data["stop_budget"],
+                                    stop_kappa=data["stop_kappa"])
         except ProjectSettingsError as exc:
             for field, message in exc.errors.items():
                 form.add_error(field if field in form.fields else None, message)
