@@ -338,7 +338,8 @@ CELERY_TASK_QUEUES = [Queue(name) for name in dict.fromkeys(
     [INTERACTIVE_QUEUE, BULK_QUEUE, FINETUNE_QUEUE, *([GPU_QUEUE] if GPU_QUEUE else [])])]
 CELERY_TASK_ROUTES = {
     **{f"labeling.tasks.{name}": {"queue": INTERACTIVE_QUEUE} for name in (
-        "bundle_import_task", "validation_refresh_task", "definition_draft_task", "jobs_sweep_task")},
+        "bundle_import_task", "validation_refresh_task", "definition_draft_task", "jobs_sweep_task",
+        "round_finish_task")},
     **{f"labeling.tasks.{name}": {"queue": BULK_QUEUE} for name in (
         "score_chunk_task", "retrieval_task", "audit_task")},
     "labeling.tasks.finetune_task": {"queue": FINETUNE_QUEUE},
@@ -434,9 +435,10 @@ BUNDLE_IMPORT_TIME_LIMIT = env_int("BUNDLE_IMPORT_TIME_LIMIT", 6 * 3600)
 # A validation recomputation past this lost its worker, or is hopeless: the next request queues a new one.
 VALIDATION_TIME_LIMIT = env_int("VALIDATION_TIME_LIMIT", env_int("VALIDATION_STALL_SECONDS", 1800))
 DRAFT_TIME_LIMIT = env_int("DRAFT_TIME_LIMIT", 15 * 60)
+ROUND_TIME_LIMIT = env_int("ROUND_TIME_LIMIT", 3600)
 for _name in ("JOB_STALL_SECONDS", "JOB_SWEEP_SECONDS", "SCORING_TIME_LIMIT", "RETRIEVAL_TIME_LIMIT",
               "FINETUNE_TIME_LIMIT", "AUDIT_TIME_LIMIT", "BUNDLE_IMPORT_TIME_LIMIT", "VALIDATION_TIME_LIMIT",
-              "DRAFT_TIME_LIMIT"):
+              "DRAFT_TIME_LIMIT", "ROUND_TIME_LIMIT"):
     if globals()[_name] < 1:
         raise ImproperlyConfigured(f"{_name}={globals()[_name]} must be at least 1 (seconds)")
 if not 0 < JOB_HEARTBEAT_SECONDS * 3 <= JOB_STALL_SECONDS:

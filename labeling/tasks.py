@@ -35,6 +35,14 @@ def validation_refresh_task(self, project_id: int) -> None:
     _run_job(self, validation_refresh, validation_refresh_fail, project_id=project_id)
 
 
+@shared_task(bind=True, acks_late=True, max_retries=2, **_time_limits("ROUND_TIME_LIMIT"))
+def round_finish_task(self, round_id: int) -> None:
+    """Measure a labelling round whose batch is in, and refit its judge's calibrator."""
+    from labeling.services.rounds import round_fail, round_finish  # a task imports its service
+
+    _run_job(self, round_finish, round_fail, round_id=round_id)
+
+
 # Not reject_on_worker_lost: a chunk that kills its worker would come straight back, forever, paying its model
 # each time. The message is dropped instead, and the sweep below brings the chunk back (a bounded number of times).
 @shared_task(bind=True, acks_late=True, max_retries=3, **_time_limits("SCORING_TIME_LIMIT"))

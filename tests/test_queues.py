@@ -12,7 +12,8 @@ from labeling.services.scoring_dispatch import PriorityError, PriorityJobFinishe
 from tests.factories import JudgeFactory, PairFactory, ProjectFactory, QueryFactory
 from tests.scoring_fixtures import minilm_judge
 
-INTERACTIVE = ["bundle_import_task", "validation_refresh_task", "definition_draft_task", "jobs_sweep_task"]
+INTERACTIVE = ["bundle_import_task", "validation_refresh_task", "definition_draft_task", "jobs_sweep_task",
+               "round_finish_task"]
 BULK = ["score_chunk_task", "retrieval_task", "audit_task", "finetune_task"]
 
 

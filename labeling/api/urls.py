@@ -8,6 +8,7 @@ from labeling.api import (
     export,
     finetune,
     labels,
+    rounds,
     runs,
     systems,
     tokens,
@@ -32,6 +33,7 @@ urlpatterns = [
     path("projects/<slug:slug>/validation/", views.ValidationView.as_view(), name="validation"),
     path("projects/<slug:slug>/qrels/", export.QrelsView.as_view(), name="qrels"),
     path("projects/<slug:slug>/completeness/", completeness.CompletenessView.as_view(), name="completeness"),
+    path("projects/<slug:slug>/rounds/", rounds.RoundListView.as_view(), name="round-list"),
     path(
         "projects/<slug:slug>/judges/<path:judge>/metrics-by-definition/",
         views.JudgeMetricsByDefinitionView.as_view(),

@@ -25,6 +25,7 @@ from labeling.models import (
     DefinitionDraft,
     FineTuneJob,
     Job,
+    LabellingRound,
     RetrievalJob,
     ScoringJob,
     ValidationResult,
@@ -35,6 +36,7 @@ from labeling.services.drafting import definition_draft_fail
 from labeling.services.finetune import FinetuneJobError, finetune_fail, finetune_resume
 from labeling.services.jobs import scratch_root
 from labeling.services.retrieval import retrieval_fail
+from labeling.services.rounds import round_fail, round_resume
 from labeling.services.scoring import scoring_job_cancel
 from labeling.services.scoring_chunks import scoring_sweep
 from labeling.services.validation import validation_refresh_fail
@@ -97,6 +99,8 @@ JOB_KINDS = (
             lambda job, reason: validation_refresh_fail(project_id=job.project_id, error=reason)),
     JobKind("draft", DefinitionDraft, "DRAFT_TIME_LIMIT",
             lambda job, reason: definition_draft_fail(draft_id=job.id, error=reason)),
+    JobKind("round", LabellingRound, "ROUND_TIME_LIMIT", lambda job, reason: round_fail(round_id=job.id, error=reason),
+            resume=lambda job: round_resume(job=job)),
 )
 _BY_NAME = {kind.name: kind for kind in JOB_KINDS}
 

@@ -18,6 +18,7 @@ from labeling.selectors.completeness import project_target_met
 from labeling.selectors.definitions import current_definition
 from labeling.selectors.projects import project_role
 from labeling.selectors.queues import eligible_pairs, queue_candidates, strategy_order
+from labeling.services.rounds import round_check
 from labeling.services.validation import validation_request_refresh_soon
 
 CANDIDATES_PER_TRY = 20
@@ -256,6 +257,7 @@ def label_submit(*, project: Project, annotator: AbstractBaseUser, pair_id: int,
             if lease is not None:
                 lease.delete()
             validation_request_refresh_soon(project=project)
+            round_check(project_id=project.id)
     except IntegrityError:
         # Two submissions with one key on a backend without row locks: the loser returns the winner's label.
         existing = _by_key(annotator, client_key, pair_id) if client_key else None

@@ -23,6 +23,7 @@ TABS = (
     ("systems", "Systems", "labeling:systems"),
     ("finetune", "Fine-tuning", "labeling:finetune"),
     ("validation", "Validation", "labeling:validation"),
+    ("rounds", "Rounds", "labeling:rounds"),
     ("definitions", "Definitions", "labeling:definitions"),
     ("members", "Members", "labeling:members"),
     ("settings", "Settings", "labeling:settings"),

@@ -18,6 +18,7 @@ from labeling.models import (
     DefinitionDraft,
     FineTuneJob,
     Job,
+    LabellingRound,
     RetrievalJob,
     ScoringJob,
     TrainingSet,
@@ -63,6 +64,9 @@ def _job(kind: str, **fields) -> Job:
         return ValidationResult.objects.create(project=project, **fields)
     if kind == "draft":
         return DefinitionDraft.objects.create(query=QueryFactory(project=project), judge=judge, **fields)
+    if kind == "round":
+        return LabellingRound.objects.create(project=project, number=1, judge=judge, budget=5,
+                                             queue_mix={"uncertain": 80, "random": 20}, labels_at_start=0, **fields)
     raise AssertionError(kind)
 
 
@@ -82,7 +86,7 @@ def test_a_job_past_its_kinds_time_limit_is_given_up_with_the_reason(settings, k
     assert young.status == "running"
 
 
-@pytest.mark.parametrize("kind", [name for name in KIND_NAMES if name not in ("scoring", "finetune")])
+@pytest.mark.parametrize("kind", [name for name in KIND_NAMES if name not in ("scoring", "finetune", "round")])
 def test_a_job_whose_worker_stopped_beating_is_failed_with_the_reason(settings, kind):
     settings.JOB_STALL_SECONDS = 600
     now = timezone.now()
@@ -128,6 +132,25 @@ def test_a_fine_tuning_job_whose_worker_stopped_resumes_then_fails_after_three_a
     job.refresh_from_db()
     assert result.given_up == {"finetune": [job.id]} and sent == [job.id]
     assert job.status == "failed" and "FINETUNE_STALL_SECONDS" in job.error
+
+
+def test_a_round_whose_worker_stopped_is_queued_again_then_fails_after_three_attempts(settings, monkeypatch):
+    from labeling import tasks
+
+    sent: list[int] = []
+    monkeypatch.setattr(tasks.round_finish_task, "delay", sent.append)
+    settings.JOB_STALL_SECONDS = 600
+    stale = timezone.now() - timedelta(seconds=601)
+    job = _job("round", heartbeat_at=stale, attempts=1)
+    result = jobs_sweep()
+    job.refresh_from_db()
+    assert result.resumed == {"round": [job.id]} and sent == [job.id] and job.status == "running"
+    assert job.attempts == 2 and not jobs_sweep().resumed  # queued once per stall time
+    LabellingRound.objects.filter(id=job.id).update(attempts=3, heartbeat_at=stale)
+    result = jobs_sweep()
+    job.refresh_from_db()
+    assert result.given_up == {"round": [job.id]} and sent == [job.id]
+    assert job.status == "failed" and "JOB_STALL_SECONDS" in job.error
 
 
 def test_scratch_folders_of_jobs_that_no_longer_run_are_removed_and_live_ones_kept(settings):

@@ -1,0 +1,38 @@
+"""Labelling rounds (#33): the loop of humans and judge, one batch of expert labels at a time."""
+from __future__ import annotations
+
+from django.db import models
+from django.db.models import Q
+
+from labeling.models.jobs import Job, JobStatus
+
+
+class LabellingRound(Job):
+    """One round of the loop: the queue judge and mix it set, the labels it waits for (`budget`, counted from
+    `labels_at_start`), and, once they are given, what a worker did with them (`after`: refit the judge's
+    calibrator) and the numbers it measured then (`numbers`: labels spent, the completeness estimates and the
+    judge's accuracy on the random validation sample). Pending: experts are labelling its batch; running: the
+    worker refits and measures; done or failed: finished (failed: the refit could not be made, its numbers kept)."""
+
+    class After(models.TextChoices):
+        CALIBRATE = "calibrate", "refit the judge's calibrator"
+
+    project = models.ForeignKey("labeling.Project", on_delete=models.CASCADE, related_name="rounds")
+    number = models.PositiveIntegerField(help_text="1 for the project's first round, then 2, 3...")
+    judge = models.ForeignKey("labeling.Judge", on_delete=models.CASCADE, related_name="rounds",
+                              help_text="the judge whose P orders the uncertain queue and that the round refits")
+    budget = models.PositiveIntegerField(help_text="expert labels the round waits for")
+    queue_mix = models.JSONField(help_text="the queue mix the round set, strategy -> share (random included)")
+    after = models.CharField(max_length=16, choices=After.choices, default=After.CALIBRATE)
+    labels_at_start = models.PositiveIntegerField(help_text="the project's current labels when the round started")
+    numbers = models.JSONField(null=True, blank=True, help_text="what the round measured when its batch was in")
+
+    class Meta(Job.Meta):
+        constraints = [  # noqa: RUF012 - Django reads Meta lists
+            models.CheckConstraint(condition=Q(status__in=JobStatus.values), name="labellinground_status_valid"),
+            models.UniqueConstraint(fields=["project", "number"], name="labellinground_number_unique"),
+            models.CheckConstraint(condition=Q(budget__gte=1), name="labellinground_budget_positive"),
+        ]
+
+    def __str__(self) -> str:
+        return f"round {self.number} of {self.project_id}"

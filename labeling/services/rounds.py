@@ -1,0 +1,170 @@
+"""Labelling rounds (#33): an admin starts a round (a judge, a batch of N expert labels, a queue mix whose random
+share never falls below ROUND_RANDOM_FLOOR); the round sets the project's queue judge and mix; when experts have
+given its N labels a worker refits the judge's calibrator on every gold pair and records what the round bought
+(labels spent, the completeness estimates, the judge's accuracy on the random validation sample). Re-scoring is
+not needed after a calibrator refit: every read of the judge's P applies its newest calibrator."""
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
+from django.db.models import Max
+from django.utils import timezone
+
+from labeling.exceptions import Conflict, DomainError, Forbidden, NotFound
+from labeling.models import Judge, Label, LabellingRound, Membership, Project
+from labeling.models.project import QUEUE_STRATEGIES
+from labeling.selectors.completeness import completeness_compute, completeness_options
+from labeling.selectors.projects import project_role
+from labeling.services.jobs import job_fail, job_heartbeat, job_take
+
+ROUND_RANDOM_FLOOR = 0.2  # the random validation share of a round's labels is never below this
+ROUND_BUDGET_MAX = 1_000_000
+ROUND_STRATEGIES = ("uncertain", "disagreement", "random")
+
+
+class RoundError(DomainError):
+    """A round that cannot be started as asked (the message names the field)."""
+
+
+class RoundForbidden(RoundError, Forbidden):
+    """Someone other than a project admin tried to start a round."""
+
+
+class RoundOpen(RoundError, Conflict):
+    """The project has a round whose batch is not in yet."""
+
+
+class RoundJudgeNotFound(RoundError, NotFound):
+    """The judge named is not one of the project's."""
+
+
+def _current_labels(project: Project) -> int:
+    return Label.objects.filter(pair__project=project, superseded_at__isnull=True).count()
+
+
+def _mix(mix: Mapping[str, object], random_share: object) -> dict[str, float]:
+    """The round's queue mix: the targeted strategies' shares scaled to 1 - random_share, plus the random share."""
+    if not isinstance(mix, Mapping) or not mix:
+        raise RoundError("mix: give a share for each targeted strategy, e.g. {'uncertain': 1}")
+    unknown = sorted(str(name) for name in mix if name not in ROUND_STRATEGIES or name == "random")
+    if unknown:
+        raise RoundError(f"mix: unknown strategy {', '.join(map(repr, unknown))}; a round mixes "
+                         f"{', '.join(s for s in ROUND_STRATEGIES if s != 'random')} (random is its own share)")
+    shares = {}
+    for name, share in mix.items():
+        if isinstance(share, bool) or not isinstance(share, int | float) or not share >= 0:
+            raise RoundError(f"mix: the share of {name!r} must be a number >= 0, not {share!r}")
+        shares[name] = float(share)
+    if sum(shares.values()) <= 0:
+        raise RoundError("mix: the shares are all 0")
+    if isinstance(random_share, bool) or not isinstance(random_share, int | float) or not (
+            ROUND_RANDOM_FLOOR <= random_share < 1):
+        raise RoundError(f"random_share must be at least {ROUND_RANDOM_FLOOR:g} (the validation floor) and below 1, "
+                         f"not {random_share!r}")
+    total = sum(shares.values())
+    out = {name: round(100 * (1 - random_share) * share / total, 4) for name, share in shares.items() if share}
+    out["random"] = round(100 * random_share, 4)
+    assert set(out) <= set(QUEUE_STRATEGIES)
+    return out
+
+
+@transaction.atomic
+def round_start(*, project: Project, by: AbstractBaseUser, judge: str, budget: object,
+                mix: Mapping[str, object] | None = None, random_share: object = ROUND_RANDOM_FLOOR) -> LabellingRound:
+    """Start the project's next round: `judge` (a name) becomes the queue judge, the queue mix becomes `mix`
+    (targeted strategies, default all uncertain) scaled to 1 - random_share plus random_share of the random
+    validation sample (at least ROUND_RANDOM_FLOOR), and the round waits for `budget` expert labels. Project
+    admins only (RoundForbidden); RoundOpen while a round's batch is not in; RoundError names a bad field."""
+    if project_role(user=by, project=project) != Membership.Role.ADMIN:
+        raise RoundForbidden("only a project admin can start a labelling round")
+    locked = Project.objects.select_for_update().get(pk=project.pk)
+    found = Judge.objects.filter(project=locked, name=judge).first()
+    if found is None:
+        names = ", ".join(Judge.objects.filter(project=locked).values_list("name", flat=True)) or "none"
+        raise RoundJudgeNotFound(f"project {locked.slug!r} has no judge {judge!r} (its judges: {names})")
+    if isinstance(budget, bool) or not isinstance(budget, int) or not 1 <= budget <= ROUND_BUDGET_MAX:
+        raise RoundError(f"budget must be a whole number of labels from 1 to {ROUND_BUDGET_MAX:,}, not {budget!r}")
+    queue_mix = _mix(mix or {"uncertain": 1}, random_share)
+    open_round = LabellingRound.objects.filter(project=locked, status__in=[LabellingRound.Status.PENDING,
+                                                                            LabellingRound.Status.RUNNING]).first()
+    if open_round is not None:
+        raise RoundOpen(f"round {open_round.number} is still {'labelling' if open_round.status == 'pending' else 'refitting'}"
+                        "; start the next one when it is done")
+    number = (LabellingRound.objects.filter(project=locked).aggregate(top=Max("number"))["top"] or 0) + 1
+    locked.queue_judge, locked.queue_mix = found, queue_mix
+    locked.save(update_fields=["queue_judge", "queue_mix"])
+    return LabellingRound.objects.create(project=locked, number=number, judge=found, budget=budget,
+                                         queue_mix=queue_mix, labels_at_start=_current_labels(locked),
+                                         requested_by=by)
+
+
+def round_check(*, project_id: int) -> LabellingRound | None:
+    """After a label: when the open round's batch is in (budget labels since it started), hand it to a worker
+    once (the status moves from pending to running in one update, so two labels at once queue it once)."""
+    from labeling.tasks import round_finish_task
+
+    pending = LabellingRound.objects.filter(project_id=project_id, status=LabellingRound.Status.PENDING).first()
+    if pending is None:
+        return None
+    if _current_labels(pending.project) - pending.labels_at_start < pending.budget:
+        return None
+    now = timezone.now()
+    if not job_take(LabellingRound.objects.filter(id=pending.id, status=LabellingRound.Status.PENDING), now=now):
+        return None
+    transaction.on_commit(lambda: round_finish_task.delay(pending.id))
+    return pending
+
+
+def round_finish(*, round_id: int) -> LabellingRound | None:
+    """The worker's part: measure what the round bought under its judge, then refit the judge's calibrator on
+    every gold pair. A refit that cannot be made (too few relevant or non-relevant gold pairs) fails the round
+    with the reason; its numbers are kept."""
+    from labeling.services.validation import ValidationReportError, judge_calibrate
+
+    found = LabellingRound.objects.filter(id=round_id, status=LabellingRound.Status.RUNNING).first()
+    if found is None:
+        return None
+    with job_heartbeat(LabellingRound.objects.filter(id=round_id)):
+        project = found.project
+        report = completeness_compute(project=project, options=completeness_options(project=project,
+                                                                                    judge=found.judge.name))
+        numbers = {
+            "labels": _current_labels(project) - found.labels_at_start,
+            "pool": report["pool"],
+            "judge_accuracy": report["judge_accuracy"],
+            "stopping": report["stopping"],
+        }
+        LabellingRound.objects.filter(id=round_id).update(numbers=numbers)
+        try:
+            calibration = judge_calibrate(judge=found.judge, user=found.requested_by)
+        except ValidationReportError as exc:
+            round_fail(round_id=round_id, error=f"the calibrator could not be refitted: {exc}")
+            return LabellingRound.objects.get(id=round_id)
+        numbers["calibration"] = {"method": calibration.method, "n": calibration.n,
+                                  "n_relevant": calibration.n_relevant}
+    LabellingRound.objects.filter(id=round_id).update(numbers=numbers, status=LabellingRound.Status.DONE,
+                                                      finished_at=timezone.now())
+    return LabellingRound.objects.get(id=round_id)
+
+
+def round_fail(*, round_id: int, error: str) -> LabellingRound | None:
+    """Give up on a round's refit: failed, with the error (its numbers, if measured, stay)."""
+    job_fail(LabellingRound.objects.filter(id=round_id), error=error)
+    return LabellingRound.objects.filter(id=round_id).first()
+
+
+ROUND_MAX_ATTEMPTS = 3
+
+
+def round_resume(*, job: LabellingRound) -> bool:
+    """The sweep's way on for a round whose worker was lost (or whose message waited past the stall time): queued
+    again, at most ROUND_MAX_ATTEMPTS times in all; False: give up."""
+    from labeling.tasks import round_finish_task
+
+    if job.attempts >= ROUND_MAX_ATTEMPTS:
+        return False
+    LabellingRound.objects.filter(id=job.id).update(heartbeat_at=timezone.now(), attempts=job.attempts + 1)
+    round_finish_task.delay(job.id)
+    return True

@@ -1,0 +1,146 @@
+"""Labelling rounds (#33): an admin starts a round (judge, batch, mix with a random floor), the round sets the
+project's queue; when experts have given its batch a worker measures what it bought and refits the judge's
+calibrator; the numbers are the completeness report's at that moment. End to end with a real worker: the round
+is started through the API, an expert labels its batch in the workspace, the calibrator is refitted and the
+Rounds page shows the round's numbers and the chart."""
+from __future__ import annotations
+
+import io
+import json
+import re
+
+import pytest
+from django.core.management import CommandError, call_command
+from rest_framework.test import APIClient
+
+from labeling.models import JudgeCalibration, LabellingRound, Membership, Project
+from labeling.selectors.completeness import completeness_compute, completeness_options
+from labeling.services.labels import label_submit, queue_next_for_annotator
+from labeling.services.rounds import RoundError, RoundForbidden, RoundOpen, round_finish, round_start
+from tests.factories import MembershipFactory, UserFactory
+from tests.polling import wait_for
+from tests.test_completeness import world  # noqa: F401 - the fixture: 60 pairs, a judge, 17 gold pairs
+
+pytestmark = pytest.mark.django_db
+
+
+def admin_of(project: Project):
+    admin = UserFactory()
+    MembershipFactory(project=project, user=admin, role=Membership.Role.ADMIN)
+    return admin
+
+
+def test_a_round_sets_the_queue_and_refuses_what_it_cannot_do(world):  # noqa: F811
+    project, judge, *_ = world
+    admin = admin_of(project)
+    expert = UserFactory()
+    MembershipFactory(project=project, user=expert, role=Membership.Role.EXPERT)
+    with pytest.raises(RoundForbidden):
+        round_start(project=project, by=expert, judge="imported", budget=5)
+    with pytest.raises(RoundError, match="random_share must be at least 0.2"):
+        round_start(project=project, by=admin, judge="imported", budget=5, random_share=0.1)
+    with pytest.raises(RoundError, match="budget must be a whole number"):
+        round_start(project=project, by=admin, judge="imported", budget=0)
+    with pytest.raises(RoundError, match="no judge 'nope'"):
+        round_start(project=project, by=admin, judge="nope", budget=5)
+    with pytest.raises(RoundError, match="unknown strategy 'conflict'"):
+        round_start(project=project, by=admin, judge="imported", budget=5, mix={"conflict": 1})
+    assert not LabellingRound.objects.exists()
+    started = round_start(project=project, by=admin, judge="imported", budget=5,
+                          mix={"uncertain": 3, "disagreement": 1}, random_share=0.25)
+    project.refresh_from_db()
+    assert project.queue_judge == judge and project.queue_mix == {"uncertain": 56.25, "disagreement": 18.75,
+                                                                  "random": 25.0}
+    assert (started.number, started.labels_at_start, started.status) == (1, 17, "pending")
+    with pytest.raises(RoundOpen, match="round 1 is still labelling"):
+        round_start(project=project, by=admin, judge="imported", budget=5)
+
+
+def test_the_batch_in_hands_the_round_to_a_worker_once_and_it_records_the_completeness_report(
+        world, django_capture_on_commit_callbacks):  # noqa: F811
+    project, judge, *_ = world
+    admin = admin_of(project)
+    started = round_start(project=project, by=admin, judge="imported", budget=3)
+    expert = UserFactory()
+    MembershipFactory(project=project, user=expert, role=Membership.Role.EXPERT)
+    with django_capture_on_commit_callbacks() as callbacks:
+        for grade in (1, 0):
+            claim = queue_next_for_annotator(project=project, annotator=expert)
+            label_submit(project=project, annotator=expert, pair_id=claim.pair.id, grade=grade)
+    started.refresh_from_db()
+    assert started.status == "pending" and not any("round_finish" in repr(c) for c in callbacks)
+    claim = queue_next_for_annotator(project=project, annotator=expert)
+    label_submit(project=project, annotator=expert, pair_id=claim.pair.id, grade=1)
+    started.refresh_from_db()
+    assert started.status == "running" and started.attempts == 1
+    expected = completeness_compute(project=project, options=completeness_options(project=project, judge="imported"))
+    done = round_finish(round_id=started.id)
+    assert done.status == "done" and done.numbers["labels"] == 3
+    assert done.numbers["pool"] == expected["pool"] and done.numbers["judge_accuracy"] == expected["judge_accuracy"]
+    calibration = JudgeCalibration.objects.get(judge=judge)
+    assert done.numbers["calibration"] == {"method": calibration.method, "n": 20, "n_relevant": calibration.n_relevant}
+    # the next round may start now
+    assert round_start(project=project, by=admin, judge="imported", budget=2).number == 2
+
+
+def test_a_refit_that_cannot_be_made_fails_the_round_with_the_reason_and_keeps_its_numbers(world):  # noqa: F811
+    project, *_ = world
+    admin = admin_of(project)
+    from labeling.models import Label
+
+    Label.objects.filter(pair__project=project, grade=1).update(grade=0)  # no relevant gold pair left
+    started = round_start(project=project, by=admin, judge="imported", budget=1)
+    LabellingRound.objects.filter(id=started.id).update(status="running")
+    failed = round_finish(round_id=started.id)
+    assert failed.status == "failed" and "the calibrator could not be refitted" in failed.error
+    assert failed.numbers["pool"]["verified_relevant"] == 0
+
+
+def test_the_api_and_the_command_start_and_list_rounds(world):  # noqa: F811
+    project, *_ = world
+    admin = admin_of(project)
+    client = APIClient()
+    client.force_authenticate(admin)
+    response = client.post("/api/projects/complete/rounds/", {"judge": "imported", "budget": 4}, format="json")
+    assert response.status_code == 201 and response.json()["state"] == "labelling: 0 of 4 labels"
+    again = client.post("/api/projects/complete/rounds/", {"judge": "imported", "budget": 4}, format="json")
+    assert again.status_code == 409
+    bad = client.post("/api/projects/complete/rounds/", {"judge": "imported", "budget": "x"}, format="json")
+    assert bad.status_code == 400
+    listed = client.get("/api/projects/complete/rounds/").json()["rounds"]
+    out = io.StringIO()
+    call_command("round", "list", "--project", "complete", "--json", stdout=out)
+    assert json.loads(out.getvalue()) == listed and listed[0]["budget"] == 4
+    with pytest.raises(CommandError, match="round 1 is still labelling"):
+        call_command("round", "start", "--project", "complete", "--by", admin.username, "--judge", "imported",
+                     "--budget", "3")
+
+
+@pytest.mark.worker
+@pytest.mark.django_db(transaction=True)
+def test_a_round_end_to_end_with_a_real_worker(world, worker, client):  # noqa: F811
+    project, judge, *_ = world
+    admin = admin_of(project)
+    api = APIClient()
+    api.force_authenticate(admin)
+    assert api.post("/api/projects/complete/rounds/", {"judge": "imported", "budget": 4}, format="json"
+                    ).status_code == 201
+    expert = UserFactory()
+    MembershipFactory(project=project, user=expert, role=Membership.Role.EXPERT)
+    client.force_login(expert)
+    fields = re.compile(r'<input type="hidden" name="(\w+)" value="([^"]*)"')
+    for grade in (1, 0, 0, 1):
+        page = client.get(f"/projects/{project.slug}/annotate/").content.decode()
+        shown = dict(fields.findall(page.partition('<template id="ws-next">')[0]))
+        assert client.post(f"/projects/{project.slug}/annotate/submit/", {**shown, "grade": str(grade)}
+                           ).status_code == 302
+    wait_for(lambda: LabellingRound.objects.filter(project=project, status__in=["done", "failed"]).exists(),
+             "the worker finished the round")
+    done = LabellingRound.objects.get(project=project)
+    assert done.status == "done", done.error
+    assert JudgeCalibration.objects.filter(judge=judge).exists()
+    assert done.numbers["labels"] == 4 and done.numbers["pool"]["graded"] == 21
+    client.force_login(admin)
+    html = client.get(f"/projects/{project.slug}/rounds/").content.decode()
+    assert 'data-chart="rounds"' in html and 'data-round="1" data-status="done"' in html
+    assert f"{done.numbers['calibration']['method']} on 21 gold pairs" in html
