@@ -144,3 +144,60 @@ def test_a_round_end_to_end_with_a_real_worker(world, worker, client):  # noqa: 
     html = client.get(f"/projects/{project.slug}/rounds/").content.decode()
     assert 'data-chart="rounds"' in html and 'data-round="1" data-status="done"' in html
     assert f"{done.numbers['calibration']['method']} on 21 gold pairs" in html
+
+
+@pytest.mark.worker
+@pytest.mark.django_db(transaction=True)
+def test_a_round_on_the_sample_with_the_minilm_judge_and_a_real_worker(tmp_path, worker, client):
+    """On the ClimRetrieve sample (2 queries x 20 passages): the MiniLM judge scores the pool; a round of 40 labels
+    is started through the API; an expert grades every item the workspace hands them as the sample's qrels say;
+    the worker records the round's numbers (the judge's AUROC on the random sample equal to scikit-learn's on the
+    same pairs) and refits the calibrator on the 40 gold pairs; the Rounds page shows the round and the chart."""
+    from sklearn.metrics import roc_auc_score
+
+    from labeling.models import Judgment, Pair
+    from labeling.services.scoring import scoring_chunk_run, scoring_job_create
+    from tests.scoring_fixtures import SAMPLE, minilm_judge, small_scoring_project
+
+    project = small_scoring_project(tmp_path / "b", queries=2, passages=20)
+    judge = minilm_judge(project)
+    job = scoring_job_create(project=project, judge=judge, scope="all")
+    for chunk_id in job.chunks.values_list("id", flat=True):
+        scoring_chunk_run(chunk_id=chunk_id)  # the worker may take some first: either way each is scored once
+    wait_for(lambda: Judgment.objects.filter(judge=judge, status="ok").count() == 40, "the pool scored")
+    relevant = {tuple(line.split("\t")[:2]) for line in (SAMPLE / "qrels" / "test.tsv").read_text().splitlines()[1:]
+                if int(line.split("\t")[2]) > 0}
+    scale = project.label_scale
+    admin = admin_of(project)
+    api = APIClient()
+    api.force_authenticate(admin)
+    response = api.post(f"/api/projects/{project.slug}/rounds/", {"judge": "minilm", "budget": 40, "random_share": 0.25},
+                        format="json")
+    assert response.status_code == 201, response.content
+    expert = UserFactory()
+    MembershipFactory(project=project, user=expert, role=Membership.Role.EXPERT)
+    client.force_login(expert)
+    fields = re.compile(r'<input type="hidden" name="(\w+)" value="([^"]*)"')
+    truth = {}
+    for _ in range(40):
+        page = client.get(f"/projects/{project.slug}/annotate/").content.decode()
+        shown = dict(fields.findall(page.partition('<template id="ws-next">')[0]))
+        pair = Pair.objects.select_related("query", "passage").get(id=shown["pair_id"])
+        truth[pair.id] = (pair.query.external_id, pair.passage.external_id) in relevant
+        grade = scale.top if truth[pair.id] else min(g.value for g in scale.grades)
+        assert client.post(f"/projects/{project.slug}/annotate/submit/", {**shown, "grade": str(grade)}
+                           ).status_code == 302
+    assert sum(truth.values()) == 13 and len(truth) == 40
+    wait_for(lambda: LabellingRound.objects.filter(project=project, status__in=["done", "failed"]).exists(),
+             "the worker finished the round")
+    done = LabellingRound.objects.get(project=project)
+    assert done.status == "done", done.error
+    p = dict(Judgment.objects.filter(judge=judge).values_list("pair_id", "p_relevant"))
+    ids = sorted(truth)
+    sample = done.numbers["judge_accuracy"]["sample"]
+    assert sample["n"] == 40 and done.numbers["pool"]["design"]["total"] == 13
+    assert sample["auroc"]["value"] == pytest.approx(roc_auc_score([truth[i] for i in ids], [p[i] for i in ids]))
+    assert done.numbers["calibration"]["n"] == 40 and JudgeCalibration.objects.filter(judge=judge).count() == 1
+    client.force_login(admin)
+    html = client.get(f"/projects/{project.slug}/rounds/").content.decode()
+    assert 'data-chart="rounds"' in html and 'data-round="1" data-status="done"' in html

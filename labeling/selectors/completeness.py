@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from labeling.exceptions import DomainError, NotFound
-from labeling.models import Judge, JudgeCalibration, Pair, Project, Query
+from labeling.models import Judge, JudgeCalibration, Label, Pair, Project, Query
 from labeling.selectors.export import judge_calibrator
 from labeling.selectors.streams import definition_version_numbers, gold_pairs, judge_rows
 from models_llm.calibration import Calibrator, calibrator_refit
@@ -179,6 +179,7 @@ def completeness_compute(*, project: Project, options: CompletenessOptions | Non
                                         f"{', '.join(judges) or 'none'})")
     judge = judges[options.judge] if options.judge else project.queue_judge
     curve = _gain_curve(project, project.label_scale.relevant_from)
+    labels = current_label_count(project)  # as the label budget counts them (an item labelled twice counts twice)
     pool = _pool(project, judge)
     p, refits, basis = _calibrated(judge, pool.raw_p, options)
     relevant_from = project.label_scale.relevant_from
@@ -215,9 +216,9 @@ def completeness_compute(*, project: Project, options: CompletenessOptions | Non
             "probability": reached,
             "met": reached is not None and reached >= 1.0 - options.alpha,
             "knee": knee_stops(curve),
-            "labels": len(curve),
+            "labels": labels,
             "budget": project.stop_budget,
-            "budget_met": project.stop_budget is not None and len(curve) >= project.stop_budget,
+            "budget_met": project.stop_budget is not None and labels >= project.stop_budget,
             "kappa_target": project.stop_kappa,
         },
     }
@@ -233,8 +234,8 @@ def _judge_accuracy(pool: _Pool, p: np.ndarray, relevant_from: int, frontier: fl
     on_gold = judged & graded
     return {
         "threshold": JUDGE_THRESHOLD,
-        "sample": sample_accuracy(p[in_sample] >= JUDGE_THRESHOLD, relevant[in_sample]),
-        "gold": sample_accuracy(p[on_gold] >= JUDGE_THRESHOLD, relevant[on_gold]),
+        "sample": sample_accuracy(p[in_sample] >= JUDGE_THRESHOLD, relevant[in_sample], p=p[in_sample]),
+        "gold": sample_accuracy(p[on_gold] >= JUDGE_THRESHOLD, relevant[on_gold], p=p[on_gold]),
     }
 
 
@@ -251,11 +252,14 @@ def _public(row: dict) -> dict:
     return {key: value for key, value in row.items() if not key.startswith("_")}
 
 
+def current_label_count(project: Project) -> int:
+    """The project's current labels (superseded ones not counted; an item labelled by two experts counts twice)."""
+    return Label.objects.filter(pair__project=project, superseded_at__isnull=True).count()
+
+
 def _gain_curve(project: Project, relevant_from: int) -> list[bool]:
     """Whether each pair experts graded was relevant, in the order of its first current label: the gain curve
     of relevant found per label spent."""
-    from labeling.models import Label
-
     first: dict[int, int] = {}
     for pair_id, grade in (Label.objects.filter(pair__project=project, superseded_at__isnull=True)
                            .order_by("created_at", "id").values_list("pair_id", "grade")):
@@ -268,16 +272,21 @@ def completeness_cached(*, data: dict | None) -> dict | None:
     return (data or {}).get(COMPLETENESS)
 
 
+def has_stopping_target(project: Project) -> bool:
+    """Whether the project's admin set any stopping target (no query: the project's own fields)."""
+    return project.stop_recall is not None or project.stop_budget is not None or project.stop_kappa is not None
+
+
 def project_target_met(*, project: Project) -> bool:
     """Whether the project's stopping target is met: its label budget spent (current labels, counted now), its
     recall target met in the cached report computed under that same target (a report computed before the target
     was set or changed does not count), or the lower bound of the queue judge's kappa on the random validation
     sample in the cached report at or above its kappa target."""
-    from labeling.models import Label
     from labeling.selectors.validation import validation_result_for
 
-    if project.stop_budget is not None and Label.objects.filter(
-            pair__project=project, superseded_at__isnull=True).count() >= project.stop_budget:
+    if not has_stopping_target(project):
+        return False
+    if project.stop_budget is not None and current_label_count(project) >= project.stop_budget:
         return True
     if project.stop_recall is None and project.stop_kappa is None:
         return False

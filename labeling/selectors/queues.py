@@ -249,10 +249,10 @@ def strategy_order(*, project: Project, annotator: AbstractBaseUser) -> list[str
 
 
 def _target_met_for(project: Project, annotator: AbstractBaseUser) -> bool:
-    from labeling.selectors.completeness import project_target_met
+    from labeling.selectors.completeness import has_stopping_target, project_target_met
     from labeling.selectors.projects import project_role
 
-    if project.stop_recall is None and project.stop_budget is None and project.stop_kappa is None:
+    if not has_stopping_target(project):
         return False
     return project_role(user=annotator, project=project) == Membership.Role.EXPERT and project_target_met(
         project=project)

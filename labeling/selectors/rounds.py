@@ -3,7 +3,8 @@ of what each batch of expert time bought."""
 from __future__ import annotations
 
 from labeling.charts import LineChart, line_chart
-from labeling.models import Label, LabellingRound, Project
+from labeling.models import LabellingRound, Project
+from labeling.selectors.completeness import current_label_count
 from labeling.selectors.job_states import job_state
 
 
@@ -14,7 +15,7 @@ def _value(cell: dict | None) -> float | None:
 def _state(found: LabellingRound) -> str:
     """labelling (k of N labels) while experts label its batch; then the job's state (refitting while running)."""
     if found.status == LabellingRound.Status.PENDING:
-        given = Label.objects.filter(pair__project_id=found.project_id, superseded_at__isnull=True).count()
+        given = current_label_count(found.project)
         return f"labelling: {max(0, given - found.labels_at_start):,} of {found.budget:,} labels"
     state = job_state(found)
     return "refitting" if state.name == "running" else state.text

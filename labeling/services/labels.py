@@ -14,7 +14,7 @@ from django.utils import timezone
 from labeling.exceptions import Conflict, DomainError, Forbidden, NotFound
 from labeling.models import Label, Lease, Membership, Pair, Project, RelevanceDefinition
 from labeling.models.project import QUEUE_STRATEGIES
-from labeling.selectors.completeness import project_target_met
+from labeling.selectors.completeness import has_stopping_target, project_target_met
 from labeling.selectors.definitions import current_definition
 from labeling.selectors.projects import project_role
 from labeling.selectors.queues import eligible_pairs, queue_candidates, strategy_order
@@ -120,7 +120,7 @@ def _strategy_check(project: Project, annotator: AbstractBaseUser, strategy: str
 def _claim_new(*, project: Project, annotator: AbstractBaseUser, strategy: str | None, now: datetime) -> Claim | None:
     """Lease one more item: the first claimable candidate of the asked strategy, or of the project's mix in the
     order of the strategies furthest below their share. An item the expert already holds is not eligible."""
-    if _is_expert(project, annotator) and project_target_met(project=project):
+    if has_stopping_target(project) and _is_expert(project, annotator) and project_target_met(project=project):
         return None  # the project's stopping target is met: experts are done, admins may go on
     strategies = [strategy] if strategy is not None else strategy_order(project=project, annotator=annotator)
     for name in strategies:

@@ -13,9 +13,9 @@ from django.db.models import Max
 from django.utils import timezone
 
 from labeling.exceptions import Conflict, DomainError, Forbidden, NotFound
-from labeling.models import Judge, Label, LabellingRound, Membership, Project
+from labeling.models import Judge, LabellingRound, Membership, Project
 from labeling.models.project import QUEUE_STRATEGIES
-from labeling.selectors.completeness import completeness_compute, completeness_options
+from labeling.selectors.completeness import completeness_compute, completeness_options, current_label_count
 from labeling.selectors.projects import project_role
 from labeling.services.jobs import job_fail, job_heartbeat, job_take
 
@@ -38,10 +38,6 @@ class RoundOpen(RoundError, Conflict):
 
 class RoundJudgeNotFound(RoundError, NotFound):
     """The judge named is not one of the project's."""
-
-
-def _current_labels(project: Project) -> int:
-    return Label.objects.filter(pair__project=project, superseded_at__isnull=True).count()
 
 
 def _mix(mix: Mapping[str, object], random_share: object) -> dict[str, float]:
@@ -96,7 +92,7 @@ def round_start(*, project: Project, by: AbstractBaseUser, judge: str, budget: o
     locked.queue_judge, locked.queue_mix = found, queue_mix
     locked.save(update_fields=["queue_judge", "queue_mix"])
     return LabellingRound.objects.create(project=locked, number=number, judge=found, budget=budget,
-                                         queue_mix=queue_mix, labels_at_start=_current_labels(locked),
+                                         queue_mix=queue_mix, labels_at_start=current_label_count(locked),
                                          requested_by=by)
 
 
@@ -108,7 +104,7 @@ def round_check(*, project_id: int) -> LabellingRound | None:
     pending = LabellingRound.objects.filter(project_id=project_id, status=LabellingRound.Status.PENDING).first()
     if pending is None:
         return None
-    if _current_labels(pending.project) - pending.labels_at_start < pending.budget:
+    if current_label_count(pending.project) - pending.labels_at_start < pending.budget:
         return None
     now = timezone.now()
     if not job_take(LabellingRound.objects.filter(id=pending.id, status=LabellingRound.Status.PENDING), now=now):
@@ -131,7 +127,7 @@ def round_finish(*, round_id: int) -> LabellingRound | None:
         report = completeness_compute(project=project, options=completeness_options(project=project,
                                                                                     judge=found.judge.name))
         numbers = {
-            "labels": _current_labels(project) - found.labels_at_start,
+            "labels": current_label_count(project) - found.labels_at_start,
             "pool": report["pool"],
             "judge_accuracy": report["judge_accuracy"],
             "stopping": report["stopping"],

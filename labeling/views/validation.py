@@ -82,7 +82,7 @@ def _options_context(project: Project, options: ReportOptions, error: str | None
 
 
 ACCURACY_LABELS = {"precision": "precision", "recall": "recall", "f1": "F1", "kappa": "Cohen's kappa",
-                   "accuracy": "accuracy"}
+                   "accuracy": "accuracy", "auroc": "AUROC", "ece": "ECE (10 bins)"}
 
 
 def _unbiased(result: ValidationResult | None) -> dict | None:

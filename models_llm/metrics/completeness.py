@@ -261,6 +261,9 @@ def knee_stops(relevant_in_order: Sequence[bool], *, steps: int = 500) -> bool:
 
 
 ACCURACY_METRICS = ("precision", "recall", "f1", "kappa", "accuracy")
+# AUROC and ECE resample the pairs themselves: at most this many (draw, pair) cells, and at least this many draws.
+PROBABILITY_DRAW_CELLS = 20_000_000
+PROBABILITY_MIN_DRAWS = 100
 
 
 def _confusion_metrics(tp: np.ndarray, fp: np.ndarray, fn: np.ndarray, tn: np.ndarray) -> dict[str, np.ndarray]:
@@ -277,13 +280,50 @@ def _confusion_metrics(tp: np.ndarray, fp: np.ndarray, fn: np.ndarray, tn: np.nd
     return {"precision": precision, "recall": recall, "f1": f1, "kappa": kappa, "accuracy": observed}
 
 
+def _auroc(p: np.ndarray, relevant: np.ndarray) -> float:
+    """The probability that a relevant pair gets a higher P than a non-relevant one (ties count half): the
+    Mann-Whitney U over the two groups' sizes; nan with one class only."""
+    positives, n = int(relevant.sum()), relevant.size
+    if positives in (0, n):
+        return math.nan
+    ranks = stats.rankdata(p)
+    return float((ranks[relevant].sum() - positives * (positives + 1) / 2) / (positives * (n - positives)))
+
+
+def _interval(values: np.ndarray, point: float, tail: float) -> list[float] | None:
+    finite = values[np.isfinite(values)]
+    if not math.isfinite(point) or not finite.size:
+        return None
+    interval = [float(np.quantile(finite, tail)), float(np.quantile(finite, 1.0 - tail))]
+    return None if interval[0] == interval[1] else interval  # every resample the same: no interval to show
+
+
+def _probability_metrics(p: np.ndarray, relevant: np.ndarray, level: float, draws: int, seed: int) -> dict:
+    """AUROC and ECE (10 equal-width bins) of P against the gold, with percentile bootstrap intervals over the
+    sampled pairs (`draws` resamples with replacement, seeded; fewer on a large sample, see PROBABILITY_DRAW_CELLS)."""
+    from models_llm.metrics.calibration_error import ece
+
+    tail = (1.0 - level) / 2.0
+    rng = np.random.default_rng(seed + 1)
+    draws = min(draws, max(PROBABILITY_MIN_DRAWS, PROBABILITY_DRAW_CELLS // max(p.size, 1)))
+    picks = (rng.integers(0, p.size, size=p.size) for _ in range(draws))
+    out = {}
+    for name, measure in (("auroc", _auroc), ("ece", lambda q, y: ece(q, y.astype(int)))):
+        point = measure(p, relevant)
+        spread = np.array([measure(p[pick], relevant[pick]) for pick in picks])
+        out[name] = {"value": point if math.isfinite(point) else None, "interval": _interval(spread, point, tail)}
+    return out
+
+
 def sample_accuracy(predicted: Sequence[bool] | np.ndarray, relevant: Sequence[bool] | np.ndarray, *,
-                    level: float = 0.95, draws: int = 1000, seed: int = 0) -> dict:
+                    p: Sequence[float] | np.ndarray | None = None, level: float = 0.95, draws: int = 1000,
+                    seed: int = 0) -> dict:
     """Precision, recall, F1, kappa and accuracy of a judge's thresholded qrels over the whole pool, estimated from
     a simple random sample of it (equal inclusion probabilities, so the Horvitz-Thompson ratio estimates are the
     sample's own figures), each with a percentile bootstrap interval at `level` (`draws` resamples of the sample,
     seeded: multinomial draws of its four confusion counts); no interval where every resample gives the same value,
-    as with no true positive in the sample, where a bootstrap cannot tell how far off it is."""
+    as with no true positive in the sample, where a bootstrap cannot tell how far off it is. With `p` (the judge's
+    calibrated P of the same pairs), AUROC and ECE too, their intervals from resampling the pairs."""
     _level(level)
     guess, truth = np.asarray(predicted, dtype=bool), np.asarray(relevant, dtype=bool)
     if guess.shape != truth.shape:
@@ -292,17 +332,18 @@ def sample_accuracy(predicted: Sequence[bool] | np.ndarray, relevant: Sequence[b
     n = int(counts.sum())
     out: dict = {"n": n, "tp": int(counts[0]), "fp": int(counts[1]), "fn": int(counts[2]), "tn": int(counts[3])}
     if n == 0:
-        return {**out, **{name: None for name in ACCURACY_METRICS}}
+        return {**out, **{name: None for name in (*ACCURACY_METRICS, *(("auroc", "ece") if p is not None else ()))}}
     point = _confusion_metrics(*(np.array([value], dtype=float) for value in counts))
     resampled = np.random.default_rng(seed).multinomial(n, counts / n, size=draws).astype(float).T
     spread = _confusion_metrics(*resampled)
     tail = (1.0 - level) / 2.0
     for name in ACCURACY_METRICS:
         value = float(point[name][0])
-        finite = spread[name][np.isfinite(spread[name])]
-        interval = ([float(np.quantile(finite, tail)), float(np.quantile(finite, 1.0 - tail))]
-                    if math.isfinite(value) and finite.size else None)
-        if interval is not None and interval[0] == interval[1]:
-            interval = None  # every resample gives the same value (e.g. no true positive): no interval to show
-        out[name] = {"value": value if math.isfinite(value) else None, "interval": interval}
+        out[name] = {"value": value if math.isfinite(value) else None,
+                     "interval": _interval(spread[name], value, tail)}
+    if p is not None:
+        probabilities = _probabilities(p, "the sampled pairs' P")
+        if probabilities.shape != truth.shape:
+            raise CompletenessError("one P per sampled pair")
+        out.update(_probability_metrics(probabilities, truth, level, draws, seed))
     return out

@@ -224,6 +224,18 @@ def test_sample_accuracy_is_scikit_learns_and_its_intervals_cover_the_pools_figu
         low, high = found[name]["interval"]
         assert low < value < high
     assert found["n"] == 300 and found["tp"] == int((guess & truth).sum())
+    # with the judge's P: AUROC as scikit-learn computes it, ECE as the validation report's (10 equal-width bins)
+    from sklearn.metrics import roc_auc_score
+
+    from models_llm.metrics.calibration_error import ece
+
+    p = np.clip(np.where(truth, 0.6, 0.3) + rng.normal(0, 0.2, 300), 0, 1)
+    with_p = sample_accuracy(p >= 0.5, truth, p=p)
+    assert with_p["auroc"]["value"] == pytest.approx(roc_auc_score(truth, p), abs=1e-12)
+    assert with_p["ece"]["value"] == pytest.approx(ece(p, truth.astype(int)), abs=1e-12)
+    for name in ("auroc", "ece"):
+        low, high = with_p[name]["interval"]
+        assert low < with_p[name]["value"] < high
     assert sample_accuracy([], [])["f1"] is None
     # on simulated pools the sample's 95 % intervals cover the whole pool's F1 and kappa in about 95 % of them
     covered = {"f1": [], "kappa": []}
