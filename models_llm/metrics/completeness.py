@@ -306,12 +306,17 @@ def _probability_metrics(p: np.ndarray, relevant: np.ndarray, level: float, draw
     tail = (1.0 - level) / 2.0
     rng = np.random.default_rng(seed + 1)
     draws = min(draws, max(PROBABILITY_MIN_DRAWS, PROBABILITY_DRAW_CELLS // max(p.size, 1)))
-    picks = (rng.integers(0, p.size, size=p.size) for _ in range(draws))
+    measures = {"auroc": _auroc, "ece": lambda q, y: ece(q, y.astype(int))}
+    spread: dict[str, list[float]] = {name: [] for name in measures}
+    for _ in range(draws):  # one resample of the pairs feeds both measures
+        pick = rng.integers(0, p.size, size=p.size)
+        for name, measure in measures.items():
+            spread[name].append(measure(p[pick], relevant[pick]))
     out = {}
-    for name, measure in (("auroc", _auroc), ("ece", lambda q, y: ece(q, y.astype(int)))):
+    for name, measure in measures.items():
         point = measure(p, relevant)
-        spread = np.array([measure(p[pick], relevant[pick]) for pick in picks])
-        out[name] = {"value": point if math.isfinite(point) else None, "interval": _interval(spread, point, tail)}
+        out[name] = {"value": point if math.isfinite(point) else None,
+                     "interval": _interval(np.asarray(spread[name]), point, tail)}
     return out
 
 
