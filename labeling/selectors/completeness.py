@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from labeling.exceptions import DomainError, NotFound
-from labeling.models import Judge, JudgeCalibration, Label, Pair, Project, Query
+from labeling.models import Judge, JudgeCalibration, Label, Pair, Project, Query, ValidationResult
 from labeling.selectors.export import judge_calibrator
 from labeling.selectors.streams import definition_version_numbers, gold_pairs, judge_rows
 from models_llm.calibration import Calibrator, calibrator_refit
@@ -267,9 +267,10 @@ def _gain_curve(project: Project, relevant_from: int) -> list[bool]:
     return [grade >= relevant_from for grade in first.values()]
 
 
-def completeness_cached(*, data: dict | None) -> dict | None:
-    """The completeness report the worker stored with the cached validation report (None: not computed yet)."""
-    return (data or {}).get(COMPLETENESS)
+def completeness_cached(*, result: ValidationResult | None) -> dict | None:
+    """The completeness report the worker stored with the cached validation report `result` (None: not computed
+    yet)."""
+    return ((result.data if result is not None else None) or {}).get(COMPLETENESS)
 
 
 def has_stopping_target(project: Project) -> bool:
@@ -291,7 +292,7 @@ def project_target_met(*, project: Project) -> bool:
     if project.stop_recall is None and project.stop_kappa is None:
         return False
     result = validation_result_for(project)
-    cached = completeness_cached(data=result.data if result else None) or {}
+    cached = completeness_cached(result=result) or {}
     stopping = cached.get("stopping") or {}
     if project.stop_recall is not None and (stopping.get("met") and stopping.get("target") == project.stop_recall
                                             and stopping.get("alpha") == project.stop_alpha):

@@ -227,8 +227,7 @@ def project_stopping_update(*, project: Project, by: AbstractBaseUser, stop_reca
     """Set when labelling stops paying (#33): a recall target of the verified qrels (met when P(recall >=
     stop_recall) >= 1 - stop_alpha under the queue judge), a lower bound of the queue judge's kappa on the random
     validation sample (met when its 95 % interval starts at or above stop_kappa), a budget of labels, any of them
-    (None: none). Experts
-    get no new item once one is met; admins may go on. Every field is checked before anything is written
+    (None: none). Experts get no new item once one is met; admins may go on. Every field is checked before anything is written
     (ProjectSettingsError lists each bad one); only the project's admins may (ProjectSettingsForbidden). The cached
     report, which holds whether the recall target is met, is recomputed."""
     from labeling.services.validation import validation_request_refresh

@@ -66,6 +66,5 @@ def project_detail(request: HttpRequest, project: Project) -> HttpResponse:
     if context["sees_reports"]:
         # The export form marks a judge that has not scored the whole pool it would write.
         context["export_judges"] = pool_coverage(project=project, judges=project.judges.order_by("name"))
-        cached = validation_result_for(project)
-        context["completeness"] = completeness_cached(data=cached.data if cached else None)
+        context["completeness"] = completeness_cached(result=validation_result_for(project))
     return render(request, "labeling/project_detail.html", context)

@@ -2,6 +2,7 @@
 the stopping target."""
 from __future__ import annotations
 
+from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
@@ -25,6 +26,12 @@ def _render(request: HttpRequest, project: Project, form: QueueSettingsForm, sta
     return render(request, "labeling/settings.html", context, status=status)
 
 
+def _add_errors(form: forms.Form, exc: ProjectSettingsError) -> None:
+    """The service's errors on the form: under their field where the form has it, else above the form."""
+    for field, message in exc.errors.items():
+        form.add_error(field if field in form.fields else None, message)
+
+
 @login_required
 @require_http_methods(["GET", "POST"])
 @project_view(admin_to("change the queue settings"))
@@ -36,8 +43,7 @@ def queue_settings_page(request: HttpRequest, project: Project) -> HttpResponse:
         try:
             project_queue_settings_update(project=project, by=request.user, **form.service_arguments())
         except ProjectSettingsError as exc:
-            for field, message in exc.errors.items():
-                form.add_error(field if field in form.fields else None, message)
+            _add_errors(form, exc)
         else:
             messages.success(request, "Queue settings saved")
             return redirect("labeling:settings", slug=project.slug)
@@ -56,8 +62,7 @@ def stopping_settings(request: HttpRequest, project: Project) -> HttpResponse:
                                     stop_alpha=data["stop_alpha"], stop_budget=data["stop_budget"],
                                     stop_kappa=data["stop_kappa"])
         except ProjectSettingsError as exc:
-            for field, message in exc.errors.items():
-                form.add_error(field if field in form.fields else None, message)
+            _add_errors(form, exc)
         else:
             messages.success(request, "Stopping target saved")
             return redirect("labeling:settings", slug=project.slug)

@@ -87,7 +87,7 @@ ACCURACY_LABELS = {"precision": "precision", "recall": "recall", "f1": "F1", "ka
 
 def _unbiased(result: ValidationResult | None) -> dict | None:
     """The queue judge's accuracy on the random validation sample beside the gold set, from the cached report."""
-    completeness = completeness_cached(data=result.data if result else None) or {}
+    completeness = completeness_cached(result=result) or {}
     accuracy = completeness.get("judge_accuracy")
     if not accuracy:
         return None
