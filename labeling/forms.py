@@ -465,6 +465,23 @@ class PerturbationAuditForm(forms.Form):
         return {name: self.cleaned_data[name] for name in ("sample", "seed", "tests")}
 
 
+class BeyondPoolForm(forms.Form):
+    """Look beyond the pool (the Systems page): a judge scores a seeded sample of each run's entries that never
+    entered the pool. The service checks the rest (docs/validation.md, "Beyond the pool")."""
+
+    judge = forms.ChoiceField(choices=[], help_text="a judge with a model of its own (not imported, not an ensemble)")
+    sample = forms.IntegerField(min_value=1, max_value=settings.AUDIT_MAX_SAMPLE, initial=200,
+                                help_text="entries below the pool drawn per run")
+    seed = forms.IntegerField(min_value=0, initial=0, help_text="the draw's seed")
+
+    def __init__(self, *args, judges: list[str], **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["judge"].choices = [(name, name) for name in judges]
+
+    def parameters(self) -> dict:
+        return {name: self.cleaned_data[name] for name in ("sample", "seed")}
+
+
 class MulticonditionAuditForm(forms.Form):
     """The MultiConIR tests of a judge on the project's multi-condition items (its Robustness page)."""
 

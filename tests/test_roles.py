@@ -83,6 +83,7 @@ MATRIX: dict[str, dict[str, str]] = {
     "labeling:retrieval_cancel": {"POST": ADMIN_ONLY},
     "labeling:pool_preview": {"GET": ADMIN_ONLY},
     "labeling:pool_add": {"POST": ADMIN_ONLY},
+    "labeling:beyond_pool_start": {"POST": ADMIN_ONLY},
     "labeling:finetune": {"GET": MEMBER},
     "labeling:training_set_sample": {"POST": ADMIN_ONLY},
     "labeling:training_set_import": {"POST": ADMIN_ONLY},

@@ -1,7 +1,8 @@
 """Robustness audits of a judge before it is trusted at scale: the perturbation audit (length, keyword stuffing,
 prompt injection, no definition, self-consistency) on a sample of the project's gold pairs, and the MultiConIR tests
-on multi-condition items. The probes a judge is asked never enter the pool, the qrels or the queues: they live in
-the audit's own row, and so does the report."""
+on multi-condition items; and, not a robustness test but the same machinery, the beyond-the-pool estimate (a
+judge's look at each run's entries below the pool, labeling/services/audit_beyond_pool.py). The probes a judge is
+asked never enter the pool, the qrels or the queues: they live in the audit's own row, and so does the report."""
 from __future__ import annotations
 
 from django.db import models
@@ -12,6 +13,7 @@ from labeling.models.jobs import MeteredJob
 class AuditKind(models.TextChoices):
     PERTURBATION = "perturbation", "perturbation audit"
     MULTICONDITION = "multicondition", "multi-condition tests (MultiConIR)"
+    BEYOND_POOL = "beyond_pool", "beyond-the-pool estimate"
 
 
 class AuditJob(MeteredJob):

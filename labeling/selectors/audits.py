@@ -57,6 +57,14 @@ def latest_reports(judge: Judge) -> dict[str, AuditJob]:
     return found
 
 
+def beyond_pool_latest(project: Project) -> tuple[AuditJob | None, AuditJob | None]:
+    """The project's newest done beyond-the-pool audit (any judge) and its newest unfinished one (None: none)."""
+    jobs = _audits().filter(project=project, kind=AuditJob.Kind.BEYOND_POOL)
+    done = jobs.filter(status=AuditJob.Status.DONE).order_by("-finished_at", "-id").first()
+    unfinished = jobs.filter(finished_at__isnull=True).order_by("-created_at", "-id").first()
+    return done, unfinished
+
+
 def audit_of_project(*, project: Project, audit_id: int) -> AuditJob:
     """The project's audit `audit_id`, its judge loaded, or NotFound."""
     found = _audits().filter(project=project, id=audit_id).first()

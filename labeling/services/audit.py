@@ -1,7 +1,8 @@
 """Robustness audits as background work: an AuditJob's probes (prompts built from the project's data, never stored
 as pairs) are scored by one worker with the judge's own scorer, batch by batch, and the kind's report is kept on
-the row. The two kinds build their probes and reports in labeling/services/audit_perturbation.py and
-labeling/services/audit_multicondition.py; this module starts, runs, fails and prices them the one way."""
+the row. The kinds build their probes and reports in labeling/services/audit_perturbation.py,
+labeling/services/audit_multicondition.py and labeling/services/audit_beyond_pool.py; this module starts, runs,
+fails and prices them the one way."""
 from __future__ import annotations
 
 import random
@@ -20,7 +21,7 @@ from django.utils import timezone
 from labeling.llm_adapter import JudgeConfigError, judge_config, prompt_token_counter, scorer_for
 from labeling.models import AuditJob, Judge, Pair, Project
 from labeling.selectors.throughput import judge_throughput
-from labeling.services import audit_multicondition, audit_perturbation
+from labeling.services import audit_beyond_pool, audit_multicondition, audit_perturbation
 from labeling.services.audit_errors import AuditConflict, AuditError
 from labeling.services.jobs import job_fail, job_heartbeat, job_take
 from labeling.services.scoring_dispatch import bulk_queue_for
@@ -49,6 +50,8 @@ KINDS: dict[str, _Kind] = {
     AuditJob.Kind.MULTICONDITION: _Kind(audit_multicondition.multicondition_parameters,
                                         audit_multicondition.multicondition_probes,
                                         audit_multicondition.multicondition_report),
+    AuditJob.Kind.BEYOND_POOL: _Kind(audit_beyond_pool.beyond_pool_parameters, audit_beyond_pool.beyond_pool_probes,
+                                     audit_beyond_pool.beyond_pool_report),
 }
 
 

@@ -28,7 +28,7 @@ OTHER_POOL = 400
 BORROWING_TESTS = frozenset({"length", "stuffing", "injection"})
 
 
-def _whole(raw: Mapping, name: str, default: int, low: int, high: int) -> int:
+def whole_parameter(raw: Mapping, name: str, default: int, low: int, high: int) -> int:
     value = raw.get(name, default)
     if isinstance(value, str) and value.strip().isdigit():
         value = int(value)
@@ -59,8 +59,8 @@ def perturbation_parameters(raw: Mapping) -> dict:
     if unknown:
         raise AuditError(f"unknown parameter(s) {', '.join(map(repr, unknown))} of a perturbation audit "
                          "(sample, seed, tests)")
-    return {"sample": _whole(raw, "sample", DEFAULT_SAMPLE, 1, settings.AUDIT_MAX_SAMPLE),
-            "seed": _whole(raw, "seed", 0, 0, MAX_SEED), "tests": _tests(raw)}
+    return {"sample": whole_parameter(raw, "sample", DEFAULT_SAMPLE, 1, settings.AUDIT_MAX_SAMPLE),
+            "seed": whole_parameter(raw, "seed", 0, 0, MAX_SEED), "tests": _tests(raw)}
 
 
 def _golds(project: Project) -> list[GoldPair]:

@@ -30,12 +30,16 @@ def _form(kind: str, data: dict | None = None) -> PerturbationAuditForm | Multic
 
 
 def report_context(job: AuditJob | None) -> dict:
-    """What _perturbation_report.html or _multicondition_report.html needs of a done audit's report."""
+    """What the kind's report partial (`report_template`) needs of a done audit's report."""
     if job is None or not job.report:
         return {}
     if job.kind == AuditJob.Kind.MULTICONDITION:
-        return {"report": job.report, "tasks": multicondition_tasks(job.report)}
-    return {"report": job.report, "test_labels": PERTURBATION_TEST_LABELS}
+        return {"report": job.report, "tasks": multicondition_tasks(job.report),
+                "report_template": "labeling/_multicondition_report.html"}
+    if job.kind == AuditJob.Kind.BEYOND_POOL:
+        return {"report": job.report, "report_template": "labeling/_beyond_pool_report.html"}
+    return {"report": job.report, "test_labels": PERTURBATION_TEST_LABELS,
+            "report_template": "labeling/_perturbation_report.html"}
 
 
 def _audits_context(request: HttpRequest, project: Project, judge: Judge) -> dict:

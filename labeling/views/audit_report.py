@@ -80,9 +80,10 @@ def parameters_text(parameters: dict) -> str:
         return ", ".join(map(str, value)) if isinstance(value, list | tuple) else str(value)
 
     # In the order the forms ask for them (PostgreSQL's jsonb returns an object's keys in an order of its own).
-    order = {name: index for index, name in enumerate(("sample", "seed", "tests", "pads"))}
+    order = {name: index for index, name in enumerate(("sample", "seed", "tests", "pads", "runs"))}
     names = sorted(parameters, key=lambda name: (order.get(name, len(order)), name))
-    return "; ".join(f"{name} {shown(parameters[name])}" for name in names)
+    return "; ".join("runs all" if name == "runs" and not parameters[name] else f"{name} {shown(parameters[name])}"
+                     for name in names)
 
 
 def multicondition_tasks(report: dict) -> list[TaskView]:

@@ -16,9 +16,10 @@ from django.views.decorators.http import require_POST
 
 from labeling.charts import Scatter, scatter_chart
 from labeling.exceptions import NotFound
-from labeling.forms import PoolForm, RetrievalForm, RunUploadForm
-from labeling.models import BundleImportJob, Membership, Project, Run
+from labeling.forms import BeyondPoolForm, PoolForm, RetrievalForm, RunUploadForm
+from labeling.models import AuditJob, BundleImportJob, Membership, Project, Run
 from labeling.run_upload import run_import_upload, upload_refusal
+from labeling.selectors.audits import beyond_pool_latest
 from labeling.selectors.coverage import include_partial_from
 from labeling.selectors.disclosure import BLIND_REPORTS, sees_reports
 from labeling.selectors.lookups import judge_by_name, retrieval_job_of_project, run_of_project
@@ -28,6 +29,7 @@ from labeling.selectors.retrieval_jobs import retrieval_jobs
 from labeling.selectors.runs import project_runs, run_by_name
 from labeling.selectors.scoring import judges_for_project
 from labeling.selectors.systems import JUDGED, SystemsReport, systems_report
+from labeling.services.audit import AuditError, audit_start
 from labeling.services.pooling import PoolingError, pool_add, pool_preview
 from labeling.services.retrieval import RetrievalError, retrieval_cancel, retrieval_request
 from labeling.services.retrieval_estimate import retrieval_estimate
@@ -274,7 +276,20 @@ def _systems_context(request: HttpRequest, project: Project, **answer: object) -
     }
     if reads:
         context |= _evaluation(project, runs, request.GET.getlist("source"), include_partial_from(request.GET))
+        context |= _beyond_pool_context(project, context.get("beyond_pool_form"))
     return context
+
+
+def _beyond_pool_judges(project: Project) -> list[str]:
+    """The judges that can score entries below the pool: a model of their own (not imported, not an ensemble)."""
+    return [judge.name for judge in judges_for_project(project) if not judge.is_imported and not judge.is_ensemble]
+
+
+def _beyond_pool_context(project: Project, form: BeyondPoolForm | None) -> dict:
+    """The newest beyond-the-pool report of the project (and one being made), and the admins' form to make one."""
+    done, unfinished = beyond_pool_latest(project)
+    return {"beyond_pool": done, "beyond_pool_running": unfinished,
+            "beyond_pool_form": form or BeyondPoolForm(judges=_beyond_pool_judges(project))}
 
 
 @login_required
@@ -336,6 +351,25 @@ def run_delete_view(request: HttpRequest, project: Project, run_id: int) -> Http
     run_delete(run=run)
     messages.info(request, f"Deleted run {run.name}; the pairs it brought to the pool stay.")
     return redirect("labeling:systems", slug=project.slug)
+
+
+@login_required
+@require_POST
+@project_view(admin_to("look beyond the pool"))
+def beyond_pool_start_view(request: HttpRequest, project: Project) -> HttpResponse:
+    """Start a beyond-the-pool audit of the chosen judge; its page follows the progress."""
+    form = BeyondPoolForm(request.POST, judges=_beyond_pool_judges(project))
+    if form.is_valid():
+        try:
+            job = audit_start(project=project, judge=judge_by_name(project=project, name=form.cleaned_data["judge"]),
+                              kind=AuditJob.Kind.BEYOND_POOL, parameters=form.parameters(), user=request.user)
+        except AuditError as exc:
+            form.add_error(None, str(exc))
+        else:
+            messages.success(request, f"Audit {job.id}: {job.total} entries below the pool to score.")
+            return redirect("labeling:audit_detail", slug=project.slug, audit_id=job.id)
+    return render(request, "labeling/systems.html", _systems_context(request, project, beyond_pool_form=form),
+                  status=400)
 
 
 @login_required

@@ -204,6 +204,31 @@ def design_based_total(sample_relevant: int, sample_size: int, population: int, 
     return Estimate("design", total, float(low), float(high), level)
 
 
+def beyond_pool_total(p_sample: Sequence[float] | np.ndarray, population: int, *, level: float = 0.9) -> Estimate | None:
+    """Beyond the pool: the expected relevant among the `population` entries of a run that did not enter the pool,
+    from the judge's calibrated P on a simple random sample of them (`p_sample`, drawn without replacement).
+
+        T = N / m * sum_{i in s} P_i
+        Var = N^2 (1 - m / N) s_P^2 / m  +  N / m * sum_{i in s} P_i (1 - P_i)
+
+    The first term is the sampling variance of the mean P (finite population correction); the second estimates
+    the Bernoulli variance of the relevance the P's stand for, sum over all N of P_i (1 - P_i). The interval is
+    normal, clipped to [0, N]. Assumes the judge's P is calibrated on these entries. None without a sample."""
+    _level(level)
+    p = _probabilities(p_sample, "beyond the pool")
+    m = p.size
+    if m > population:
+        raise CompletenessError(f"a sample of {m} does not fit {population} entries below the pool")
+    if m == 0:
+        return None
+    total = population / m * float(p.sum())
+    spread = float(p.var(ddof=1)) if m > 1 else 0.0
+    variance = population**2 * (1 - m / population) * spread / m + population / m * float((p * (1 - p)).sum())
+    z = float(stats.norm.ppf(0.5 + level / 2))
+    half = z * math.sqrt(max(variance, 0.0))
+    return Estimate("beyond", total, max(0.0, total - half), min(float(population), total + half), level)
+
+
 @dataclass(frozen=True)
 class Recall:
     """The verified qrels' recall, V / R, from an estimate of R: the point value and the interval (V / high,
