@@ -9,18 +9,22 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from labeling.api.fields import StrictCharField, StrictFloatField, StrictIntegerField
+from labeling.models import LabellingRound
 from labeling.selectors.projects import READ_REPORTS, admin_to, project_for_user
 from labeling.selectors.rounds import round_row, round_rows
 from labeling.services.rounds import ROUND_RANDOM_FLOOR, round_start
 
 
 class RoundStartSerializer(serializers.Serializer):
-    judge = StrictCharField(help_text="the judge whose P orders the uncertain queue; its calibrator is refitted")
+    judge = StrictCharField(help_text="the judge whose P orders the uncertain queue (refitted or retrained)")
     budget = StrictIntegerField(help_text="expert labels the round waits for")
     mix = serializers.DictField(child=StrictFloatField(), required=False,
                                 help_text="targeted strategies and their shares, e.g. {\"uncertain\": 1} (default)")
     random_share = StrictFloatField(required=False, default=ROUND_RANDOM_FLOOR,
                                     help_text=f"the random validation share, at least {ROUND_RANDOM_FLOOR:g}")
+    after = serializers.ChoiceField(choices=LabellingRound.After.choices, default=LabellingRound.After.CALIBRATE,
+                                    help_text="calibrate: refit the judge's calibrator; student: retrain the judge's "
+                                              "cross-encoder student with the experts' labels, then score the pool")
 
 
 class RoundListView(APIView):

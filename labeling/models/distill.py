@@ -46,6 +46,7 @@ class TrainingExample(models.Model):
         TOP = "top", "top of the run"
         RANDOM = "random", "random"
         FILE = "file", "imported file"
+        EXPERT = "expert", "an expert's label (a labelling round's retrain)"
 
     id = models.BigAutoField(primary_key=True)
     training_set = models.ForeignKey(TrainingSet, on_delete=models.CASCADE, related_name="examples")
@@ -66,7 +67,7 @@ class TrainingExample(models.Model):
             models.CheckConstraint(condition=Q(split__in=["train", "held_out"]), name="trainingexample_split_valid"),
             models.CheckConstraint(
                 condition=(Q(origin="file", pair__isnull=True) & ~Q(user="") & ~Q(answer=""))
-                | (Q(origin__in=["top", "random"], pair__isnull=False)),
+                | (Q(origin__in=["top", "random", "expert"], pair__isnull=False)),
                 name="trainingexample_pair_or_prompt",
             ),
         ]
@@ -107,6 +108,11 @@ class FineTuneJob(Job):
     student = models.ForeignKey(
         "labeling.Judge", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
+    parent = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+        help_text="a cross-encoder student this one goes on from (its stored model is the start; a round's retrain)",
+    )
+    score_pool = models.BooleanField(default=False, help_text="when done, the student scores the whole pool")
 
     class Meta(Job.Meta):
         pass

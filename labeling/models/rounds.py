@@ -10,12 +10,14 @@ from labeling.models.jobs import Job, JobStatus
 class LabellingRound(Job):
     """One round of the loop: the queue judge and mix it set, the labels it waits for (`budget`, counted from
     `labels_at_start`), and, once they are given, what a worker did with them (`after`: refit the judge's
-    calibrator) and the numbers it measured then (`numbers`: labels spent, the completeness estimates and the
-    judge's accuracy on the random validation sample). Pending: experts are labelling its batch; running: the
+    calibrator, or retrain its cross-encoder student from its last state with the experts' labels, `finetune`)
+    and the numbers it measured then (`numbers`: labels spent, the completeness estimates and the judge's accuracy
+    on the random validation sample). Pending: experts are labelling its batch; running: the
     worker refits and measures; done or failed: finished (failed: the refit could not be made, its numbers kept)."""
 
     class After(models.TextChoices):
         CALIBRATE = "calibrate", "refit the judge's calibrator"
+        STUDENT = "student", "retrain the cross-encoder student with the experts' labels, then score the pool"
 
     project = models.ForeignKey("labeling.Project", on_delete=models.CASCADE, related_name="rounds")
     number = models.PositiveIntegerField(help_text="1 for the project's first round, then 2, 3...")
@@ -26,6 +28,8 @@ class LabellingRound(Job):
     after = models.CharField(max_length=16, choices=After.choices, default=After.CALIBRATE)
     labels_at_start = models.PositiveIntegerField(help_text="the project's current labels when the round started")
     numbers = models.JSONField(null=True, blank=True, help_text="what the round measured when its batch was in")
+    finetune = models.ForeignKey("labeling.FineTuneJob", null=True, blank=True, on_delete=models.SET_NULL,
+                                 related_name="+", help_text="after 'student': the retrain the round started")
 
     class Meta(Job.Meta):
         constraints = [  # noqa: RUF012 - Django reads Meta lists

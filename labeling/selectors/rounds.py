@@ -3,7 +3,7 @@ of what each batch of expert time bought."""
 from __future__ import annotations
 
 from labeling.charts import LineChart, line_chart
-from labeling.models import LabellingRound, Project
+from labeling.models import LabellingRound, Project, ScoringJob
 from labeling.selectors.completeness import current_label_count
 from labeling.selectors.job_states import job_state
 
@@ -47,13 +47,32 @@ def round_row(found: LabellingRound) -> dict:
         "kappa": sample.get("kappa"),
         "f1": sample.get("f1"),
         "calibration": numbers.get("calibration"),
+        "student": _student(found),
     }
+
+
+def _student(found: LabellingRound) -> dict | None:
+    """After 'student': the retrain the round started, as it stands (fine-tuning, then the new student scoring the
+    pool)."""
+    job = found.finetune
+    if job is None:
+        return None
+    scoring = None
+    if job.student_id is not None:
+        latest = ScoringJob.objects.filter(judge_id=job.student_id).order_by("-id").first()
+        if latest is not None:
+            scoring = {"id": latest.id, "status": latest.status, "done": latest.done,
+                       "total": latest.total}
+    return {"job": job.id, "name": job.student_name, "status": job.status, "step": job.step,
+            "total_steps": job.total_steps, "training_set": job.training_set.name, "examples": job.examples,
+            "error": job.error or None, "scoring": scoring}
 
 
 def round_rows(*, project: Project) -> list[dict]:
     """The project's rounds, oldest first."""
     return [round_row(found) for found in
-            LabellingRound.objects.filter(project=project).select_related("judge").order_by("number")]
+            LabellingRound.objects.filter(project=project).select_related("judge", "finetune__training_set")
+            .order_by("number")]
 
 
 def round_chart(rows: list[dict]) -> LineChart | None:

@@ -77,13 +77,21 @@ def stall_seconds() -> int:
 def finetune_create(
     *, project: Project, training_set: TrainingSet, teacher: Judge | None, base_model: str, student_name: str,
     hyperparameters: dict | None = None, device: str = "cpu", user: AbstractBaseUser | None = None,
-    student: str = FineTuneJob.StudentKind.LORA,
+    student: str = FineTuneJob.StudentKind.LORA, parent: FineTuneJob | None = None, score_pool: bool = False,
 ) -> FineTuneJob:
     """Record a fine-tuning request without running it (finetune_run does). `student`: lora or crossencoder
     (`base_model` empty: the bundled all-MiniLM-L6-v2). FinetuneJobError names what is refused: a training set or
     teacher of another project, a teacher for a set imported with its answers, a base folder outside the model
     roots, settings out of range, a student name taken by a judge or by an unfinished job, a train split with no
-    answer to learn."""
+    answer to learn. `parent`: a done cross-encoder job of the project whose stored student this one goes on from
+    (its base model is then the parent's); `score_pool`: when done, the student scores the whole pool."""
+    if parent is not None:
+        if (parent.project_id != project.id or parent.status != FineTuneJob.Status.DONE or not parent.adapter
+                or parent.student_kind != FineTuneJob.StudentKind.CROSSENCODER
+                or student != FineTuneJob.StudentKind.CROSSENCODER):
+            raise FinetuneJobConflict(f"fine-tuning job {parent.id} has no stored cross-encoder student of this "
+                                      "project to go on from")
+        base_model = parent.base_model
     if training_set.project_id != project.id or (teacher is not None and teacher.project_id != project.id):
         raise FinetuneJobError("the training set and the teacher must be of this project")
     if (refusal := teacher_refusal(training_set, teacher)) is not None:
@@ -119,7 +127,7 @@ def finetune_create(
     return FineTuneJob.objects.create(
         project=project, training_set=training_set, teacher=teacher, base_model=base_model, requested_by=user,
         student_kind=student, student_name=student_name, hyperparameters={**recipe.as_dict(), "device": device},
-        examples=len(examples), total_steps=recipe.total_steps(len(examples)),
+        examples=len(examples), total_steps=recipe.total_steps(len(examples)), parent=parent, score_pool=score_pool,
     )
 
 
@@ -253,7 +261,8 @@ def finetune_run(*, job_id: int) -> FineTuneJob | None:
     now = timezone.now()
     taken = job_take(FineTuneJob.objects.filter(_resumable(now), id=job_id, finished_at__isnull=True), now=now,
                      heartbeat_at=now)
-    job = FineTuneJob.objects.select_related("project", "training_set", "teacher").filter(id=job_id).first()
+    job = FineTuneJob.objects.select_related("project", "training_set", "teacher", "parent").filter(
+        id=job_id).first()
     if job is None or not taken:
         return job
     with job_heartbeat(FineTuneJob.objects.filter(id=job_id)), job_scratch("finetune", job_id) as scratch:
@@ -296,6 +305,11 @@ def _train(job: FineTuneJob, scratch: Path) -> FineTuneJob | None:
             folder_delete(old)
 
     base_folder = model_folder(job.base_model, label="base model")
+    parent = job.parent.adapter if job.parent_id and job.parent else ""
+    if job.parent_id and not parent:
+        raise FinetuneJobConflict("the student this job goes on from is gone")
+    if parent:  # a round's retrain: the parent's stored student is the start, and the base judge
+        base_folder = str(folder_download(parent, scratch / "parent"))
     if job.student_kind == FineTuneJob.StudentKind.CROSSENCODER:
         # A plain encoder's base judge is the untrained head the student starts from (drawn from the seed, so a
         # resumed job draws the same one).
@@ -305,7 +319,7 @@ def _train(job: FineTuneJob, scratch: Path) -> FineTuneJob | None:
             settings=recipe, device=device, resume_from=resume_from, on_progress=on_progress,
             on_checkpoint=on_checkpoint, initial_dir=str(initial) if initial else None,
         )
-        base_stored = _store(job, initial) if initial else ""
+        base_stored = _store(job, initial) if initial else parent
         judge = {"backend": Judge.Backend.CROSSENCODER, "model": job.base_model, "device": device,
                  "max_length": recipe.max_length, "separator": recipe.separator,
                  "use_definition": recipe.use_definition}
@@ -343,8 +357,11 @@ def _finish(job: FineTuneJob, adapter: str, examples_per_s: float, history: list
     )
     folder_delete(f"{CHECKPOINT_PREFIX}{job.id}/")
     pairs = comparison_pairs(job)
+    whole_pool = locked.score_pool and Pair.objects.filter(project=job.project).exists()
+    if whole_pool:  # the compared pairs are pairs of the pool: one job scores them all (a judge runs one job)
+        scoring_job_start(project=job.project, judge=student, user=job.requested_by)
     if pairs:
-        for made in (student, base):
+        for made in (base,) if whole_pool else (student, base):
             scoring_job_start(project=job.project, judge=made, scope="selection", pair_ids=pairs)
     locked.refresh_from_db()
     return locked

@@ -1,8 +1,11 @@
 """Labelling rounds (#33): an admin starts a round (a judge, a batch of N expert labels, a queue mix whose random
 share never falls below ROUND_RANDOM_FLOOR); the round sets the project's queue judge and mix; when experts have
-given its N labels a worker refits the judge's calibrator on every gold pair and records what the round bought
-(labels spent, the completeness estimates, the judge's accuracy on the random validation sample). Re-scoring is
-not needed after a calibrator refit: every read of the judge's P applies its newest calibrator."""
+given its N labels a worker records what the round bought (labels spent, the completeness estimates, the judge's
+accuracy on the random validation sample), then refits the judge's calibrator on every gold pair, or (`after`
+student) retrains the judge's cross-encoder student from its stored model with the experts' labels and has the new
+student score the pool. Re-scoring only what changed: after a calibrator refit nothing (every read of the judge's
+P applies its newest calibrator); after a retrain every pair's P is the new student's, so it scores the pool once
+(its scoring job skips pairs it has judged already, when resumed)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -13,9 +16,15 @@ from django.db.models import Max
 from django.utils import timezone
 
 from labeling.exceptions import Conflict, DomainError, Forbidden, NotFound
-from labeling.models import Judge, LabellingRound, Membership, Project
+from labeling.models import FineTuneJob, Judge, LabellingRound, Membership, Pair, Project, TrainingExample, TrainingSet
 from labeling.models.project import QUEUE_STRATEGIES
-from labeling.selectors.completeness import completeness_compute, completeness_options, current_label_count
+from labeling.selectors.completeness import (
+    completeness_compute,
+    completeness_options,
+    current_label_count,
+    random_sample_pair_ids,
+)
+from labeling.selectors.distill import STUDENT_NAME_MAX_LENGTH, base_judge_name, expert_answers
 from labeling.selectors.projects import project_role
 from labeling.services.jobs import job_fail, job_heartbeat, job_take
 
@@ -66,13 +75,24 @@ def _mix(mix: Mapping[str, object], random_share: object) -> dict[str, float]:
     return out
 
 
+def round_student_job(judge: Judge) -> FineTuneJob | None:
+    """The done cross-encoder fine-tuning job whose student `judge` is (a round may retrain it), if any."""
+    return (FineTuneJob.objects.select_related("training_set", "teacher")
+            .filter(student=judge, student_kind=FineTuneJob.StudentKind.CROSSENCODER, status=FineTuneJob.Status.DONE)
+            .exclude(adapter="").order_by("-finished_at", "-id").first())
+
+
 @transaction.atomic
 def round_start(*, project: Project, by: AbstractBaseUser, judge: str, budget: object,
-                mix: Mapping[str, object] | None = None, random_share: object = ROUND_RANDOM_FLOOR) -> LabellingRound:
+                mix: Mapping[str, object] | None = None, random_share: object = ROUND_RANDOM_FLOOR,
+                after: str = LabellingRound.After.CALIBRATE) -> LabellingRound:
     """Start the project's next round: `judge` (a name) becomes the queue judge, the queue mix becomes `mix`
     (targeted strategies, default all uncertain) scaled to 1 - random_share plus random_share of the random
-    validation sample (at least ROUND_RANDOM_FLOOR), and the round waits for `budget` expert labels. Project
-    admins only (RoundForbidden); RoundOpen while a round's batch is not in; RoundError names a bad field."""
+    validation sample (at least ROUND_RANDOM_FLOOR), and the round waits for `budget` expert labels. `after`:
+    what the worker does with the batch: `calibrate` (refit the judge's calibrator) or `student` (the judge must
+    be a cross-encoder student: retrain it from its last state with the experts' labels, then score the pool with
+    the new student). Project admins only (RoundForbidden); RoundOpen while a round's batch is not in; RoundError
+    names a bad field."""
     if project_role(user=by, project=project) != Membership.Role.ADMIN:
         raise RoundForbidden("only a project admin can start a labelling round")
     locked = Project.objects.select_for_update().get(pk=project.pk)
@@ -83,6 +103,11 @@ def round_start(*, project: Project, by: AbstractBaseUser, judge: str, budget: o
     if isinstance(budget, bool) or not isinstance(budget, int) or not 1 <= budget <= ROUND_BUDGET_MAX:
         raise RoundError(f"budget must be a whole number of labels from 1 to {ROUND_BUDGET_MAX:,}, not {budget!r}")
     queue_mix = _mix(mix or {"uncertain": 1}, random_share)
+    if after not in LabellingRound.After.values:
+        raise RoundError(f"after must be one of {', '.join(LabellingRound.After.values)}, not {after!r}")
+    if after == LabellingRound.After.STUDENT and round_student_job(found) is None:
+        raise RoundError(f"after 'student': judge {found.name!r} is not a stored cross-encoder student (fine-tune one "
+                         "with the cross-encoder student kind, or choose after 'calibrate')")
     open_round = LabellingRound.objects.filter(project=locked, status__in=[LabellingRound.Status.PENDING,
                                                                             LabellingRound.Status.RUNNING]).first()
     if open_round is not None:
@@ -93,7 +118,7 @@ def round_start(*, project: Project, by: AbstractBaseUser, judge: str, budget: o
     locked.save(update_fields=["queue_judge", "queue_mix"])
     return LabellingRound.objects.create(project=locked, number=number, judge=found, budget=budget,
                                          queue_mix=queue_mix, labels_at_start=current_label_count(locked),
-                                         requested_by=by)
+                                         requested_by=by, after=after)
 
 
 def round_check(*, project_id: int) -> LabellingRound | None:
@@ -133,16 +158,87 @@ def round_finish(*, round_id: int) -> LabellingRound | None:
             "stopping": report["stopping"],
         }
         LabellingRound.objects.filter(id=round_id).update(numbers=numbers)
-        try:
-            calibration = judge_calibrate(judge=found.judge, user=found.requested_by)
-        except ValidationReportError as exc:
-            round_fail(round_id=round_id, error=f"the calibrator could not be refitted: {exc}")
-            return LabellingRound.objects.get(id=round_id)
-        numbers["calibration"] = {"method": calibration.method, "n": calibration.n,
-                                  "n_relevant": calibration.n_relevant}
+        if found.after == LabellingRound.After.STUDENT:
+            try:
+                job = _retrain(found)
+            except DomainError as exc:
+                round_fail(round_id=round_id, error=f"the student could not be retrained: {exc}")
+                return LabellingRound.objects.get(id=round_id)
+            numbers["student"] = {"job": job.id, "name": job.student_name, "training_set": job.training_set.name,
+                                  "examples": job.examples}
+        else:
+            try:
+                calibration = judge_calibrate(judge=found.judge, user=found.requested_by)
+            except ValidationReportError as exc:
+                round_fail(round_id=round_id, error=f"the calibrator could not be refitted: {exc}")
+                return LabellingRound.objects.get(id=round_id)
+            numbers["calibration"] = {"method": calibration.method, "n": calibration.n,
+                                      "n_relevant": calibration.n_relevant}
     LabellingRound.objects.filter(id=round_id).update(numbers=numbers, status=LabellingRound.Status.DONE,
                                                       finished_at=timezone.now())
     return LabellingRound.objects.get(id=round_id)
+
+
+def _free(taken, name: str, max_length: int) -> str:
+    """`name` (cut to max_length), or with " (2)", " (3)"... when `taken(name)` says it is in use."""
+    candidate, n = name[:max_length], 1
+    while taken(candidate):
+        n += 1
+        suffix = f" ({n})"
+        candidate = name[:max_length - len(suffix)] + suffix
+    return candidate
+
+
+def _round_training_set(found: LabellingRound, parent: FineTuneJob) -> TrainingSet:
+    """The parent's training set, copied, plus every pair with an expert's gold grade it lacks as a train example
+    (origin `expert`): not those of the random validation sample (the design-based figures stay unbiased), and not
+    those of a query on the held-out side (the split stays by query)."""
+    source = parent.training_set
+    examples = list(TrainingExample.objects.filter(training_set=source).order_by("id"))
+    name = _free(lambda n: TrainingSet.objects.filter(project=found.project, name=n).exists(),
+                 f"{source.name} + round {found.number}", TrainingSet._meta.get_field("name").max_length)
+    made = TrainingSet.objects.create(
+        project=found.project, name=name, source=f"round {found.number}: {source.name} and the experts' labels",
+        parameters={"round": found.number, "from": source.name}, created_by=found.requested_by)
+    fields = ("split", "origin", "group", "pair_id", "rank", "system", "user", "answer", "teacher_p")
+    TrainingExample.objects.bulk_create([TrainingExample(training_set=made, **{f: getattr(e, f) for f in fields})
+                                         for e in examples])
+    have = {e.pair_id for e in examples if e.pair_id is not None}
+    held_out = {e.group for e in examples if e.split == TrainingExample.Split.HELD_OUT}
+    left_out = have | random_sample_pair_ids(found.project)
+    wanted = [pair_id for pair_id in expert_answers(found.project) if pair_id not in left_out]
+    groups = dict(Pair.objects.filter(id__in=wanted).values_list("id", "query__external_id"))
+    TrainingExample.objects.bulk_create([
+        TrainingExample(training_set=made, split=TrainingExample.Split.TRAIN, origin=TrainingExample.Origin.EXPERT,
+                        group=groups[pair_id], pair_id=pair_id)
+        for pair_id in sorted(wanted) if groups[pair_id] not in held_out])
+    return made
+
+
+@transaction.atomic
+def _retrain(found: LabellingRound) -> FineTuneJob:
+    """After 'student': the round's fine-tuning job, made once (a round taken again returns the one it made): the
+    judge's student goes on from its stored model on its training set plus the experts' new labels, with the
+    parent's settings, and once trained scores the whole pool."""
+    from labeling.services.finetune import finetune_request
+
+    locked = LabellingRound.objects.select_for_update().select_related("finetune").get(id=found.id)
+    if locked.finetune is not None:
+        return locked.finetune
+    parent = round_student_job(found.judge)
+    if parent is None:
+        raise RoundError(f"judge {found.judge.name!r} is no longer a stored cross-encoder student")
+    settings = dict(parent.hyperparameters)
+    device = settings.pop("device", "cpu")
+    name = _free(lambda n: Judge.objects.filter(project=found.project, name__in=[n, base_judge_name(n)]).exists()
+                 or FineTuneJob.objects.filter(project=found.project, student_name=n, finished_at__isnull=True)
+                 .exists(), f"{parent.student_name}-r{found.number}", STUDENT_NAME_MAX_LENGTH)
+    job = finetune_request(
+        project=found.project, training_set=_round_training_set(locked, parent), teacher=parent.teacher,
+        base_model="", student_name=name, hyperparameters=settings, device=device, user=found.requested_by,
+        student=FineTuneJob.StudentKind.CROSSENCODER, parent=parent, score_pool=True)
+    LabellingRound.objects.filter(id=found.id).update(finetune=job)
+    return job
 
 
 def round_fail(*, round_id: int, error: str) -> LabellingRound | None:

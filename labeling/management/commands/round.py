@@ -7,6 +7,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from labeling.exceptions import DomainError
 from labeling.management.lookup import command_project
+from labeling.models import LabellingRound
 from labeling.selectors.rounds import round_row, round_rows
 from labeling.services.rounds import ROUND_RANDOM_FLOOR, round_start
 
@@ -37,6 +38,9 @@ class Command(BaseCommand):
         start.add_argument("--mix", default=None, help="targeted shares, e.g. uncertain=1,disagreement=1")
         start.add_argument("--random-share", type=float, default=ROUND_RANDOM_FLOOR,
                            help=f"random validation share (at least {ROUND_RANDOM_FLOOR:g})")
+        start.add_argument("--after", choices=LabellingRound.After.values, default=LabellingRound.After.CALIBRATE,
+                           help="calibrate: refit the judge's calibrator (default); student: retrain its cross-encoder "
+                                "student with the experts' labels, then score the pool")
         listing = sub.add_parser("list", help="the project's rounds")
         listing.add_argument("--project", required=True)
         listing.add_argument("--json", dest="as_json", action="store_true")
@@ -51,7 +55,8 @@ class Command(BaseCommand):
                 raise CommandError(f"no user {options['by']!r}")
             try:
                 started = round_start(project=found, by=user, judge=options["judge"], budget=options["budget"],
-                                      mix=_mix(options["mix"]), random_share=options["random_share"])
+                                      mix=_mix(options["mix"]), random_share=options["random_share"],
+                                      after=options["after"])
             except DomainError as exc:
                 raise CommandError(str(exc)) from None
             row = round_row(started)
