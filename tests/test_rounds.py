@@ -201,3 +201,5 @@ def test_a_round_on_the_sample_with_the_minilm_judge_and_a_real_worker(tmp_path,
     client.force_login(admin)
     html = client.get(f"/projects/{project.slug}/rounds/").content.decode()
     assert 'data-chart="rounds"' in html and 'data-round="1" data-status="done"' in html
+    shown = re.search(r"data-auroc>([0-9.]+),", html)
+    assert shown and float(shown.group(1)) == pytest.approx(sample["auroc"]["value"], abs=5e-4)

@@ -46,6 +46,8 @@ def round_row(found: LabellingRound) -> dict:
         "sample_n": sample.get("n"),
         "kappa": sample.get("kappa"),
         "f1": sample.get("f1"),
+        "auroc": sample.get("auroc"),
+        "ece": sample.get("ece"),
         "calibration": numbers.get("calibration"),
         "student": _student(found),
     }
