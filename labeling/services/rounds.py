@@ -222,9 +222,10 @@ def _retrain(found: LabellingRound) -> FineTuneJob:
     parent's settings, and once trained scores the whole pool."""
     from labeling.services.finetune import finetune_request
 
-    locked = LabellingRound.objects.select_for_update().select_related("finetune").get(id=found.id)
-    if locked.finetune is not None:
-        return locked.finetune
+    # No select_related here: PostgreSQL refuses FOR UPDATE on the nullable side of the outer join it would make.
+    locked = LabellingRound.objects.select_for_update().get(id=found.id)
+    if locked.finetune_id is not None:
+        return FineTuneJob.objects.select_related("training_set").get(id=locked.finetune_id)
     parent = round_student_job(found.judge)
     if parent is None:
         raise RoundError(f"judge {found.judge.name!r} is no longer a stored cross-encoder student")
