@@ -13,8 +13,15 @@ from rest_framework.views import APIView
 from labeling.api.fields import query_flag
 from labeling.selectors.coverage import INCLUDE_PARTIAL
 from labeling.selectors.projects import READ_REPORTS, project_for_user
+from labeling.selectors.significance import (
+    SignificanceOptionError,
+    comparison_json,
+    significance_options,
+    systems_significance,
+)
 from labeling.selectors.systems import systems_report, systems_report_json
 from models_llm.retrieval.evaluation import MEASURES
+from models_llm.retrieval.significance import CORRECTIONS, DEFAULT_DRAWS, MAX_DRAWS, TESTS
 
 QRELS_PATTERN = r"(human|(judge|combined|expected):[^\x00]+)"
 
@@ -38,6 +45,17 @@ class SystemsEvaluationView(APIView):
                              "an ok judgment of every pool pair the runs retrieve to the depth a measure reads, "
                              "see `coverage_by_measure`); by default each is left out of the agreement on the "
                              "measures it is partial on (`left_out_by_measure`; `left_out` for `agreement`)"),
+            OpenApiParameter("compare", bool, description="true: add `significance`, every pair of runs tested per "
+                             "source and measure over the same queries (docs/retrieval.md, \"Is a difference real?\")"),
+            OpenApiParameter("test", str, enum=list(TESTS), description="with compare: the paired test "
+                             "(default randomization)"),
+            OpenApiParameter("correction", str, enum=list(CORRECTIONS), description="with compare: for the many "
+                             "pairs (default holm; tukey: Tukey's HSD)"),
+            OpenApiParameter("alpha", {"type": "number", "minimum": 0, "maximum": 1, "exclusiveMinimum": True,
+                                       "exclusiveMaximum": True},
+                             description="with compare: the significance level (default 0.05)"),
+            OpenApiParameter("permutations", {"type": "integer", "minimum": 1, "maximum": MAX_DRAWS},
+                             description=f"with compare: draws of the randomization test (default {DEFAULT_DRAWS})"),
         ],
         responses={200: OpenApiTypes.OBJECT},
     )
@@ -52,10 +70,22 @@ class SystemsEvaluationView(APIView):
         unknown = [name for name in params.getlist("measure") if name not in MEASURES]
         if unknown:
             refused["measure"] = [f"unknown measure {unknown[0]!r}: one of {', '.join(MEASURES)}"]
+        compare = query_flag(params, "compare")
+        chosen = None
+        if compare:
+            try:
+                chosen = significance_options(test=params.get("test"), correction=params.get("correction"),
+                                              alpha=params.get("alpha"), draws=params.get("permutations"))
+            except SignificanceOptionError as exc:
+                refused["compare"] = [str(exc)]
         if refused:
             raise ValidationError(refused)
         include_partial = query_flag(params, INCLUDE_PARTIAL)
         report = systems_report(project=project, sources=params.getlist("qrels") or None,
                                 measures=params.getlist("measure") or None, group_by=params.get("group_by") or None,
                                 include_partial=include_partial)
-        return Response(systems_report_json(report))
+        out = systems_report_json(report)
+        if chosen is not None:
+            out["significance"] = {key: {measure: comparison_json(found) for measure, found in by_measure.items()}
+                                   for key, by_measure in systems_significance(report, chosen).items()}
+        return Response(out)

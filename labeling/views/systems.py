@@ -28,6 +28,12 @@ from labeling.selectors.qrels_sources import HUMAN, JUDGE, SystemsError, qrels_s
 from labeling.selectors.retrieval_jobs import retrieval_jobs
 from labeling.selectors.runs import project_runs, run_by_name
 from labeling.selectors.scoring import judges_for_project
+from labeling.selectors.significance import (
+    SignificanceOptionError,
+    SignificanceOptions,
+    significance_options,
+    systems_significance,
+)
 from labeling.selectors.systems import JUDGED, SystemsReport, systems_report
 from labeling.services.audit import AuditError, audit_start
 from labeling.services.pooling import PoolingError, pool_add, pool_preview
@@ -40,6 +46,7 @@ from labeling.views.access import project_view
 from labeling.views.htmx import htmx_partial
 from models_llm.retrieval.agreement import COEFFICIENT_EXPLAIN, COEFFICIENTS, MIN_SYSTEMS, Agreement
 from models_llm.retrieval.evaluation import MEASURE_DEPTHS, MEASURE_EXPLAIN
+from models_llm.retrieval.significance import CORRECTIONS, TESTS, Comparison
 
 RUN_ADMIN = admin_to("change the project's runs")
 # A run whose top 10 the source judged less than this share of is marked: its unjudged passages count as not
@@ -70,6 +77,7 @@ class LeaderboardRow:
     run: str
     cells: list[Cell]  # one per measure of the board
     judged: float | None
+    mark: str = ""  # on the lead measure: "best", "tied" (indistinguishable from the best) or ""
 
     @property
     def low_judged(self) -> bool:
@@ -83,7 +91,7 @@ class ScatterCard:
     chart: Scatter
 
 
-def _leaderboards(report: SystemsReport) -> list[dict]:
+def _leaderboards(report: SystemsReport, significance: dict[str, dict[str, Comparison]] | None = None) -> list[dict]:
     """Per source: its runs x measures (judged@10 apart, as the warning column), best first on the first measure
     (nDCG@10), runs without a value last; a source partial on that measure (coverage within the depth it reads)
     that is not ranked keeps the runs in name order. A measure the source is partial on carries its own mark and
@@ -95,28 +103,58 @@ def _leaderboards(report: SystemsReport) -> list[dict]:
         by_measure = report.measure_coverage.get(source.key, {})
         muted = [bool(by_measure.get(measure) and by_measure[measure].partial) for measure in measures]
         rows = []
+        ranked = report.ranked(source.key)
+        compared = (significance or {}).get(source.key, {})
+        lead = compared.get(report.lead_measure) if ranked else None
         for run in report.runs:
             scores = report.scores[run][source.key]
             cells = [Cell(scores[measure].mean, scores[measure].low, scores[measure].high, mute)
                      for measure, mute in zip(measures, muted)]
-            rows.append(LeaderboardRow(run=run, cells=cells,
-                                       judged=scores[JUDGED].mean if JUDGED in scores else None))
-        ranked = report.ranked(source.key)
+            mark = "" if lead is None else "best" if run == lead.best else "tied" if run in lead.tied_with_best else ""
+            rows.append(LeaderboardRow(run=run, cells=cells, judged=scores[JUDGED].mean if JUDGED in scores else None,
+                                       mark=mark))
         if ranked:
             rows.sort(key=lambda row: (row.cells[0].mean is None, -(row.cells[0].mean or 0.0), row.run))
-        lead = by_measure.get(report.lead_measure)
+        lead_coverage = by_measure.get(report.lead_measure)
         columns = []
         for measure in measures:
             found = by_measure.get(measure)
             # The caption carries the lead measure's mark; a column is marked where the source is partial there
             # only (complete on the lead measure, partial on a deeper one).
-            partial = found if found is not None and found.partial and not (lead is not None and lead.partial) \
-                else None
+            partial = found if found is not None and found.partial and not (
+                lead_coverage is not None and lead_coverage.partial) else None
             columns.append({"name": measure, "explain": MEASURE_EXPLAIN[measure], "coverage": partial,
                             "ranked": report.ranked(source.key, measure), "depth_words": _depth_words(measure)})
         boards.append({"source": source, "queries": report.overall.queries.get(source.key, 0), "rows": rows,
-                       "measures": columns, "coverage": lead, "ranked": ranked})
+                       "measures": columns, "coverage": lead_coverage, "ranked": ranked,
+                       "comparison": lead, "matrices": _p_matrices(compared, [row.run for row in rows])})
     return boards
+
+
+def _p_matrices(compared: dict[str, Comparison], order: list[str]) -> list[dict]:
+    """Per measure, the corrected p-values of every two runs (rows and columns in the leaderboard's order), each cell
+    with the mean difference row - column and its interval for the tooltip."""
+    matrices = []
+    for measure, found in compared.items():
+        by_pair = {frozenset((pair.a, pair.b)): pair for pair in found.pairs}
+        rows = []
+        for a in order:
+            cells = []
+            for b in order:
+                pair = by_pair.get(frozenset((a, b)))
+                if pair is None:
+                    cells.append(None)
+                    continue
+                sign = 1 if pair.a == a else -1
+                low, high = (pair.low, pair.high) if sign == 1 else (
+                    None if pair.high is None else -pair.high, None if pair.low is None else -pair.low)
+                cells.append({"p": pair.p_corrected, "raw": pair.p, "difference": sign * pair.mean_difference,
+                              "low": low, "high": high, "effect": None if pair.effect_size is None
+                              else sign * pair.effect_size,
+                              "significant": pair.p_corrected is not None and pair.p_corrected < found.alpha})
+            rows.append({"run": a, "cells": cells})
+        matrices.append({"measure": measure, "comparison": found, "rows": rows})
+    return matrices
 
 
 def _left_out_deeper(report: SystemsReport) -> list[tuple[str, tuple[str, ...], str]]:
@@ -200,7 +238,8 @@ def _scatters(report: SystemsReport) -> list[ScatterCard]:
     return cards
 
 
-def _evaluation(project: Project, runs: list[Run], asked: list[str], include_partial: bool) -> dict:
+def _evaluation(project: Project, runs: list[Run], asked: list[str], include_partial: bool,
+                options: SignificanceOptions | None = None) -> dict:
     """The leaderboards, agreement and scatter plots under the sources `asked` (keys; none: DEFAULT_KINDS), partial
     sources ranked and compared only when `include_partial`."""
     sources = qrels_sources(project)
@@ -214,7 +253,10 @@ def _evaluation(project: Project, runs: list[Run], asked: list[str], include_par
         report = systems_report(project=project, sources=chosen, include_partial=include_partial)
     except SystemsError as exc:
         return {**context, "evaluation_error": str(exc)}
-    return {**context, "report": report, "leaderboards": _leaderboards(report), "needed_words": _needed_words(report),
+    significance = systems_significance(report, options or SignificanceOptions())
+    return {**context, "report": report, "leaderboards": _leaderboards(report, significance),
+            "significance_options": options or SignificanceOptions(), "tests": TESTS, "corrections": CORRECTIONS,
+            "needed_words": _needed_words(report),
             "agreement_rows": _agreement_rows(report), "left_out_deeper": _left_out_deeper(report),
             "too_few_runs": len(report.runs) < MIN_SYSTEMS, "scatters": _scatters(report)}
 
@@ -275,7 +317,13 @@ def _systems_context(request: HttpRequest, project: Project, **answer: object) -
         **answer,
     }
     if reads:
-        context |= _evaluation(project, runs, request.GET.getlist("source"), include_partial_from(request.GET))
+        try:
+            options = significance_options(test=request.GET.get("test"), correction=request.GET.get("correction"))
+        except SignificanceOptionError as exc:
+            context["significance_error"] = str(exc)
+            options = SignificanceOptions()
+        context |= _evaluation(project, runs, request.GET.getlist("source"), include_partial_from(request.GET),
+                               options)
         context |= _beyond_pool_context(project, context.get("beyond_pool_form"))
     return context
 

@@ -1,12 +1,20 @@
 """`manage.py evaluate_runs --project SLUG [--qrels SOURCE ...] [--measure M ...] [--group-by KEY] [--include-partial]
-[--json]`: every run of a project under each qrels source, and how far the sources agree on the ranking of the
-runs (partial sources only with --include-partial)."""
+[--compare [--test randomization|t|wilcoxon] [--correction holm|tukey|none] [--alpha 0.05] [--permutations N]]
+[--json]`: every run of a project under each qrels source, how far the sources agree on the ranking of the runs
+(partial sources only with --include-partial), and with --compare whether each difference between two runs is
+beyond chance."""
 import json
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from labeling.management.lookup import command_project
 from labeling.selectors.qrels_sources import SystemsError
+from labeling.selectors.significance import (
+    SignificanceOptionError,
+    comparison_json,
+    significance_options,
+    systems_significance,
+)
 from labeling.selectors.systems import (
     DRAWS,
     Estimate,
@@ -18,6 +26,7 @@ from labeling.selectors.systems import (
 )
 from models_llm.retrieval.agreement import MIN_SYSTEMS
 from models_llm.retrieval.evaluation import MEASURES
+from models_llm.retrieval.significance import CORRECTIONS, DEFAULT_DRAWS, TESTS, Comparison
 
 # The coefficients of a row of the agreement table, in the order they are printed.
 COEFFICIENTS = ("kendall_tau", "tau_ap", "spearman")
@@ -25,6 +34,10 @@ COEFFICIENTS = ("kendall_tau", "tau_ap", "spearman")
 
 def _number(value: float | None) -> str:
     return "-" if value is None else f"{value:.3f}"
+
+
+def _p(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4f}"
 
 
 def _cell(estimate: Estimate) -> str:
@@ -57,26 +70,62 @@ class Command(BaseCommand):
         parser.add_argument("--include-partial", dest="include_partial", action="store_true",
                             help="compare the sources of a judge that lacks some of the pool pairs the runs retrieve "
                                  "too (left out of the agreement by default)")
+        parser.add_argument("--compare", action="store_true",
+                            help="test every pair of runs per source and measure (paired, over the same queries)")
+        parser.add_argument("--test", choices=TESTS, default=None, help="the paired test (default randomization)")
+        parser.add_argument("--correction", choices=CORRECTIONS, default=None,
+                            help="for the many pairs (default holm; tukey: Tukey's HSD)")
+        parser.add_argument("--alpha", type=float, default=None, help="significance level (default 0.05)")
+        parser.add_argument("--permutations", type=int, default=None,
+                            help=f"draws of the randomization test (default {DEFAULT_DRAWS:,}; seeded by --seed)")
         parser.add_argument("--json", dest="as_json", action="store_true", help="print JSON instead of tables")
 
     def handle(self, *args, project: str, qrels: list[str] | None, measure: list[str] | None, group_by: str | None,
-               draws: int, seed: int, include_partial: bool, as_json: bool, **options) -> None:
+               draws: int, seed: int, include_partial: bool, as_json: bool, compare: bool, test: str | None,
+               correction: str | None, alpha: float | None, permutations: int | None, **options) -> None:
         found = command_project(project)
         if draws < 0:
             raise CommandError("--draws must be 0 or more")
+        if not compare and any(value is not None for value in (test, correction, alpha, permutations)):
+            raise CommandError("--test, --correction, --alpha and --permutations go with --compare")
         try:
+            chosen = significance_options(test=test, correction=correction, alpha=alpha, draws=permutations,
+                                          seed=seed) if compare else None
             report = systems_report(project=found, sources=qrels, measures=measure, group_by=group_by, draws=draws,
                                     seed=seed, include_partial=include_partial)
-        except SystemsError as exc:
+        except (SystemsError, SignificanceOptionError) as exc:
             raise CommandError(str(exc)) from None
         if not report.runs:
             raise CommandError(f"project {project!r} has no runs: import one (import_run) or retrieve one (retrieve)")
         if not report.sources:
             raise CommandError(f"project {project!r} has no qrels: no gold grade and no judge with a P")
+        significance = systems_significance(report, chosen) if chosen else None
         if as_json:
-            self.stdout.write(json.dumps(systems_report_json(report), indent=2, ensure_ascii=False))
+            out = systems_report_json(report)
+            if significance is not None:
+                out["significance"] = {key: {measure: comparison_json(found) for measure, found in by_measure.items()}
+                                       for key, by_measure in significance.items()}
+            self.stdout.write(json.dumps(out, indent=2, ensure_ascii=False))
             return
         self._report(report)
+        if significance is not None:
+            self._significance(significance)
+
+    def _significance(self, significance: dict[str, dict[str, Comparison]]) -> None:
+        for key, by_measure in significance.items():
+            for measure, found in by_measure.items():
+                how = found.test + (f", {found.draws:,} draws" if found.draws else "")
+                self.stdout.write("")
+                self.stdout.write(f"== {key}, {measure}: paired {how}, {found.correction} correction, "
+                                  f"{found.queries} queries")
+                tied = [run for run in found.tied_with_best if run != found.best]
+                self.stdout.write(f"Best: {found.best}; indistinguishable from it (corrected p >= {found.alpha:g}): "
+                                  f"{', '.join(tied) or 'none'}")
+                self._write_table(
+                    ["run a", "run b", "a - b [95% CI]", "d_z", "p", "p corrected"],
+                    [[pair.a, pair.b, _interval_cell(pair.mean_difference, None if pair.low is None
+                                                     else (pair.low, pair.high)),
+                      _number(pair.effect_size), _p(pair.p), _p(pair.p_corrected)] for pair in found.pairs])
 
     def _write_table(self, header: list[str], rows: list[list[str]]) -> None:
         widths = [max(len(row[i]) for row in [header, *rows]) + 2 for i in range(len(header))]
