@@ -90,3 +90,33 @@ def test_the_command_and_the_api_compare_runs(built):
     assert "significance" not in api.get(url, {"qrels": "human"}).json()
     refused = api.get(url, {"compare": "true", "correction": "bonferroni"})
     assert refused.status_code == 400 and "correction must be one of" in str(refused.json()), refused.json()
+
+
+def test_measures_for_incomplete_judgments_on_the_page_and_in_the_report(built, client):
+    """bpref and infAP under the human qrels, every pool pair without a gold grade pooled but unjudged (-1), equal
+    trec_eval's on the same rankings; the page shows the columns when asked and says what each assumes."""
+    import pytrec_eval
+
+    from labeling.models import Pair
+
+    report = systems_report(project=built.project, sources=["human"], measures=["bpref", "infAP", "AP'"])
+    qrels = human_qrels()
+    pool: dict[str, set[str]] = {}
+    for q, d in Pair.objects.filter(project=built.project).values_list("query__external_id", "passage__external_id"):
+        pool.setdefault(q, set()).add(d)
+    marked = {q: {**{d: -1 for d in pool.get(q, ()) if d not in docs}, **docs} for q, docs in qrels.items()}
+    for run in RUN_NAMES:
+        ranking = {q: {d: float(100 - i) for i, d in enumerate(docs)} for q, docs in built.rankings[run].items()
+                   if q in qrels}
+        reference = pytrec_eval.RelevanceEvaluator(marked, {"bpref", "infAP"}).evaluate(ranking)
+        scores = report.per_query[run]["human"]
+        for i, q in enumerate(scores.queries):
+            expected = reference.get(q, {"bpref": 0.0, "infAP": 0.0})
+            assert scores.values["bpref"][i] == pytest.approx(expected["bpref"])
+            assert scores.values["infAP"][i] == pytest.approx(expected["infAP"])
+    client.force_login(member(built.project, Membership.Role.VIEWER))
+    page = reverse("labeling:systems", args=[built.project.slug])
+    html = client.get(page, {"source": "human", "incomplete": "true"}).content.decode()
+    assert 'data-measure="bpref"' in html and "data-measure=\"nDCG'@10\"" in html.replace("&#x27;", "'")
+    assert "assumes the judged pool pairs are a random sample" in html
+    assert 'data-measure="bpref"' not in client.get(page, {"source": "human"}).content.decode()

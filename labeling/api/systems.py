@@ -20,7 +20,7 @@ from labeling.selectors.significance import (
     systems_significance,
 )
 from labeling.selectors.systems import systems_report, systems_report_json
-from models_llm.retrieval.evaluation import MEASURES
+from models_llm.retrieval.evaluation import ALL_MEASURES
 from models_llm.retrieval.significance import CORRECTIONS, DEFAULT_DRAWS, MAX_DRAWS, TESTS
 
 QRELS_PATTERN = r"(human|(judge|combined|expected):[^\x00]+)"
@@ -38,7 +38,7 @@ class SystemsEvaluationView(APIView):
             OpenApiParameter("qrels", {"type": "array", "items": {
                 "type": "string", "pattern": f"^{QRELS_PATTERN}$"}},
                 description="qrels source (repeat; default: all)"),
-            OpenApiParameter("measure", str, many=True, enum=list(MEASURES),
+            OpenApiParameter("measure", str, many=True, enum=list(ALL_MEASURES),
                              description="measure (repeat; default: all; judged@10 is always given)"),
             OpenApiParameter("group_by", str, description="query metadata key to break the results down by"),
             OpenApiParameter(INCLUDE_PARTIAL, bool, description="true: compare partial sources too (a judge without "
@@ -67,9 +67,9 @@ class SystemsEvaluationView(APIView):
         bad = [key for key in params.getlist("qrels") if not re.fullmatch(QRELS_PATTERN, key)]
         if bad:
             refused["qrels"] = [f"'human', 'judge:NAME', 'combined:NAME' or 'expected:NAME', got {bad[0]!r}"]
-        unknown = [name for name in params.getlist("measure") if name not in MEASURES]
+        unknown = [name for name in params.getlist("measure") if name not in ALL_MEASURES]
         if unknown:
-            refused["measure"] = [f"unknown measure {unknown[0]!r}: one of {', '.join(MEASURES)}"]
+            refused["measure"] = [f"unknown measure {unknown[0]!r}: one of {', '.join(ALL_MEASURES)}"]
         compare = query_flag(params, "compare")
         chosen = None
         if compare:

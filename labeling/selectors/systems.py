@@ -23,7 +23,7 @@ from itertools import combinations
 
 import numpy as np
 
-from labeling.models import Judge, Project, Query
+from labeling.models import Judge, Pair, Project, Query
 from labeling.selectors.coverage import Coverage, coverages_of, is_ranked, pool_pairs_retrieved_at
 from labeling.selectors.qrels_sources import (
     COMBINED,
@@ -38,6 +38,8 @@ from labeling.selectors.qrels_sources import (
 from labeling.selectors.runs import RunNames, project_runs, rankings_named, run_entry_ids, run_top_ids
 from models_llm.retrieval.agreement import Agreement, system_agreement
 from models_llm.retrieval.evaluation import (
+    ALL_MEASURES,
+    INCOMPLETE_MEASURES,
     MEASURE_DEPTHS,
     MEASURES,
     ExpectedEvaluator,
@@ -141,9 +143,9 @@ class SystemsReport:
 def _measures(measures: Sequence[str] | None) -> tuple[str, ...]:
     if not measures:
         return MEASURES
-    unknown = [measure for measure in measures if measure not in MEASURES]
+    unknown = [measure for measure in measures if measure not in ALL_MEASURES]
     if unknown:
-        raise SystemsError(f"unknown measure {unknown[0]!r} (measures: {', '.join(MEASURES)})")
+        raise SystemsError(f"unknown measure {unknown[0]!r} (measures: {', '.join(ALL_MEASURES)})")
     chosen = tuple(dict.fromkeys(measures))
     return chosen if JUDGED in chosen else (*chosen, JUDGED)
 
@@ -181,11 +183,25 @@ def _query_groups(project: Project, key: str) -> dict[str, list[str]]:
     return dict(sorted(groups.items()))
 
 
-def _evaluators(project: Project, sources: Sequence[QrelsSource], *,
-                required: bool) -> dict[str, tuple[QrelsEvaluator | ExpectedEvaluator, dict[str, frozenset[str]]]]:
+def _pool_by_query(project: Project) -> dict[str, list[str]]:
+    """query external id -> the passages of its pool pairs (external ids): trec_eval's "pooled" documents."""
+    pooled: dict[str, list[str]] = {}
+    for query, passage in Pair.objects.filter(project=project).values_list("query__external_id",
+                                                                           "passage__external_id").iterator():
+        pooled.setdefault(query, []).append(passage)
+    return pooled
+
+
+def _evaluators(project: Project, sources: Sequence[QrelsSource], *, required: bool,
+                measures: tuple[str, ...] = ()) -> dict[str, tuple[QrelsEvaluator | ExpectedEvaluator,
+                                                                   dict[str, frozenset[str]]]]:
     """source key -> (evaluator, judged doc ids per query), each qrels built once; a source that grades nothing
-    is an error when it was asked for, else left out (`sources` as qrels_sources orders them, human first)."""
+    is an error when it was asked for, else left out (`sources` as qrels_sources orders them, human first).
+    `measures`: those of INCOMPLETE_MEASURES among them are computed too (the pool read once for infAP and bpref:
+    a pool pair the source does not grade is pooled but unjudged)."""
     relevant_from = project.label_scale.relevant_from
+    extra = tuple(measure for measure in measures if measure in INCOMPLETE_MEASURES)
+    pooled = _pool_by_query(project) if {"bpref", "infAP"} & set(extra) else None
     built = {}
     for source in sources:
         if source.kind == COMBINED and not required and HUMAN not in built:
@@ -199,8 +215,8 @@ def _evaluators(project: Project, sources: Sequence[QrelsSource], *,
                 raise SystemsError(f"the {source.key} qrels of project {project.slug!r} are empty: "
                                    f"no pair has a grade from {source.label}")
             continue
-        evaluator = ExpectedEvaluator(grades) if source.expected else QrelsEvaluator(grades,
-                                                                                      relevant_from=relevant_from)
+        evaluator = ExpectedEvaluator(grades) if source.expected else QrelsEvaluator(
+            grades, relevant_from=relevant_from, extra=extra, pooled=pooled)
         built[source.key] = (evaluator, {query: frozenset(docs) for query, docs in grades.items()})
     return built
 
@@ -285,7 +301,7 @@ def systems_report(*, project: Project, sources: Sequence[str] | None = None, me
     else:
         chosen = qrels_sources(project)
     run_rows = list(project_runs(project))
-    evaluators = _evaluators(project, chosen, required=bool(sources)) if run_rows else {}
+    evaluators = _evaluators(project, chosen, required=bool(sources), measures=chosen_measures) if run_rows else {}
     chosen = [source for source in chosen if source.key in evaluators] if run_rows else chosen
     keys = [source.key for source in chosen]
     per_query: dict[str, dict[str, QueryScores]] = {}

@@ -45,7 +45,7 @@ from labeling.services.scoring import ScoringError
 from labeling.views.access import project_view
 from labeling.views.htmx import htmx_partial
 from models_llm.retrieval.agreement import COEFFICIENT_EXPLAIN, COEFFICIENTS, MIN_SYSTEMS, Agreement
-from models_llm.retrieval.evaluation import MEASURE_DEPTHS, MEASURE_EXPLAIN
+from models_llm.retrieval.evaluation import INCOMPLETE_MEASURES, MEASURE_DEPTHS, MEASURE_EXPLAIN, MEASURES
 from models_llm.retrieval.significance import CORRECTIONS, TESTS, Comparison
 
 RUN_ADMIN = admin_to("change the project's runs")
@@ -239,18 +239,20 @@ def _scatters(report: SystemsReport) -> list[ScatterCard]:
 
 
 def _evaluation(project: Project, runs: list[Run], asked: list[str], include_partial: bool,
-                options: SignificanceOptions | None = None) -> dict:
+                options: SignificanceOptions | None = None, incomplete: bool = False) -> dict:
     """The leaderboards, agreement and scatter plots under the sources `asked` (keys; none: DEFAULT_KINDS), partial
     sources ranked and compared only when `include_partial`."""
     sources = qrels_sources(project)
     chosen = asked or [source.key for source in sources if source.kind in DEFAULT_KINDS]
     context: dict = {"qrels_sources": sources, "chosen_sources": chosen, "include_partial": include_partial,
+                     "incomplete": incomplete,
                      "min_systems": MIN_SYSTEMS, "measure_explain": MEASURE_EXPLAIN,
                      "coefficient_explain": COEFFICIENT_EXPLAIN}
     if not runs or not chosen:
         return context
     try:
-        report = systems_report(project=project, sources=chosen, include_partial=include_partial)
+        report = systems_report(project=project, sources=chosen, include_partial=include_partial,
+                                measures=MEASURES + INCOMPLETE_MEASURES if incomplete else None)
     except SystemsError as exc:
         return {**context, "evaluation_error": str(exc)}
     significance = systems_significance(report, options or SignificanceOptions())
@@ -323,7 +325,7 @@ def _systems_context(request: HttpRequest, project: Project, **answer: object) -
             context["significance_error"] = str(exc)
             options = SignificanceOptions()
         context |= _evaluation(project, runs, request.GET.getlist("source"), include_partial_from(request.GET),
-                               options)
+                               options, incomplete=request.GET.get("incomplete") == "true")
         context |= _beyond_pool_context(project, context.get("beyond_pool_form"))
     return context
 

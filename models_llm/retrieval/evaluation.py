@@ -31,10 +31,16 @@ import pytrec_eval
 from models_llm.metrics.bootstrap import percentile_interval, resampling_counts
 
 MEASURES = ("nDCG@10", "nDCG@100", "AP", "P@10", "R@100", "judged@10")
+# Measures for incomplete judgments, computed when asked (they read whole rankings): trec_eval's bpref and infAP
+# (a pool pair without a grade is "pooled but unjudged", -1 in trec_eval's qrels), and the condensed-list
+# variants of Sakai (2007), nDCG'@10 and AP': the measure on the ranking with its unjudged documents removed.
+INCOMPLETE_MEASURES = ("bpref", "infAP", "nDCG'@10", "AP'")
+ALL_MEASURES = MEASURES + INCOMPLETE_MEASURES
 EXPECTED_MEASURES = ("nDCG@10", "nDCG@100", "P@10", "R@100")
 # How deep into each ranking a measure reads (None: all of it, as AP does).
 MEASURE_DEPTHS: dict[str, int | None] = {"nDCG@10": 10, "nDCG@100": 100, "AP": None, "P@10": 10, "R@100": 100,
-                                         "judged@10": 10}
+                                         "judged@10": 10, "bpref": None, "infAP": None, "nDCG'@10": None,
+                                         "AP'": None}
 # Each measure in one plain line, with the way that is better.
 MEASURE_EXPLAIN = {
     "nDCG@10": "the grades of the top 10, the top weighing most, against the best possible order; higher is better",
@@ -43,6 +49,14 @@ MEASURE_EXPLAIN = {
     "P@10": "share of the top 10 that is relevant; higher is better",
     "R@100": "share of the query's relevant passages found in the top 100; higher is better",
     "judged@10": "share of the top 10 the source graded; below 1 the other numbers are lower bounds",
+    "bpref": "how often judged relevant passages rank above judged non-relevant ones; unjudged passages are "
+             "ignored, not counted as non-relevant (assumes the judged ones are a fair sample); higher is better",
+    "infAP": "AP inferred from incomplete judgments: unjudged passages of the pool are taken to be relevant as "
+             "often as the judged ones above them (assumes the judged pool pairs are a random sample of the pool); "
+             "higher is better",
+    "nDCG'@10": "nDCG@10 on the ranking with its unjudged passages removed (condensed list): judges the run on "
+                "what was judged only, so unjudged passages neither help nor hurt; higher is better",
+    "AP'": "AP on the condensed list (unjudged passages removed); higher is better",
 }
 
 # The measures left to pytrec_eval, by trec_eval name. None looks below rank 100, so the run it gets stops there:
@@ -134,13 +148,33 @@ class QrelsEvaluator:
     of the top min(10, ranked) documents that have a judgement of any grade (ir_measures' Judged@10).
     """
 
-    def __init__(self, qrels: Mapping[str, Mapping[str, int]], *, relevant_from: int = 1) -> None:
+    def __init__(self, qrels: Mapping[str, Mapping[str, int]], *, relevant_from: int = 1,
+                 extra: Sequence[str] = (), pooled: Mapping[str, Iterable[str]] | None = None) -> None:
+        """`extra`: measures of INCOMPLETE_MEASURES to compute too; `pooled`: query id -> the documents of its
+        pool (judged or not), for infAP: those without a judgement are "pooled but unjudged" (-1)."""
+        unknown = [measure for measure in extra if measure not in INCOMPLETE_MEASURES]
+        if unknown:
+            raise ValueError(f"unknown measure {unknown[0]!r}: the extra measures are {', '.join(INCOMPLETE_MEASURES)}")
         self.queries = tuple(sorted(query for query, docs in qrels.items() if docs))
+        self.extra = tuple(measure for measure in INCOMPLETE_MEASURES if measure in extra)
         self._judged = [frozenset(qrels[query]) for query in self.queries]
         self._relevant = [frozenset(doc for doc, grade in qrels[query].items() if grade >= relevant_from)
                           for query in self.queries]
         self._evaluator = pytrec_eval.RelevanceEvaluator({query: dict(qrels[query]) for query in self.queries},
                                                          set(_TREC_NAMES.values()), relevance_level=relevant_from)
+        self._incomplete = None
+        if {"bpref", "infAP"} & set(self.extra):
+            marked = {query: {**{doc: -1 for doc in (pooled or {}).get(query, ()) if doc not in qrels[query]},
+                              **qrels[query]} for query in self.queries}
+            self._incomplete = pytrec_eval.RelevanceEvaluator(marked, {"bpref", "infAP"},
+                                                              relevance_level=relevant_from)
+
+    def _ap(self, i: int, docs: Sequence[str]) -> float:
+        # The ranks of the relevant documents in one pass at C speed: a dict of every document's rank would cost
+        # more than the rest of the evaluation. trec_eval's map: precision at each relevant document's rank, summed
+        # over all relevant (retrieved or not).
+        ranks = list(compress(count(1), map(self._relevant[i].__contains__, docs)))
+        return sum(k / r for k, r in enumerate(ranks, 1)) / len(self._relevant[i]) if ranks else 0.0
 
     def evaluate(self, run: Mapping[str, Sequence[str]]) -> QueryScores:
         """run: query id -> doc ids, best first, each at most once per query (as trec_eval requires; only the
@@ -148,25 +182,36 @@ class QrelsEvaluator:
         ap, judged = np.zeros(len(self.queries)), np.zeros(len(self.queries))
         for i, query in enumerate(self.queries):
             docs = run.get(query, ())
-            # The ranks of the relevant documents in one pass at C speed: a dict of every document's rank would
-            # cost more than the rest of the evaluation.
-            ranks = list(compress(count(1), map(self._relevant[i].__contains__, docs)))
-            # trec_eval's map: precision at each relevant document's rank, summed over all relevant (retrieved
-            # or not).
-            if ranks:
-                ap[i] = sum(k / r for k, r in enumerate(ranks, 1)) / len(self._relevant[i])
+            ap[i] = self._ap(i, docs)
             top = docs[:_TOP]
             if len(top):
                 judged[i] = sum(doc in self._judged[i] for doc in top) / len(top)
         trec = _trec_values(self._evaluator, self.queries, _tops(run, self.queries), tuple(_TREC_NAMES))
-        values = trec | {"AP": ap, "judged@10": judged}
-        return QueryScores(self.queries, {measure: values[measure] for measure in MEASURES})
+        values = trec | {"AP": ap, "judged@10": judged} | self._extra_values(run)
+        return QueryScores(self.queries, {measure: values[measure] for measure in MEASURES + self.extra})
+
+    def _extra_values(self, run: Mapping[str, Sequence[str]]) -> dict[str, np.ndarray]:
+        out: dict[str, np.ndarray] = {}
+        if self._incomplete is not None:
+            ranked = {q: {doc: float(len(run[q]) - rank) for rank, doc in enumerate(run[q])}
+                      for q in self.queries if run.get(q)}
+            result = self._incomplete.evaluate(ranked)
+            for measure in ("bpref", "infAP"):
+                out[measure] = np.array([result[q][measure] if q in result else 0.0 for q in self.queries])
+        if "nDCG'@10" in self.extra or "AP'" in self.extra:
+            condensed = {q: [doc for doc in run.get(q, ()) if doc in self._judged[i]]
+                         for i, q in enumerate(self.queries)}
+            out["nDCG'@10"] = _trec_values(self._evaluator, self.queries, _tops(condensed, self.queries),
+                                           ("nDCG@10",))["nDCG@10"]
+            out["AP'"] = np.array([self._ap(i, condensed[q]) for i, q in enumerate(self.queries)])
+        return out
 
 
 def evaluate_run(run: Mapping[str, Sequence[str]], qrels: Mapping[str, Mapping[str, int]], *,
-                 relevant_from: int = 1) -> QueryScores:
+                 relevant_from: int = 1, extra: Sequence[str] = (),
+                 pooled: Mapping[str, Iterable[str]] | None = None) -> QueryScores:
     """trec_eval's measures of one run; QrelsEvaluator when several runs meet the same qrels."""
-    return QrelsEvaluator(qrels, relevant_from=relevant_from).evaluate(run)
+    return QrelsEvaluator(qrels, relevant_from=relevant_from, extra=extra, pooled=pooled).evaluate(run)
 
 
 def _ratio(numerator: np.ndarray, denominator: np.ndarray) -> np.ndarray:

@@ -25,7 +25,7 @@ from labeling.selectors.systems import (
     systems_report_json,
 )
 from models_llm.retrieval.agreement import MIN_SYSTEMS
-from models_llm.retrieval.evaluation import MEASURES
+from models_llm.retrieval.evaluation import ALL_MEASURES
 from models_llm.retrieval.significance import CORRECTIONS, DEFAULT_DRAWS, TESTS, Comparison
 
 # The coefficients of a row of the agreement table, in the order they are printed.
@@ -61,7 +61,7 @@ class Command(BaseCommand):
         parser.add_argument("--project", required=True, help="project slug")
         parser.add_argument("--qrels", action="append", metavar="SOURCE",
                             help="human, judge:NAME, combined:NAME or expected:NAME (repeat; default: all)")
-        parser.add_argument("--measure", action="append", choices=MEASURES,
+        parser.add_argument("--measure", action="append", choices=ALL_MEASURES,
                             help="measure to report (repeat; default: all; judged@10 is always shown)")
         parser.add_argument("--group-by", dest="group_by", metavar="KEY",
                             help="query metadata key to break the results down by (KEY1,KEY2 crosses two)")
