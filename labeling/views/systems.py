@@ -26,6 +26,7 @@ from labeling.selectors.lookups import judge_by_name, retrieval_job_of_project, 
 from labeling.selectors.projects import admin_to, project_role
 from labeling.selectors.qrels_sources import HUMAN, JUDGE, SystemsError, qrels_sources
 from labeling.selectors.retrieval_jobs import retrieval_jobs
+from labeling.selectors.reusability import pool_reusability
 from labeling.selectors.runs import project_runs, run_by_name
 from labeling.selectors.scoring import judges_for_project
 from labeling.selectors.significance import (
@@ -256,11 +257,23 @@ def _evaluation(project: Project, runs: list[Run], asked: list[str], include_par
     except SystemsError as exc:
         return {**context, "evaluation_error": str(exc)}
     significance = systems_significance(report, options or SignificanceOptions())
+    context |= _reusability_context(project, report)
     return {**context, "report": report, "leaderboards": _leaderboards(report, significance),
             "significance_options": options or SignificanceOptions(), "tests": TESTS, "corrections": CORRECTIONS,
             "needed_words": _needed_words(report),
             "agreement_rows": _agreement_rows(report), "left_out_deeper": _left_out_deeper(report),
             "too_few_runs": len(report.runs) < MIN_SYSTEMS, "scatters": _scatters(report)}
+
+
+def _reusability_context(project: Project, report: SystemsReport) -> dict:
+    """Leave one run out on the first graded source shown (human when it is), on the lead measure."""
+    graded = [source for source in report.sources if not source.expected]
+    if not graded or report.lead_measure == JUDGED or not report.runs:
+        return {}
+    try:
+        return {"reusability": pool_reusability(project=project, source=graded[0].key, measure=report.lead_measure)}
+    except SystemsError as exc:
+        return {"reusability_error": str(exc)}
 
 
 def _parameters_summary(parameters: dict) -> str:
