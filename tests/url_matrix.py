@@ -19,6 +19,7 @@ from labeling.models import (
     Membership,
     Pair,
     Project,
+    QrelsRelease,
     Query,
     RetrievalJob,
     Run,
@@ -28,6 +29,7 @@ from labeling.models import (
     TrainingSet,
 )
 from labeling.services.invitations import invitation_create
+from labeling.services.releases import release_create
 from labeling.services.validation import validation_result_ensure
 from tests.factories import (
     JudgeFactory,
@@ -94,6 +96,7 @@ class World:
     finetune_job: FineTuneJob  # running, its worker reporting
     bundle_job: BundleImportJob  # failed, with a problem naming its file and line
     audit: AuditJob  # a running perturbation audit of the judge
+    release: QrelsRelease  # the human qrels frozen as "release-a"
     member: object  # an expert other than the role users: the one a member removal targets
     invitation: Invitation  # open: its link's token is `invitation_token`
     invitation_token: str
@@ -114,6 +117,7 @@ class World:
             "finetune_job_id": self.finetune_job.id,
             "bundle_job_id": self.bundle_job.id,
             "audit_id": self.audit.id,
+            "release": self.release.name,
             "invitation_id": self.invitation.id,
             "token": self.invitation_token,
         }
@@ -189,9 +193,10 @@ def build_world(
                                     status=AuditJob.Status.RUNNING, started_at=now, heartbeat_at=now,
                                     parameters={"sample": 1, "seed": 0}, requested_by=users[ADMIN])
     invited = invitation_create(project=project, username="newcomer", role=EXPERT, by=users[ADMIN])
+    release = release_create(project=project, by=users[ADMIN], name="release-a")
     if with_report:
         validation_result_ensure(project=project)
     return World(project=project, query=query, pair=pairs[0], conflict=pairs[1], judge=judge, job=job, run=run,
                  retrieval_job=retrieval_job, training_set=training_set, finetune_job=finetune_job,
-                 bundle_job=bundle_job, audit=audit, member=alice, invitation=invited.invitation,
+                 bundle_job=bundle_job, audit=audit, release=release, member=alice, invitation=invited.invitation,
                  invitation_token=invited.token, users=users)
