@@ -128,3 +128,24 @@ def test_the_api_freezes_exports_and_diffs(world):
     assert api.get(f"{base}v2/diff/").json()["added"] == [{"query_id": "q1", "doc_id": "d5", "grade": 1}]
     assert api.get(f"{base}v2/diff/", {"against": "v9"}).status_code == 404
     assert api.post(base, {"name": "v3"}, format="json").status_code == 403
+
+
+def test_runs_are_evaluated_on_a_release_as_on_the_qrels_it_froze(world):
+    from labeling.selectors.systems import systems_report
+
+    project, admin, _ = world
+    before = systems_report(project=project, sources=["human"])
+    release_create(project=project, by=admin, name="v1")
+    Pair.objects.filter(project=project, reference_grade__isnull=False).update(reference_grade=0)
+    after = systems_report(project=project, sources=["human", "release:v1"])
+    for run in before.runs:
+        frozen, then = after.per_query[run]["release:v1"], before.per_query[run]["human"]
+        assert frozen.queries == then.queries
+        for measure, values in then.values.items():
+            assert list(frozen.values[measure]) == pytest.approx(list(values)), (run, measure)
+    assert any(after.per_query[run]["human"].mean("nDCG@10") != before.per_query[run]["human"].mean("nDCG@10")
+               for run in before.runs)
+    from labeling.selectors.qrels_sources import SystemsError, qrels_sources
+    assert "release:v1" in [source.key for source in qrels_sources(project)]
+    with pytest.raises(SystemsError, match="no release 'v9'"):
+        systems_report(project=project, sources=["release:v9"])

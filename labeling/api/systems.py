@@ -23,7 +23,7 @@ from labeling.selectors.systems import systems_report, systems_report_json
 from models_llm.retrieval.evaluation import ALL_MEASURES
 from models_llm.retrieval.significance import CORRECTIONS, DEFAULT_DRAWS, MAX_DRAWS, TESTS
 
-QRELS_PATTERN = r"(human|(judge|combined|expected):[^\x00]+)"
+QRELS_PATTERN = r"(human|(judge|combined|expected|release):[^\x00]+)"
 
 
 class SystemsEvaluationView(APIView):
@@ -66,7 +66,8 @@ class SystemsEvaluationView(APIView):
         refused = {}
         bad = [key for key in params.getlist("qrels") if not re.fullmatch(QRELS_PATTERN, key)]
         if bad:
-            refused["qrels"] = [f"'human', 'judge:NAME', 'combined:NAME' or 'expected:NAME', got {bad[0]!r}"]
+            refused["qrels"] = [f"'human', 'judge:NAME', 'combined:NAME', 'expected:NAME' or 'release:NAME', "
+                                f"got {bad[0]!r}"]
         unknown = [name for name in params.getlist("measure") if name not in ALL_MEASURES]
         if unknown:
             refused["measure"] = [f"unknown measure {unknown[0]!r}: one of {', '.join(ALL_MEASURES)}"]

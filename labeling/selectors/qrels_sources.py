@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from labeling.exceptions import DomainError, NotFound
-from labeling.models import Label, Pair, Project
+from labeling.models import Label, Pair, Project, QrelsRelease
 from labeling.selectors.export import ExportError, export_source_parse, judge_probabilities, qrels_rows
 from labeling.selectors.scoring import judges_with_judgments
 from labeling.selectors.streams import Grouped, external_ids, pair_stream
@@ -15,6 +15,7 @@ HUMAN = "human"
 JUDGE = "judge"
 COMBINED = "combined"
 EXPECTED = "expected"
+RELEASE = "release"
 
 
 class SystemsError(DomainError):
@@ -58,14 +59,20 @@ def _has_human_grades(project: Project) -> bool:
             or Label.objects.filter(pair__project=project, superseded_at__isnull=True).exists())
 
 
+def _release(name: str) -> QrelsSource:
+    return QrelsSource(key=f"{RELEASE}:{name}", label=f"frozen release {name}", kind=RELEASE)
+
+
 def qrels_sources(project: Project) -> list[QrelsSource]:
     """The project's sources: `human` when any pair may have a gold grade; for every judge with a P,
-    `judge:NAME` and `expected:NAME`, and `combined:NAME` when there are human grades to combine with."""
+    `judge:NAME` and `expected:NAME`, and `combined:NAME` when there are human grades to combine with; then every
+    frozen release, `release:NAME`, newest first."""
     human = _has_human_grades(project)
     sources = [_source(HUMAN)] if human else []
     for name in judges_with_judgments(project=project).values_list("name", flat=True):
         sources += [_source(JUDGE, name), *([_source(COMBINED, name)] if human else []), _source(EXPECTED, name)]
-    return sources
+    return sources + [_release(name) for name in QrelsRelease.objects.filter(project=project).order_by(
+        "-created_at", "-id").values_list("name", flat=True)]
 
 
 def qrels_source_parse(*, project: Project, key: str) -> QrelsSource:
@@ -73,6 +80,10 @@ def qrels_source_parse(*, project: Project, key: str) -> QrelsSource:
     kind, _, name = key.partition(":")
     if kind == HUMAN and not name:
         return _source(HUMAN)
+    if kind == RELEASE and name:
+        if not QrelsRelease.objects.filter(project=project, name=name).exists():
+            raise SystemsSourceNotFound(f"project {project.slug!r} has no release {name!r}")
+        return _release(name)
     if kind in (JUDGE, COMBINED, EXPECTED) and name:
         try:
             export_source_parse(project=project, source=f"{JUDGE}:{name}", threshold=None)
@@ -80,7 +91,8 @@ def qrels_source_parse(*, project: Project, key: str) -> QrelsSource:
             raise (SystemsSourceNotFound if isinstance(exc, NotFound) else SystemsError)(str(exc)) from None
         return _source(kind, name)
     known = ", ".join(source.key for source in qrels_sources(project)) or "none"
-    raise SystemsError(f"qrels source must be 'human', 'judge:NAME', 'combined:NAME' or 'expected:NAME', got {key!r} "
+    raise SystemsError(f"qrels source must be 'human', 'judge:NAME', 'combined:NAME', 'expected:NAME' or "
+                       f"'release:NAME', got {key!r} "
                        f"(project {project.slug!r} has: {known})")
 
 
@@ -88,6 +100,16 @@ def qrels_for(*, project: Project, source: QrelsSource) -> dict[str, dict[str, i
     """query id -> doc id -> grade, as `export_qrels --source KEY` writes them (not for an expected source)."""
     if source.expected:
         raise SystemsError(f"{source.key} gives probabilities, not grades: use probabilities_for")
+    if source.kind == RELEASE:
+        from labeling.selectors.releases import release_by_name, release_records, release_verify
+
+        release = release_by_name(project=project, name=source.key.partition(":")[2])
+        release_verify(release)
+        frozen: dict[str, dict[str, int]] = {}
+        for record in release_records(release):
+            if record["grade"] is not None:
+                frozen.setdefault(record["query_id"], {})[record["doc_id"]] = record["grade"]
+        return frozen
     export = export_source_parse(project=project, source=source.key, threshold=None)
     qrels: dict[str, dict[str, int]] = {}
     for row in qrels_rows(project=project, source=export):
