@@ -66,8 +66,8 @@ class SystemsEvaluationView(APIView):
         refused = {}
         bad = [key for key in params.getlist("qrels") if not re.fullmatch(QRELS_PATTERN, key)]
         if bad:
-            refused["qrels"] = [f"'human', 'judge:NAME', 'combined:NAME', 'expected:NAME' or 'release:NAME', "
-                                f"got {bad[0]!r}"]
+            refused["qrels"] = [(f"'human', 'judge:NAME', 'combined:NAME', 'expected:NAME' or 'release:NAME', "
+                                 f"got {bad[0]!r}")]
         unknown = [name for name in params.getlist("measure") if name not in ALL_MEASURES]
         if unknown:
             refused["measure"] = [f"unknown measure {unknown[0]!r}: one of {', '.join(ALL_MEASURES)}"]
