@@ -74,7 +74,11 @@ class ReleaseExportView(APIView):
 
     @extend_schema(
         parameters=[OpenApiParameter("format", str, enum=list(QrelsFormat), description="default trec")],
-        responses={(200, "text/plain"): OpenApiResponse(OpenApiTypes.STR, description="the release's lines")},
+        responses={
+            (200, "text/plain"): OpenApiResponse(OpenApiTypes.STR, description="trec: the release's lines"),
+            (200, "text/tab-separated-values"): OpenApiResponse(OpenApiTypes.STR, description="beir"),
+            (200, "application/x-ndjson"): OpenApiResponse(OpenApiTypes.STR, description="jsonl: the stored records"),
+        },
     )
     def get(self, request: Request, slug: str, release: str) -> StreamingHttpResponse:
         project = project_for_user(user=request.user, slug=slug, need=READ_QRELS)

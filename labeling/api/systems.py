@@ -73,12 +73,14 @@ class SystemsEvaluationView(APIView):
             refused["measure"] = [f"unknown measure {unknown[0]!r}: one of {', '.join(ALL_MEASURES)}"]
         compare = query_flag(params, "compare")
         chosen = None
-        if compare:
-            try:
-                chosen = significance_options(test=params.get("test"), correction=params.get("correction"),
-                                              alpha=params.get("alpha"), draws=params.get("permutations"))
-            except SignificanceOptionError as exc:
-                refused["compare"] = [str(exc)]
+        # The options are checked whenever given, compare or not: a request the schema refuses is refused.
+        try:
+            chosen = significance_options(test=params.get("test"), correction=params.get("correction"),
+                                          alpha=params.get("alpha"), draws=params.get("permutations"))
+        except SignificanceOptionError as exc:
+            refused["compare"] = [str(exc)]
+        if not compare:
+            chosen = None
         if refused:
             raise ValidationError(refused)
         include_partial = query_flag(params, INCLUDE_PARTIAL)
