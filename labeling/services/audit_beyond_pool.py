@@ -64,19 +64,19 @@ def below_pool(project: Project, run: Run) -> QuerySet[RunEntry]:
     return RunEntry.objects.filter(run=run).exclude(Exists(pooled))
 
 
-def _drawn(project: Project, run: Run, sample: int, seed: int) -> tuple[int, list[int]]:
-    """(entries below the pool, the ids of a simple random sample of `sample` of them): random.Random seeded by
+def _drawn(project: Project, run: Run, sample: int, seed: int) -> list[int]:
+    """The ids of a simple random sample of `sample` of the run's entries below the pool: random.Random seeded by
     the seed and the run's name draws from the ids in order, so the same pool and seed give the same sample on
     SQLite and PostgreSQL."""
     ids = np.fromiter(below_pool(project, run).order_by("id").values_list("id", flat=True), dtype=np.int64)
     chosen = random.Random(f"{seed}:{run.name}").sample(range(ids.size), min(sample, ids.size))
-    return int(ids.size), sorted(int(ids[i]) for i in chosen)
+    return sorted(int(ids[i]) for i in chosen)
 
 
 def beyond_pool_probes(*, project: Project, judge: Judge, parameters: Mapping) -> list[Probe]:
     """One probe per drawn entry (`item`: the run's name, `role`: "below"), run by run in name order, with its
     query's current definition. AuditConflict when no run has an entry below the pool."""
-    drawn = [(run, _drawn(project, run, parameters["sample"], parameters["seed"])[1])
+    drawn = [(run, _drawn(project, run, parameters["sample"], parameters["seed"]))
              for run in _runs(project, parameters["runs"])]
     wanted = [entry_id for _, ids in drawn for entry_id in ids]
     if not wanted:
