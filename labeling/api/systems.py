@@ -23,13 +23,13 @@ from labeling.selectors.systems import systems_report, systems_report_json
 from models_llm.retrieval.evaluation import ALL_MEASURES
 from models_llm.retrieval.significance import CORRECTIONS, DEFAULT_DRAWS, MAX_DRAWS, TESTS
 
-QRELS_PATTERN = r"(human|(judge|combined|expected|release):[^\x00]+)"
+QRELS_PATTERN = r"(human|sample|(judge|combined|expected|release):[^\x00]+)"
 
 
 class SystemsEvaluationView(APIView):
-    """Every run of the project under each qrels source (`human`, `judge:NAME`, `combined:NAME`,
-    `expected:NAME`): mean and bootstrap interval of each measure, the share of each run the source judged, and
-    the agreement of the sources on the ranking of the runs (Kendall's tau, tau_AP, Spearman; partial sources only
+    """Every run of the project under each qrels source (`human`, `sample`, `judge:NAME`, `combined:NAME`,
+    `expected:NAME`, `release:NAME`; `sample` only when asked, with statAP and infNDCG@10): mean and bootstrap
+    interval of each measure, the share of each run the source judged, and the agreement of the sources on the ranking of the runs (Kendall's tau, tau_AP, Spearman; partial sources only
     with `include_partial`, and no agreement with fewer than three runs). Admins and viewers
     only: every source is made of gold grades or judges' P of items experts have not labelled (blind first)."""
 
@@ -37,7 +37,8 @@ class SystemsEvaluationView(APIView):
         parameters=[
             OpenApiParameter("qrels", {"type": "array", "items": {
                 "type": "string", "pattern": f"^{QRELS_PATTERN}$"}},
-                description="qrels source (repeat; default: all)"),
+                description="qrels source (repeat; default: all but `sample`, the random validation sample's gold "
+                            "weighted by inclusion probability, which defines statAP and infNDCG@10 only)"),
             OpenApiParameter("measure", str, many=True, enum=list(ALL_MEASURES),
                              description="measure (repeat; default: all; judged@10 is always given)"),
             OpenApiParameter("group_by", str, description="query metadata key to break the results down by"),
@@ -66,8 +67,8 @@ class SystemsEvaluationView(APIView):
         refused = {}
         bad = [key for key in params.getlist("qrels") if not re.fullmatch(QRELS_PATTERN, key)]
         if bad:
-            refused["qrels"] = [(f"'human', 'judge:NAME', 'combined:NAME', 'expected:NAME' or 'release:NAME', "
-                                 f"got {bad[0]!r}")]
+            refused["qrels"] = [(f"'human', 'sample', 'judge:NAME', 'combined:NAME', 'expected:NAME' or "
+                                 f"'release:NAME', got {bad[0]!r}")]
         unknown = [name for name in params.getlist("measure") if name not in ALL_MEASURES]
         if unknown:
             refused["measure"] = [f"unknown measure {unknown[0]!r}: one of {', '.join(ALL_MEASURES)}"]

@@ -257,14 +257,20 @@ def current_label_count(project: Project) -> int:
     return Label.objects.filter(pair__project=project, superseded_at__isnull=True).count()
 
 
-def random_sample_pair_ids(project: Project) -> set[int]:
-    """The random validation sample (as the completeness report reads it): every pair whose random order key lies
-    below the first key of a pair without a gold grade (ungraded, or labels not agreed). Whatever learns from the
-    experts' labels leaves these out, or the design-based figures would be measured on its own training targets."""
-    graded = {pair.pair_id for pair in gold_pairs(project, graded_only=True) if pair.gold is not None}
+def random_sample_grades(project: Project) -> dict[int, int]:
+    """The random validation sample (as the completeness report reads it), pair id -> gold grade: every pair whose
+    random order key lies below the first key of a pair without a gold grade (ungraded, or labels not agreed). Its
+    pairs of one query are a simple random sample of that query's pool (given how many it holds)."""
+    graded = {pair.pair_id: pair.gold for pair in gold_pairs(project, graded_only=True) if pair.gold is not None}
     rows = list(Pair.objects.filter(project=project).values_list("id", "sample_key"))
     frontier = min((key for pair_id, key in rows if pair_id not in graded), default=np.inf)
-    return {pair_id for pair_id, key in rows if key < frontier}
+    return {pair_id: graded[pair_id] for pair_id, key in rows if key < frontier}
+
+
+def random_sample_pair_ids(project: Project) -> set[int]:
+    """The pairs of the random validation sample. Whatever learns from the experts' labels leaves these out, or
+    the design-based figures would be measured on its own training targets."""
+    return set(random_sample_grades(project))
 
 
 def _gain_curve(project: Project, relevant_from: int) -> list[bool]:

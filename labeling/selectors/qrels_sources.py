@@ -10,12 +10,14 @@ from labeling.models import Label, Pair, Project, QrelsRelease
 from labeling.selectors.export import ExportError, export_source_parse, judge_probabilities, qrels_rows
 from labeling.selectors.scoring import judges_with_judgments
 from labeling.selectors.streams import Grouped, external_ids, pair_stream
+from models_llm.retrieval.sampled import QuerySample
 
 HUMAN = "human"
 JUDGE = "judge"
 COMBINED = "combined"
 EXPECTED = "expected"
 RELEASE = "release"
+SAMPLE = "sample"
 
 
 class SystemsError(DomainError):
@@ -38,6 +40,11 @@ class QrelsSource:
     judge: str | None = None
 
     @property
+    def sampled(self) -> bool:
+        """A sample with known inclusion probabilities: it defines statAP and infNDCG@10 only."""
+        return self.kind == SAMPLE
+
+    @property
     def expected(self) -> bool:
         return self.kind == EXPECTED
 
@@ -45,11 +52,13 @@ class QrelsSource:
 def _source(kind: str, judge: str | None = None) -> QrelsSource:
     labels = {
         HUMAN: "human gold grades",
+        SAMPLE: "human gold on the random validation sample, weighted by inclusion probability",
         JUDGE: f"judge {judge}",
         COMBINED: f"human gold, else judge {judge}",
         EXPECTED: f"expected under judge {judge}'s P",
     }
-    return QrelsSource(key=HUMAN if kind == HUMAN else f"{kind}:{judge}", label=labels[kind], kind=kind, judge=judge)
+    return QrelsSource(key=kind if kind in (HUMAN, SAMPLE) else f"{kind}:{judge}", label=labels[kind], kind=kind,
+                       judge=judge)
 
 
 def _has_human_grades(project: Project) -> bool:
@@ -64,11 +73,12 @@ def _release(name: str) -> QrelsSource:
 
 
 def qrels_sources(project: Project) -> list[QrelsSource]:
-    """The project's sources: `human` when any pair may have a gold grade; for every judge with a P,
+    """The project's sources: `human` when any pair may have a gold grade, and then `sample`, its random validation
+    sample weighted by inclusion probability (evaluated only when asked for); for every judge with a P,
     `judge:NAME` and `expected:NAME`, and `combined:NAME` when there are human grades to combine with; then every
     frozen release, `release:NAME`, newest first."""
     human = _has_human_grades(project)
-    sources = [_source(HUMAN)] if human else []
+    sources = [_source(HUMAN), _source(SAMPLE)] if human else []
     for name in judges_with_judgments(project=project).values_list("name", flat=True):
         sources += [_source(JUDGE, name), *([_source(COMBINED, name)] if human else []), _source(EXPECTED, name)]
     return sources + [_release(name) for name in QrelsRelease.objects.filter(project=project).order_by(
@@ -78,8 +88,8 @@ def qrels_sources(project: Project) -> list[QrelsSource]:
 def qrels_source_parse(*, project: Project, key: str) -> QrelsSource:
     """The source named `key`; SystemsError naming the project's sources when it has no such source."""
     kind, _, name = key.partition(":")
-    if kind == HUMAN and not name:
-        return _source(HUMAN)
+    if kind in (HUMAN, SAMPLE) and not name:
+        return _source(kind)
     if kind == RELEASE and name:
         if not QrelsRelease.objects.filter(project=project, name=name).exists():
             raise SystemsSourceNotFound(f"project {project.slug!r} has no release {name!r}")
@@ -91,7 +101,7 @@ def qrels_source_parse(*, project: Project, key: str) -> QrelsSource:
             raise (SystemsSourceNotFound if isinstance(exc, NotFound) else SystemsError)(str(exc)) from None
         return _source(kind, name)
     known = ", ".join(source.key for source in qrels_sources(project)) or "none"
-    raise SystemsError(f"qrels source must be 'human', 'judge:NAME', 'combined:NAME', 'expected:NAME' or "
+    raise SystemsError(f"qrels source must be 'human', 'sample', 'judge:NAME', 'combined:NAME', 'expected:NAME' or "
                        f"'release:NAME', got {key!r} "
                        f"(project {project.slug!r} has: {known})")
 
@@ -100,6 +110,8 @@ def qrels_for(*, project: Project, source: QrelsSource) -> dict[str, dict[str, i
     """query id -> doc id -> grade, as `export_qrels --source KEY` writes them (not for an expected source)."""
     if source.expected:
         raise SystemsError(f"{source.key} gives probabilities, not grades: use probabilities_for")
+    if source.sampled:
+        return {query: dict(design.grades) for query, design in sample_design(project=project).items()}
     if source.kind == RELEASE:
         from labeling.selectors.releases import release_by_name, release_records, release_verify
 
@@ -129,3 +141,19 @@ def probabilities_for(*, project: Project, source: QrelsSource) -> dict[str, dic
         if rows:
             probabilities.setdefault(queries[query_id], {})[passages[passage_id]] = rows[0][1]
     return probabilities
+
+
+def sample_design(*, project: Project) -> dict[str, QuerySample]:
+    """query id -> the random validation sample on that query's pool: one stratum (its pool pairs), the sampled
+    pairs with their gold grade, so each was drawn with probability (sampled pairs) / (pool pairs) of the query."""
+    from labeling.selectors.completeness import random_sample_grades
+
+    grades = random_sample_grades(project)
+    design: dict[str, tuple[dict[str, str], dict[str, int]]] = {}
+    for pair_id, query, passage in Pair.objects.filter(project=project).values_list(
+            "id", "query__external_id", "passage__external_id").iterator():
+        strata, sampled = design.setdefault(query, ({}, {}))
+        strata[passage] = query
+        if pair_id in grades:
+            sampled[passage] = grades[pair_id]
+    return {query: QuerySample(strata, sampled) for query, (strata, sampled) in design.items()}

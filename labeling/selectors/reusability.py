@@ -69,9 +69,10 @@ def pool_reusability(*, project: Project, source: str = "human", measure: str = 
         raise SystemsError(f"measure must be one of {', '.join(m for m in MEASURES if m != 'judged@10')}, "
                            f"not {measure!r}")
     parsed = qrels_source_parse(project=project, key=source)
-    if parsed.expected:
-        raise SystemsError(f"{source}: an expected source grades every judged pair with its P; leave one run out "
-                           "needs graded qrels (human, judge: or combined:)")
+    if parsed.expected or parsed.sampled:
+        raise SystemsError(f"{source}: " + ("an expected source grades every judged pair with its P" if parsed.expected
+                                             else "a sample grades only part of the pool")
+                           + "; leave one run out needs graded qrels (human, judge:, combined: or release:)")
     qrels = qrels_for(project=project, source=parsed)
     if not any(qrels.values()):
         raise SystemsError(f"the {source} qrels of project {project.slug!r} are empty")

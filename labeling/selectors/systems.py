@@ -34,6 +34,7 @@ from labeling.selectors.qrels_sources import (
     qrels_for,
     qrels_source_parse,
     qrels_sources,
+    sample_design,
 )
 from labeling.selectors.runs import RunNames, project_runs, rankings_named, run_entry_ids, run_top_ids
 from models_llm.retrieval.agreement import Agreement, system_agreement
@@ -42,10 +43,12 @@ from models_llm.retrieval.evaluation import (
     INCOMPLETE_MEASURES,
     MEASURE_DEPTHS,
     MEASURES,
+    SAMPLE_MEASURES,
     ExpectedEvaluator,
     QrelsEvaluator,
     QueryScores,
 )
+from models_llm.retrieval.sampled import SampledEvaluator
 
 AGREEMENT_MEASURES = ("nDCG@10", "AP")
 # The share of a run's top 10 that the source judged: always reported, whichever measures are asked.
@@ -207,16 +210,19 @@ def _evaluators(project: Project, sources: Sequence[QrelsSource], *, required: b
         if source.kind == COMBINED and not required and HUMAN not in built:
             # No gold grade after all: combined:NAME would grade exactly as judge:NAME.
             continue
+        design = sample_design(project=project) if source.sampled else None
         grades: Mapping[str, Mapping[str, float]] = (
             probabilities_for(project=project, source=source) if source.expected
+            else {query: sample.grades for query, sample in design.items()} if design is not None
             else qrels_for(project=project, source=source))
         if not any(grades.values()):
             if required:
                 raise SystemsError(f"the {source.key} qrels of project {project.slug!r} are empty: "
                                    f"no pair has a grade from {source.label}")
             continue
-        evaluator = ExpectedEvaluator(grades) if source.expected else QrelsEvaluator(
-            grades, relevant_from=relevant_from, extra=extra, pooled=pooled)
+        evaluator = (ExpectedEvaluator(grades) if source.expected
+                     else SampledEvaluator(design, relevant_from=relevant_from) if design is not None
+                     else QrelsEvaluator(grades, relevant_from=relevant_from, extra=extra, pooled=pooled))
         built[source.key] = (evaluator, {query: frozenset(docs) for query, docs in grades.items()})
     return built
 
@@ -289,17 +295,20 @@ def _subset(per_query: Mapping[str, Mapping[str, QueryScores]],
 def systems_report(*, project: Project, sources: Sequence[str] | None = None, measures: Sequence[str] | None = None,
                    group_by: str | None = None, draws: int = DRAWS, seed: int = 0, level: float = LEVEL,
                    include_partial: bool = False) -> SystemsReport:
-    """Evaluate every run of `project` under `sources` (keys; None: all of qrels_sources, less any that turns
-    out to grade nothing) with `measures` (None: MEASURES; judged@10 is always added). Each run is read once and
+    """Evaluate every run of `project` under `sources` (keys; None: all of qrels_sources but `sample`, less any
+    that turns out to grade nothing) with `measures` (None: MEASURES, and SAMPLE_MEASURES when `sample` is asked
+    for; judged@10 is always added). Each run is read once and
     each qrels built once. A project without runs gets a report without runs. Sources partial on a measure
     (coverage within the depth it reads) are left out of that measure's agreement unless `include_partial`."""
-    chosen_measures = _measures(measures)
-    agreement_measures = _agreement_measures(chosen_measures)
-    depth = _depth(chosen_measures)
     if sources:
         chosen = [qrels_source_parse(project=project, key=key) for key in dict.fromkeys(sources)]
     else:
-        chosen = qrels_sources(project)
+        chosen = [source for source in qrels_sources(project) if not source.sampled]
+    if not measures and any(source.sampled for source in chosen):
+        measures = MEASURES + SAMPLE_MEASURES
+    chosen_measures = _measures(measures)
+    agreement_measures = _agreement_measures(chosen_measures)
+    depth = _depth(chosen_measures)
     run_rows = list(project_runs(project))
     evaluators = _evaluators(project, chosen, required=bool(sources), measures=chosen_measures) if run_rows else {}
     chosen = [source for source in chosen if source.key in evaluators] if run_rows else chosen

@@ -24,7 +24,7 @@ from labeling.selectors.coverage import include_partial_from
 from labeling.selectors.disclosure import BLIND_REPORTS, sees_reports
 from labeling.selectors.lookups import judge_by_name, retrieval_job_of_project, run_of_project
 from labeling.selectors.projects import admin_to, project_role
-from labeling.selectors.qrels_sources import HUMAN, JUDGE, SystemsError, qrels_sources
+from labeling.selectors.qrels_sources import HUMAN, JUDGE, SAMPLE, SystemsError, qrels_sources
 from labeling.selectors.retrieval_jobs import retrieval_jobs
 from labeling.selectors.reusability import pool_reusability
 from labeling.selectors.runs import project_runs, run_by_name
@@ -46,7 +46,13 @@ from labeling.services.scoring import ScoringError
 from labeling.views.access import project_view
 from labeling.views.htmx import htmx_partial
 from models_llm.retrieval.agreement import COEFFICIENT_EXPLAIN, COEFFICIENTS, MIN_SYSTEMS, Agreement
-from models_llm.retrieval.evaluation import INCOMPLETE_MEASURES, MEASURE_DEPTHS, MEASURE_EXPLAIN, MEASURES
+from models_llm.retrieval.evaluation import (
+    INCOMPLETE_MEASURES,
+    MEASURE_DEPTHS,
+    MEASURE_EXPLAIN,
+    MEASURES,
+    SAMPLE_MEASURES,
+)
 from models_llm.retrieval.significance import CORRECTIONS, TESTS, Comparison
 
 RUN_ADMIN = admin_to("change the project's runs")
@@ -106,7 +112,11 @@ def _leaderboards(report: SystemsReport, significance: dict[str, dict[str, Compa
         rows = []
         ranked = report.ranked(source.key)
         compared = (significance or {}).get(source.key, {})
-        lead = compared.get(report.lead_measure) if ranked else None
+        # A sample defines only its own measures: its board is ordered and marked on the first of them.
+        lead_measure = next((measure for measure in measures if measure in SAMPLE_MEASURES),
+                            report.lead_measure) if source.sampled else report.lead_measure
+        first = measures.index(lead_measure) if lead_measure in measures else 0
+        lead = compared.get(lead_measure) if ranked else None
         for run in report.runs:
             scores = report.scores[run][source.key]
             cells = [Cell(scores[measure].mean, scores[measure].low, scores[measure].high, mute)
@@ -115,7 +125,7 @@ def _leaderboards(report: SystemsReport, significance: dict[str, dict[str, Compa
             rows.append(LeaderboardRow(run=run, cells=cells, judged=scores[JUDGED].mean if JUDGED in scores else None,
                                        mark=mark))
         if ranked:
-            rows.sort(key=lambda row: (row.cells[0].mean is None, -(row.cells[0].mean or 0.0), row.run))
+            rows.sort(key=lambda row: (row.cells[first].mean is None, -(row.cells[first].mean or 0.0), row.run))
         lead_coverage = by_measure.get(report.lead_measure)
         columns = []
         for measure in measures:
@@ -128,7 +138,8 @@ def _leaderboards(report: SystemsReport, significance: dict[str, dict[str, Compa
                             "ranked": report.ranked(source.key, measure), "depth_words": _depth_words(measure)})
         boards.append({"source": source, "queries": report.overall.queries.get(source.key, 0), "rows": rows,
                        "measures": columns, "coverage": lead_coverage, "ranked": ranked,
-                       "comparison": lead, "matrices": _p_matrices(compared, [row.run for row in rows])})
+                       "comparison": lead, "lead_measure": lead_measure,
+                       "matrices": _p_matrices(compared, [row.run for row in rows])})
     return boards
 
 
@@ -252,8 +263,9 @@ def _evaluation(project: Project, runs: list[Run], asked: list[str], include_par
     if not runs or not chosen:
         return context
     try:
+        sampled = SAMPLE_MEASURES if SAMPLE in chosen else ()
         report = systems_report(project=project, sources=chosen, include_partial=include_partial,
-                                measures=MEASURES + INCOMPLETE_MEASURES if incomplete else None)
+                                measures=MEASURES + INCOMPLETE_MEASURES + sampled if incomplete else None)
     except SystemsError as exc:
         return {**context, "evaluation_error": str(exc)}
     significance = systems_significance(report, options or SignificanceOptions())
@@ -267,7 +279,7 @@ def _evaluation(project: Project, runs: list[Run], asked: list[str], include_par
 
 def _reusability_context(project: Project, report: SystemsReport) -> dict:
     """Leave one run out on the first graded source shown (human when it is), on the lead measure."""
-    graded = [source for source in report.sources if not source.expected]
+    graded = [source for source in report.sources if not source.expected and not source.sampled]
     if not graded or report.lead_measure == JUDGED or not report.runs:
         return {}
     try:

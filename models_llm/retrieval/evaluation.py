@@ -35,12 +35,15 @@ MEASURES = ("nDCG@10", "nDCG@100", "AP", "P@10", "R@100", "judged@10")
 # (a pool pair without a grade is "pooled but unjudged", -1 in trec_eval's qrels), and the condensed-list
 # variants of Sakai (2007), nDCG'@10 and AP': the measure on the ranking with its unjudged documents removed.
 INCOMPLETE_MEASURES = ("bpref", "infAP", "nDCG'@10", "AP'")
-ALL_MEASURES = MEASURES + INCOMPLETE_MEASURES
+# Measures of qrels made from a sample with known inclusion probabilities (models_llm.retrieval.sampled): defined
+# only for such a source.
+SAMPLE_MEASURES = ("statAP", "infNDCG@10")
+ALL_MEASURES = MEASURES + INCOMPLETE_MEASURES + SAMPLE_MEASURES
 EXPECTED_MEASURES = ("nDCG@10", "nDCG@100", "P@10", "R@100")
 # How deep into each ranking a measure reads (None: all of it, as AP does).
 MEASURE_DEPTHS: dict[str, int | None] = {"nDCG@10": 10, "nDCG@100": 100, "AP": None, "P@10": 10, "R@100": 100,
                                          "judged@10": 10, "bpref": None, "infAP": None, "nDCG'@10": None,
-                                         "AP'": None}
+                                         "AP'": None, "statAP": None, "infNDCG@10": 10}
 # Each measure in one plain line, with the way that is better.
 MEASURE_EXPLAIN = {
     "nDCG@10": "the grades of the top 10, the top weighing most, against the best possible order; higher is better",
@@ -57,6 +60,11 @@ MEASURE_EXPLAIN = {
     "nDCG'@10": "nDCG@10 on the ranking with its unjudged passages removed (condensed list): judges the run on "
                 "what was judged only, so unjudged passages neither help nor hurt; higher is better",
     "AP'": "AP on the condensed list (unjudged passages removed); higher is better",
+    "statAP": "AP estimated from a random sample of the pool, each judged passage standing for 1/(its chance of "
+              "being drawn) passages (Horvitz-Thompson); only a sampled source has it; higher is better",
+    "infNDCG@10": "nDCG@10 estimated from a random sample of the pool: an unjudged pool passage gets the mean grade "
+                  "of the sampled ones of its stratum, the ideal from the estimated count of each grade; only a "
+                  "sampled source has it; higher is better",
 }
 
 # The measures left to pytrec_eval, by trec_eval name. None looks below rank 100, so the run it gets stops there:

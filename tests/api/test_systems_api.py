@@ -75,7 +75,7 @@ def test_an_expert_is_refused_and_an_outsider_finds_no_project(built):
 
 @pytest.mark.parametrize(("params", "status", "message"), [
     ({"qrels": "judge:nobody"}, 404, "no judge 'nobody'"),
-    ({"qrels": "gold"}, 400, "qrels: 'human', 'judge:NAME'"),
+    ({"qrels": "gold"}, 400, "qrels: 'human', 'sample', 'judge:NAME'"),
     ({"measure": "MRR"}, 400, "unknown measure 'MRR'"),
     ({"include_partial": "yes"}, 400, "include_partial: must be true or false"),
 ])

@@ -140,11 +140,12 @@ def built() -> Built:
 
 
 def test_sources_name_human_then_each_judge_and_parse_refuses_what_the_project_lacks(built):
-    assert [s.key for s in qrels_sources(built.project)] == ["human", "judge:llm", "combined:llm", "expected:llm"]
+    assert [s.key for s in qrels_sources(built.project)] == ["human", "sample", "judge:llm", "combined:llm",
+                                                            "expected:llm"]
     assert qrels_source_parse(project=built.project, key="expected:llm").expected
     with pytest.raises(SystemsError, match="no judge 'other'"):
         qrels_source_parse(project=built.project, key="judge:other")
-    with pytest.raises(SystemsError, match="human, judge:llm, combined:llm, expected:llm"):
+    with pytest.raises(SystemsError, match="human, sample, judge:llm, combined:llm, expected:llm"):
         qrels_source_parse(project=built.project, key="gold")
     without_human = systems_project(slug="no-human", human=False)
     assert [s.key for s in qrels_sources(without_human.project)] == ["judge:llm", "expected:llm"]

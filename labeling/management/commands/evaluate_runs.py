@@ -60,7 +60,8 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--project", required=True, help="project slug")
         parser.add_argument("--qrels", action="append", metavar="SOURCE",
-                            help="human, judge:NAME, combined:NAME or expected:NAME (repeat; default: all)")
+                            help="human, sample, judge:NAME, combined:NAME, expected:NAME or release:NAME (repeat; "
+                                 "default: all but sample)")
         parser.add_argument("--measure", action="append", choices=ALL_MEASURES,
                             help="measure to report (repeat; default: all; judged@10 is always shown)")
         parser.add_argument("--group-by", dest="group_by", metavar="KEY",
