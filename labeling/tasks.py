@@ -35,6 +35,15 @@ def validation_refresh_task(self, project_id: int) -> None:
     _run_job(self, validation_refresh, validation_refresh_fail, project_id=project_id)
 
 
+@shared_task(bind=True, acks_late=True, max_retries=2, **_time_limits("SYSTEMS_TIME_LIMIT"))
+def systems_refresh_task(self, result_id: int) -> None:
+    """Compute the Systems page's evaluation for one choice of sources and options (a no-op when it is already
+    up to date)."""
+    from labeling.services.systems_cache import systems_refresh, systems_refresh_fail  # a task imports its service
+
+    _run_job(self, systems_refresh, systems_refresh_fail, result_id=result_id)
+
+
 @shared_task(bind=True, acks_late=True, max_retries=2, **_time_limits("ROUND_TIME_LIMIT"))
 def round_finish_task(self, round_id: int) -> None:
     """Measure a labelling round whose batch is in, and refit its judge's calibrator."""

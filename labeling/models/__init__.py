@@ -18,7 +18,14 @@ from labeling.models.invitations import Invitation
 from labeling.models.labels import Label, Lease
 from labeling.models.releases import QrelsRelease
 from labeling.models.project import Membership, Pair, PairSource, Passage, Project, Query, RelevanceDefinition
-from labeling.models.retrieval import PassageEmbeddings, RetrievalJob, Run, RunEntry, RunKind
+from labeling.models.retrieval import (
+    PassageEmbeddings,
+    RetrievalJob,
+    Run,
+    RunEntry,
+    RunKind,
+    SystemsResult,
+)
 from labeling.models.rounds import LabellingRound
 
 __all__ = [
@@ -26,5 +33,5 @@ __all__ = [
     "Invitation", "Judgment", "LabellingRound", "Label", "Lease",
     "Membership", "MemberOutput", "MeteredJob", "Pair", "PairSource", "Passage", "Project", "QrelsRelease", "Query",
     "PassageEmbeddings", "RelevanceDefinition", "RetrievalJob", "Run", "RunEntry", "RunKind", "ScoringChunk",
-    "ScoringJob", "TrainingExample", "TrainingSet", "ValidationResult",
+    "ScoringJob", "SystemsResult", "TrainingExample", "TrainingSet", "ValidationResult",
 ]

@@ -17,7 +17,7 @@ left out of that measure's agreement (and, for the leaderboard's first measure, 
 rest."""
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import combinations
 
@@ -294,12 +294,13 @@ def _subset(per_query: Mapping[str, Mapping[str, QueryScores]],
 
 def systems_report(*, project: Project, sources: Sequence[str] | None = None, measures: Sequence[str] | None = None,
                    group_by: str | None = None, draws: int = DRAWS, seed: int = 0, level: float = LEVEL,
-                   include_partial: bool = False) -> SystemsReport:
+                   include_partial: bool = False, progress: Callable[[int], None] | None = None) -> SystemsReport:
     """Evaluate every run of `project` under `sources` (keys; None: all of qrels_sources but `sample`, less any
     that turns out to grade nothing) with `measures` (None: MEASURES, and SAMPLE_MEASURES when `sample` is asked
     for; judged@10 is always added). Each run is read once and
     each qrels built once. A project without runs gets a report without runs. Sources partial on a measure
-    (coverage within the depth it reads) are left out of that measure's agreement unless `include_partial`."""
+    (coverage within the depth it reads) are left out of that measure's agreement unless `include_partial`.
+    `progress(runs evaluated)` after each run."""
     if sources:
         chosen = [qrels_source_parse(project=project, key=key) for key in dict.fromkeys(sources)]
     else:
@@ -325,6 +326,8 @@ def systems_report(*, project: Project, sources: Sequence[str] | None = None, me
             tops[each].append(run_top_ids(entries, each))
         per_query[run.name] = {key: evaluators[key][0].evaluate(ranking) for key in keys}
         judged_entries[run.name] = {key: _judged_share(ranking, evaluators[key][1]) for key in keys}
+        if progress is not None:
+            progress(len(per_query))
     runs = [run.name for run in run_rows]
     coverage_at = _coverage(project, chosen, pool_pairs_retrieved_at(project=project, tops_at=tops))
     measure_coverage = {key: {measure: coverage_at[MEASURE_DEPTHS[measure]][key] for measure in chosen_measures}

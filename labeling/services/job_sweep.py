@@ -28,6 +28,7 @@ from labeling.models import (
     LabellingRound,
     RetrievalJob,
     ScoringJob,
+    SystemsResult,
     ValidationResult,
 )
 from labeling.services.audit import audit_fail
@@ -39,6 +40,7 @@ from labeling.services.retrieval import retrieval_fail
 from labeling.services.rounds import round_fail, round_resume
 from labeling.services.scoring import scoring_job_cancel
 from labeling.services.scoring_chunks import scoring_sweep
+from labeling.services.systems_cache import systems_refresh_fail
 from labeling.services.validation import validation_refresh_fail
 
 logger = logging.getLogger(__name__)
@@ -101,6 +103,8 @@ JOB_KINDS = (
             lambda job, reason: definition_draft_fail(draft_id=job.id, error=reason)),
     JobKind("round", LabellingRound, "ROUND_TIME_LIMIT", lambda job, reason: round_fail(round_id=job.id, error=reason),
             resume=lambda job: round_resume(job=job)),
+    JobKind("systems", SystemsResult, "SYSTEMS_TIME_LIMIT",
+            lambda job, reason: systems_refresh_fail(result_id=job.id, error=reason)),
 )
 _BY_NAME = {kind.name: kind for kind in JOB_KINDS}
 

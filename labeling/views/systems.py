@@ -24,18 +24,23 @@ from labeling.selectors.coverage import include_partial_from
 from labeling.selectors.disclosure import BLIND_REPORTS, sees_reports
 from labeling.selectors.lookups import judge_by_name, retrieval_job_of_project, run_of_project
 from labeling.selectors.projects import admin_to, project_role
-from labeling.selectors.qrels_sources import HUMAN, JUDGE, SAMPLE, SystemsError, qrels_sources
+from labeling.selectors.qrels_sources import HUMAN, JUDGE, qrels_sources
 from labeling.selectors.retrieval_jobs import retrieval_jobs
-from labeling.selectors.reusability import pool_reusability
 from labeling.selectors.runs import project_runs, run_by_name
 from labeling.selectors.scoring import judges_for_project
 from labeling.selectors.significance import (
     SignificanceOptionError,
     SignificanceOptions,
     significance_options,
-    systems_significance,
 )
-from labeling.selectors.systems import JUDGED, SystemsReport, systems_report
+from labeling.selectors.systems import JUDGED, SystemsReport
+from labeling.selectors.systems_cache import (
+    SystemsChoice,
+    computes_inline,
+    systems_bundle_compute,
+    systems_cached,
+    systems_status,
+)
 from labeling.services.audit import AuditError, audit_start
 from labeling.services.pooling import PoolingError, pool_add, pool_preview
 from labeling.services.retrieval import RetrievalError, retrieval_cancel, retrieval_request
@@ -43,16 +48,11 @@ from labeling.services.retrieval_estimate import retrieval_estimate
 from labeling.services.retrieval_rerank import rerank_refusal
 from labeling.services.runs import RunImportError, run_delete
 from labeling.services.scoring import ScoringError
+from labeling.services.systems_cache import systems_request
 from labeling.views.access import project_view
 from labeling.views.htmx import htmx_partial
 from models_llm.retrieval.agreement import COEFFICIENT_EXPLAIN, COEFFICIENTS, MIN_SYSTEMS, Agreement
-from models_llm.retrieval.evaluation import (
-    INCOMPLETE_MEASURES,
-    MEASURE_DEPTHS,
-    MEASURE_EXPLAIN,
-    MEASURES,
-    SAMPLE_MEASURES,
-)
+from models_llm.retrieval.evaluation import MEASURE_DEPTHS, MEASURE_EXPLAIN, SAMPLE_MEASURES
 from models_llm.retrieval.significance import CORRECTIONS, TESTS, Comparison
 
 RUN_ADMIN = admin_to("change the project's runs")
@@ -250,42 +250,46 @@ def _scatters(report: SystemsReport) -> list[ScatterCard]:
     return cards
 
 
-def _evaluation(project: Project, runs: list[Run], asked: list[str], include_partial: bool,
-                options: SignificanceOptions | None = None, incomplete: bool = False) -> dict:
-    """The leaderboards, agreement and scatter plots under the sources `asked` (keys; none: DEFAULT_KINDS), partial
-    sources ranked and compared only when `include_partial`."""
+def _choice(request: HttpRequest, project: Project, options: SignificanceOptions) -> tuple[list, SystemsChoice]:
+    """The project's sources and what the request chose (sources asked, else DEFAULT_KINDS)."""
     sources = qrels_sources(project)
-    chosen = asked or [source.key for source in sources if source.kind in DEFAULT_KINDS]
-    context: dict = {"qrels_sources": sources, "chosen_sources": chosen, "include_partial": include_partial,
-                     "incomplete": incomplete,
+    chosen = request.GET.getlist("source") or [source.key for source in sources if source.kind in DEFAULT_KINDS]
+    return sources, SystemsChoice(sources=tuple(chosen), include_partial=include_partial_from(request.GET),
+                                  incomplete=request.GET.get("incomplete") == "true", test=options.test,
+                                  correction=options.correction)
+
+
+def _evaluation(request: HttpRequest, project: Project, runs: list[Run], options: SignificanceOptions) -> dict:
+    """The leaderboards, agreement and scatter plots of the request's choice: computed here when the runs are small
+    (computes_inline: well under a second), else read from the cache, computed by a worker while the page shows its
+    progress (and the stored result, marked stale, while a newer one is computed)."""
+    sources, choice = _choice(request, project, options)
+    context: dict = {"qrels_sources": sources, "chosen_sources": list(choice.sources),
+                     "include_partial": choice.include_partial, "incomplete": choice.incomplete,
                      "min_systems": MIN_SYSTEMS, "measure_explain": MEASURE_EXPLAIN,
-                     "coefficient_explain": COEFFICIENT_EXPLAIN}
-    if not runs or not chosen:
+                     "coefficient_explain": COEFFICIENT_EXPLAIN, "significance_options": options, "tests": TESTS,
+                     "corrections": CORRECTIONS}
+    if not runs or not choice.sources:
         return context
-    try:
-        sampled = SAMPLE_MEASURES if SAMPLE in chosen else ()
-        report = systems_report(project=project, sources=chosen, include_partial=include_partial,
-                                measures=MEASURES + INCOMPLETE_MEASURES + sampled if incomplete else None)
-    except SystemsError as exc:
-        return {**context, "evaluation_error": str(exc)}
-    significance = systems_significance(report, options or SignificanceOptions())
-    context |= _reusability_context(project, report)
-    return {**context, "report": report, "leaderboards": _leaderboards(report, significance),
-            "significance_options": options or SignificanceOptions(), "tests": TESTS, "corrections": CORRECTIONS,
+    if computes_inline(project):
+        result, bundle, fresh = None, systems_bundle_compute(project=project, choice=choice), True
+    else:
+        cached = systems_cached(project=project, choice=choice)
+        result, bundle, fresh = cached.result, cached.bundle, cached.fresh
+        if not fresh:
+            result = systems_request(project=project, choice=choice, user=request.user)
+    context |= {"systems_result": result, "systems_fresh": fresh, "status_query": _status_query(request)}
+    if bundle is None:
+        return context
+    if bundle.report is None:
+        return {**context, "evaluation_error": bundle.evaluation_error}
+    report = bundle.report
+    context |= {"reusability": bundle.reusability} if bundle.reusability is not None else {}
+    context |= {"reusability_error": bundle.reusability_error} if bundle.reusability_error else {}
+    return {**context, "report": report, "leaderboards": _leaderboards(report, bundle.significance),
             "needed_words": _needed_words(report),
             "agreement_rows": _agreement_rows(report), "left_out_deeper": _left_out_deeper(report),
             "too_few_runs": len(report.runs) < MIN_SYSTEMS, "scatters": _scatters(report)}
-
-
-def _reusability_context(project: Project, report: SystemsReport) -> dict:
-    """Leave one run out on the first graded source shown (human when it is), on the lead measure."""
-    graded = [source for source in report.sources if not source.expected and not source.sampled]
-    if not graded or report.lead_measure == JUDGED or not report.runs:
-        return {}
-    try:
-        return {"reusability": pool_reusability(project=project, source=graded[0].key, measure=report.lead_measure)}
-    except SystemsError as exc:
-        return {"reusability_error": str(exc)}
 
 
 def _parameters_summary(parameters: dict) -> str:
@@ -349,8 +353,7 @@ def _systems_context(request: HttpRequest, project: Project, **answer: object) -
         except SignificanceOptionError as exc:
             context["significance_error"] = str(exc)
             options = SignificanceOptions()
-        context |= _evaluation(project, runs, request.GET.getlist("source"), include_partial_from(request.GET),
-                               options, incomplete=request.GET.get("incomplete") == "true")
+        context |= _evaluation(request, project, runs, options)
         context |= _beyond_pool_context(project, context.get("beyond_pool_form"))
     return context
 
@@ -367,9 +370,41 @@ def _beyond_pool_context(project: Project, form: BeyondPoolForm | None) -> dict:
             "beyond_pool_form": form or BeyondPoolForm(judges=_beyond_pool_judges(project))}
 
 
+# The htmx poll of an evaluation being computed asks for this part of the page.
+STATUS_PART = "status"
+
+
+def _evaluation_status(request: HttpRequest, project: Project) -> HttpResponse:
+    """The progress of the evaluation being computed for the request's choice; once it is stored and fresh, the
+    page reloads to show it."""
+    role = project_role(user=request.user, project=project)
+    if not sees_reports(project=project, role=role):
+        raise NotFound("the evaluation is hidden from you until you have labelled (blind first)")
+    try:
+        options = significance_options(test=request.GET.get("test"), correction=request.GET.get("correction"))
+    except SignificanceOptionError:
+        options = SignificanceOptions()
+    result, fresh = systems_status(project=project, choice=_choice(request, project, options)[1])
+    response = render(request, "labeling/systems.html#evaluation-status",
+                      {"project": project, "systems_result": result, "systems_fresh": fresh,
+                       "status_query": _status_query(request)})
+    if fresh:
+        response["HX-Refresh"] = "true"
+    return response
+
+
+def _status_query(request: HttpRequest) -> str:
+    """The request's choice as the status poll's query string."""
+    query = request.GET.copy()
+    query["part"] = STATUS_PART
+    return query.urlencode()
+
+
 @login_required
 @project_view()
 def systems_page(request: HttpRequest, project: Project) -> HttpResponse:
+    if htmx_partial(request) and request.GET.get("part") == STATUS_PART:
+        return _evaluation_status(request, project)
     if htmx_partial(request):
         # The jobs table polls while a job runs; once none does, the page reloads to show the new run scored.
         context = _jobs_context(project, project_role(user=request.user, project=project))

@@ -21,6 +21,7 @@ from labeling.models import (
     LabellingRound,
     RetrievalJob,
     ScoringJob,
+    SystemsResult,
     TrainingSet,
     ValidationResult,
 )
@@ -67,6 +68,8 @@ def _job(kind: str, **fields) -> Job:
     if kind == "round":
         return LabellingRound.objects.create(project=project, number=1, judge=judge, budget=5,
                                              queue_mix={"uncertain": 80, "random": 20}, labels_at_start=0, **fields)
+    if kind == "systems":
+        return SystemsResult.objects.create(project=project, key=f"k{project.id}", **fields)
     raise AssertionError(kind)
 
 

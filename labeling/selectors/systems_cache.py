@@ -1,0 +1,189 @@
+"""The Systems page's evaluation, cached (#34): what the page shows for one choice of sources and options (the
+report, the significance tests, leave one run out) is computed once by a worker and read back on every visit, so
+the page loads in well under a second whatever the size of the runs. A project whose runs hold at most
+SYSTEMS_INLINE_ENTRIES entries is evaluated within each request instead (well under a second), so its page always
+shows the data as they are. Reads here; labeling.services.systems_cache asks for and stores results.
+
+Fresh or stale: a stored result carries `inputs`, what its data were when it was computed (systems_inputs: the runs,
+the validation report's latest request, which every change of labels, judgments, calibrations and the pool makes,
+the judges, the definitions and the releases). A visit that finds them changed shows the stored result marked stale
+while a new one is computed."""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import pickle
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from django.conf import settings
+from django.core.files.storage import default_storage
+from django.db.models import Max, Sum
+from django.utils.crypto import constant_time_compare, salted_hmac
+
+from labeling.models import (
+    Judge,
+    Project,
+    QrelsRelease,
+    RelevanceDefinition,
+    Run,
+    SystemsResult,
+    ValidationResult,
+)
+from labeling.selectors.qrels_sources import SAMPLE, SystemsError
+from labeling.selectors.reusability import Reusability, pool_reusability
+from labeling.selectors.significance import SignificanceOptions, systems_significance
+from labeling.selectors.systems import JUDGED, SystemsReport, systems_report
+from models_llm.retrieval.evaluation import INCOMPLETE_MEASURES, MEASURES, SAMPLE_MEASURES
+from models_llm.retrieval.significance import Comparison
+
+logger = logging.getLogger(__name__)
+
+# The HMAC's salt: a stored result is read back only when its digest is this site's under its secret key.
+_SALT = "labeling.systems_cache"
+
+
+@dataclass(frozen=True)
+class SystemsChoice:
+    """What the page was asked to show: the sources (keys, in the order asked), partial judges compared or not,
+    the measures for incomplete judgments or not, the paired test and its correction."""
+
+    sources: tuple[str, ...]
+    include_partial: bool = False
+    incomplete: bool = False
+    test: str = SignificanceOptions().test
+    correction: str = SignificanceOptions().correction
+
+    def as_json(self) -> dict:
+        return {"sources": list(self.sources), "include_partial": self.include_partial,
+                "incomplete": self.incomplete, "test": self.test, "correction": self.correction}
+
+    @property
+    def key(self) -> str:
+        return hashlib.sha256(json.dumps(self.as_json(), sort_keys=True).encode()).hexdigest()
+
+    @property
+    def significance(self) -> SignificanceOptions:
+        return SignificanceOptions(test=self.test, correction=self.correction)
+
+    @property
+    def measures(self) -> tuple[str, ...] | None:
+        if not self.incomplete:
+            return None
+        return MEASURES + INCOMPLETE_MEASURES + (SAMPLE_MEASURES if SAMPLE in self.sources else ())
+
+
+@dataclass
+class SystemsBundle:
+    """What the page shows for a choice: the report (None with `evaluation_error`), every two runs compared per
+    source and measure, and leave one run out on the first graded source (or why not)."""
+
+    report: SystemsReport | None
+    significance: dict[str, dict[str, Comparison]] = field(default_factory=dict)
+    reusability: Reusability | None = None
+    reusability_error: str | None = None
+    evaluation_error: str | None = None
+
+
+@dataclass(frozen=True)
+class CachedSystems:
+    """The stored result of a choice (None: none yet), its bundle (None: none stored, or unreadable), and whether
+    its inputs are still the project's."""
+
+    result: SystemsResult | None
+    bundle: SystemsBundle | None
+    fresh: bool
+
+
+def systems_inputs(project: Project) -> dict:
+    """What a result depends on, read in a few small queries, as a JSON field gives it back: a change of any of
+    these makes it stale."""
+    requested = ValidationResult.objects.filter(project=project).values_list("requested_at", flat=True).first()
+    return json.loads(json.dumps({
+        "runs": list(Run.objects.filter(project=project).order_by("id").values_list("id", "entries")),
+        "validation": requested.isoformat() if requested else None,
+        "judges": list(Judge.objects.filter(project=project).order_by("id").values_list("id", "calibration")),
+        "definitions": RelevanceDefinition.objects.filter(query__project=project).aggregate(
+            newest=Max("id"))["newest"],
+        "releases": list(QrelsRelease.objects.filter(project=project).order_by("id").values_list("id", flat=True)),
+    }))
+
+
+def run_entries(project: Project) -> int:
+    """The entries of all of the project's runs (counted when each run was stored)."""
+    return Run.objects.filter(project=project).aggregate(total=Sum("entries"))["total"] or 0
+
+
+def computes_inline(project: Project) -> bool:
+    """Whether the page computes its evaluation within the request (runs of at most SYSTEMS_INLINE_ENTRIES entries
+    in all: well under a second) rather than reading a worker's cached result."""
+    return run_entries(project) <= settings.SYSTEMS_INLINE_ENTRIES
+
+
+def systems_steps(project: Project) -> int:
+    """The steps of a computation, for its progress: each run evaluated, the tests, leave one run out."""
+    return Run.objects.filter(project=project).count() + 2
+
+
+def systems_bundle_compute(*, project: Project, choice: SystemsChoice,
+                           progress: Callable[[int], None] | None = None) -> SystemsBundle:
+    """Compute what the page shows for `choice`; `progress(steps done)` after each step (systems_steps)."""
+    step = progress or (lambda done: None)
+    try:
+        report = systems_report(project=project, sources=list(choice.sources), include_partial=choice.include_partial,
+                                measures=choice.measures, progress=step)
+    except SystemsError as exc:
+        return SystemsBundle(report=None, evaluation_error=str(exc))
+    runs = len(report.runs)
+    significance = systems_significance(report, choice.significance)
+    step(runs + 1)
+    bundle = SystemsBundle(report=report, significance=significance)
+    graded = [source for source in report.sources if not source.expected and not source.sampled]
+    if graded and report.lead_measure != JUDGED and report.runs:
+        try:
+            bundle.reusability = pool_reusability(project=project, source=graded[0].key, measure=report.lead_measure)
+        except SystemsError as exc:
+            bundle.reusability_error = str(exc)
+    step(runs + 2)
+    return bundle
+
+
+def bundle_digest(blob: bytes) -> str:
+    return salted_hmac(_SALT, blob, algorithm="sha256").hexdigest()
+
+
+def systems_bundle_load(result: SystemsResult) -> SystemsBundle | None:
+    """The bundle `result` stored; None when there is none, its file is gone, or its digest is not this site's
+    (then nothing of it is unpickled, and the page asks for a new one)."""
+    if not result.file or not result.digest:
+        return None
+    try:
+        with default_storage.open(result.file, "rb") as handle:
+            blob = handle.read()
+    except OSError:
+        logger.warning("systems result %s: its file %s cannot be read", result.id, result.file)
+        return None
+    if not constant_time_compare(bundle_digest(blob), result.digest):
+        logger.warning("systems result %s: its file %s does not match its digest; ignored", result.id, result.file)
+        return None
+    # Written by this site's workers and signed with its secret key: nothing else is unpickled.
+    return pickle.loads(blob)
+
+
+def systems_cached(*, project: Project, choice: SystemsChoice) -> CachedSystems:
+    """The stored result of `choice` and whether it is fresh."""
+    result = SystemsResult.objects.filter(project=project, key=choice.key).first()
+    if result is None:
+        return CachedSystems(result=None, bundle=None, fresh=False)
+    bundle = systems_bundle_load(result)
+    fresh = bundle is not None and result.inputs == systems_inputs(project)
+    return CachedSystems(result=result, bundle=bundle, fresh=fresh)
+
+
+def systems_status(*, project: Project, choice: SystemsChoice) -> tuple[SystemsResult | None, bool]:
+    """The row of `choice` and whether a result is stored for the project's current inputs (its file is not read:
+    what the page's poll asks every two seconds)."""
+    result = SystemsResult.objects.filter(project=project, key=choice.key).first()
+    fresh = result is not None and bool(result.file) and result.inputs == systems_inputs(project)
+    return result, fresh
