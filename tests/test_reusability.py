@@ -3,7 +3,7 @@ every number worked out by hand below."""
 import pytest
 from django.urls import reverse
 
-from labeling.models import Membership, Pair, Run, RunEntry
+from labeling.models import Membership, Pair, Project, Run, RunEntry
 from labeling.selectors.qrels_sources import SystemsError
 from labeling.selectors.reusability import pool_reusability
 from labeling.services.pooling import pool_add
@@ -17,8 +17,8 @@ GRADES = {("q1", "d1"): 1, ("q1", "d2"): 0, ("q1", "d3"): 1, ("q1", "d5"): 0, ("
           ("q2", "d1"): 0, ("q2", "d5"): 1, ("q2", "d6"): 1, ("q2", "d8"): 1}
 
 
-@pytest.fixture
-def project():
+def reuse_project() -> Project:
+    """The three runs, pooled to depth 3, with GRADES as the human grades (the command and API tests use it too)."""
     project = ProjectFactory(slug="reuse")
     queries = {q: QueryFactory(project=project, external_id=q) for q in ("q1", "q2")}
     passages = {d: PassageFactory(project=project, external_id=d) for d in [f"d{i}" for i in range(1, 9)]}
@@ -34,6 +34,11 @@ def project():
         Pair.objects.filter(project=project, query__external_id=q, passage__external_id=d).update(
             reference_grade=grade)
     return project
+
+
+@pytest.fixture
+def project():
+    return reuse_project()
 
 
 def test_each_runs_drop_and_rank_change_by_hand(project):

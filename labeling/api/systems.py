@@ -1,4 +1,5 @@
-"""API views of system evaluation: the project's runs under its qrels sources, as `evaluate_runs --json` prints it."""
+"""API views of system evaluation: the project's runs under its qrels sources, as `evaluate_runs --json` prints it,
+and whether the pool is reusable by a run that did not feed it, as `pool_reusability --json` prints it."""
 from __future__ import annotations
 
 import re
@@ -13,6 +14,14 @@ from rest_framework.views import APIView
 from labeling.api.fields import query_flag
 from labeling.selectors.coverage import INCLUDE_PARTIAL
 from labeling.selectors.projects import READ_REPORTS, project_for_user
+from labeling.selectors.qrels_sources import HUMAN
+from labeling.selectors.reusability import (
+    DEFAULT_MEASURE,
+    LEFT_OUT_MEASURES,
+    RANK_THRESHOLD,
+    pool_reusability,
+    reusability_json,
+)
 from labeling.selectors.significance import (
     SignificanceOptionError,
     comparison_json,
@@ -93,3 +102,46 @@ class SystemsEvaluationView(APIView):
             out["significance"] = {key: {measure: comparison_json(found) for measure, found in by_measure.items()}
                                    for key, by_measure in systems_significance(report, chosen).items()}
         return Response(out)
+
+
+class SystemsReusabilityView(APIView):
+    """Leave one run out (Zobel 1998): each run that fed the pool scored again on the `source` qrels without the
+    relevant passages only it found, its drop and its rank among the other runs (on their full scores) both ways;
+    `flagged` when a run left out moves by more than `threshold` places. `drop`, `score_left_out`,
+    `rank_left_out` and `rank_change` are null for a run that fed nothing. Admins and viewers only: the qrels are
+    gold grades or judges' P of items experts have not labelled (blind first). 400 says what is wrong with a
+    parameter; 422 refuses a source that grades nothing to leave out (`expected:NAME`, `sample`), empty qrels or a
+    project without runs; 404 a judge or release the project lacks."""
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("source", {"type": "string", "pattern": f"^{QRELS_PATTERN}$"},
+                             description="graded qrels: `human` (default), `judge:NAME`, `combined:NAME` or "
+                                         "`release:NAME`; `expected:NAME` and `sample` are refused (422)"),
+            OpenApiParameter("measure", str, enum=list(LEFT_OUT_MEASURES),
+                             description=f"the measure the runs are scored on (default {DEFAULT_MEASURE})"),
+            OpenApiParameter("threshold", {"type": "integer", "minimum": 0},
+                             description="`flagged` when a run left out moves by more than this many places "
+                                         f"(default {RANK_THRESHOLD})"),
+        ],
+        responses={200: OpenApiTypes.OBJECT},
+    )
+    def get(self, request: Request, slug: str) -> Response:
+        project = project_for_user(user=request.user, slug=slug, need=READ_REPORTS)
+        params = request.query_params
+        source = params.get("source", HUMAN)
+        measure = params.get("measure", DEFAULT_MEASURE)
+        threshold = params.get("threshold", str(RANK_THRESHOLD))
+        # What the schema states is checked here (400); the rest is the selector's refusal (SystemsError: 422, a
+        # judge or release the project lacks 404).
+        refused = {}
+        if not re.fullmatch(QRELS_PATTERN, source):
+            refused["source"] = [f"'human', 'judge:NAME', 'combined:NAME' or 'release:NAME', got {source!r}"]
+        if measure not in LEFT_OUT_MEASURES:
+            refused["measure"] = [f"one of {', '.join(LEFT_OUT_MEASURES)}, got {measure!r}"]
+        if not re.fullmatch(r"[0-9]+", threshold):
+            refused["threshold"] = [f"a whole number of places, 0 or more, got {threshold!r}"]
+        if refused:
+            raise ValidationError(refused)
+        found = pool_reusability(project=project, source=source, measure=measure, threshold=int(threshold))
+        return Response(reusability_json(found))

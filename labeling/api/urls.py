@@ -54,6 +54,8 @@ urlpatterns = [
          name="job-priority"),
     path("projects/<slug:slug>/systems/evaluation/", systems.SystemsEvaluationView.as_view(),
          name="systems-evaluation"),
+    path("projects/<slug:slug>/systems/reusability/", systems.SystemsReusabilityView.as_view(),
+         name="systems-reusability"),
     path("projects/<slug:slug>/bundles/", bundles.BundleListView.as_view(), name="bundle-list"),
     path("projects/<slug:slug>/bundles/<id:bundle_job_id>/", bundles.BundleDetailView.as_view(),
          name="bundle-detail"),

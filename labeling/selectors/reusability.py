@@ -13,6 +13,8 @@ from labeling.selectors.runs import RunNames, project_runs, rankings_named, run_
 from models_llm.retrieval.evaluation import MEASURES, QrelsEvaluator
 
 DEFAULT_MEASURE = "nDCG@10"
+# What a run is scored on: judged@10 says how much was judged, and leaving a run out judges nothing new.
+LEFT_OUT_MEASURES = tuple(measure for measure in MEASURES if measure != "judged@10")
 # The pool is flagged when a run left out moves by more than this many places in the ranking.
 RANK_THRESHOLD = 1
 
@@ -65,9 +67,10 @@ def pool_reusability(*, project: Project, source: str = "human", measure: str = 
                      threshold: int = RANK_THRESHOLD) -> Reusability:
     """Leave each contributing run out of the `source` qrels (a key as the Systems page names it; not an expected
     source: it grades with P, nothing is "found") on `measure`. SystemsError names what cannot be done."""
-    if measure not in MEASURES or measure == "judged@10":
-        raise SystemsError(f"measure must be one of {', '.join(m for m in MEASURES if m != 'judged@10')}, "
-                           f"not {measure!r}")
+    if measure not in LEFT_OUT_MEASURES:
+        raise SystemsError(f"measure must be one of {', '.join(LEFT_OUT_MEASURES)}, not {measure!r}")
+    if threshold < 0:
+        raise SystemsError(f"threshold must be 0 places or more, not {threshold}")
     parsed = qrels_source_parse(project=project, key=source)
     if parsed.expected or parsed.sampled:
         raise SystemsError(f"{source}: " + ("an expected source grades every judged pair with its P" if parsed.expected
@@ -106,3 +109,12 @@ def pool_reusability(*, project: Project, source: str = "human", measure: str = 
         score = QrelsEvaluator(left, relevant_from=relevant_from).evaluate(ranking).mean(measure) or 0.0
         rows.append(LeftOut(name, contributed[name], len(unique), scores[name], score, rank, _rank(score, others)))
     return Reusability(source=source, measure=measure, threshold=threshold, runs=rows)
+
+
+def reusability_json(found: Reusability) -> dict:
+    """What `pool_reusability --json` prints and the API answers: the row's derived drop and rank change included."""
+    return {"source": found.source, "measure": found.measure, "threshold": found.threshold, "flagged": found.flagged,
+            "largest_move": found.largest_move,
+            "runs": [{"run": row.run, "contributed": row.contributed, "unique_relevant": row.unique_relevant,
+                      "score": row.score, "score_left_out": row.score_left_out, "drop": row.drop, "rank": row.rank,
+                      "rank_left_out": row.rank_left_out, "rank_change": row.rank_change} for row in found.runs]}

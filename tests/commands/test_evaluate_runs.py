@@ -101,7 +101,7 @@ def test_json_is_the_report_s_json_and_groups_break_it_down():
 @pytest.mark.parametrize(("args", "message"), [
     (["--project", "nowhere"], "nowhere"),
     (["--project", "systems", "--qrels", "judge:nobody"], "no judge 'nobody' (its judges: llm)"),
-    (["--project", "systems", "--qrels", "silver"], "qrels source must be 'human', 'judge:NAME'"),
+    (["--project", "systems", "--qrels", "silver"], "qrels source must be 'human', 'sample', 'judge:NAME'"),
 ])
 def test_unknown_project_or_source_is_named(args, message):
     systems_project()

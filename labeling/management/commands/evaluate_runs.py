@@ -8,6 +8,7 @@ import json
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from labeling.management.lookup import command_project
+from labeling.management.tables import number, table_lines
 from labeling.selectors.qrels_sources import SystemsError
 from labeling.selectors.significance import (
     SignificanceOptionError,
@@ -32,10 +33,6 @@ from models_llm.retrieval.significance import CORRECTIONS, DEFAULT_DRAWS, TESTS,
 COEFFICIENTS = ("kendall_tau", "tau_ap", "spearman")
 
 
-def _number(value: float | None) -> str:
-    return "-" if value is None else f"{value:.3f}"
-
-
 def _p(value: float | None) -> str:
     return "-" if value is None else f"{value:.4f}"
 
@@ -44,7 +41,7 @@ def _cell(estimate: Estimate) -> str:
     if estimate.mean is None:
         return "-"
     if estimate.low is None:
-        return _number(estimate.mean)
+        return number(estimate.mean)
     return f"{estimate.mean:.3f} [{estimate.low:.3f}, {estimate.high:.3f}]"
 
 
@@ -126,12 +123,11 @@ class Command(BaseCommand):
                     ["run a", "run b", "a - b [95% CI]", "d_z", "p", "p corrected"],
                     [[pair.a, pair.b, _interval_cell(pair.mean_difference, None if pair.low is None
                                                      else (pair.low, pair.high)),
-                      _number(pair.effect_size), _p(pair.p), _p(pair.p_corrected)] for pair in found.pairs])
+                      number(pair.effect_size), _p(pair.p), _p(pair.p_corrected)] for pair in found.pairs])
 
     def _write_table(self, header: list[str], rows: list[list[str]]) -> None:
-        widths = [max(len(row[i]) for row in [header, *rows]) + 2 for i in range(len(header))]
-        for row in [header, *rows]:
-            self.stdout.write("".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
+        for line in table_lines(header, rows):
+            self.stdout.write(line)
 
     def _report(self, report: SystemsReport) -> None:
         level = f"{report.level:.0%}"
@@ -161,7 +157,7 @@ class Command(BaseCommand):
         self.stdout.write("")
         self.stdout.write("Share of each run's entries graded by the source")
         keys = [source.key for source in report.sources]
-        self._write_table(["run", *keys], [[run, *(_number(report.judged_entries[run][key]) for key in keys)]
+        self._write_table(["run", *keys], [[run, *(number(report.judged_entries[run][key]) for key in keys)]
                                            for run in report.runs])
         for value, table in report.groups.items():
             self.stdout.write("")
