@@ -165,7 +165,8 @@ def _agreement_measures(measures: tuple[str, ...]) -> tuple[str, ...]:
 
 
 def _agreement_pairs(sources: Sequence[QrelsSource]) -> list[tuple[str, str]]:
-    keys = [source.key for source in sources]
+    # A sample shares no measure with the other sources (statAP and infNDCG@10 are its own): nothing to compare.
+    keys = [source.key for source in sources if not source.sampled]
     if HUMAN in keys:
         return [(HUMAN, key) for key in keys if key != HUMAN]
     return list(combinations(keys, 2))

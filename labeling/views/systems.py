@@ -104,17 +104,18 @@ def _leaderboards(report: SystemsReport, significance: dict[str, dict[str, Compa
     that is not ranked keeps the runs in name order. A measure the source is partial on carries its own mark and
     its values are shown muted (a judge that has scored the runs' top 10 ranks them on nDCG@10 while AP, which
     reads every rank, waits for the rest)."""
-    measures = [measure for measure in report.measures if measure != JUDGED]
+    asked = [measure for measure in report.measures if measure != JUDGED]
     boards = []
     for source in report.sources:
+        # A sample defines only its own measures, the other sources all but those: each board shows what it has.
+        measures = [measure for measure in asked if (measure in SAMPLE_MEASURES) == source.sampled] or asked
         by_measure = report.measure_coverage.get(source.key, {})
         muted = [bool(by_measure.get(measure) and by_measure[measure].partial) for measure in measures]
         rows = []
         ranked = report.ranked(source.key)
         compared = (significance or {}).get(source.key, {})
-        # A sample defines only its own measures: its board is ordered and marked on the first of them.
-        lead_measure = next((measure for measure in measures if measure in SAMPLE_MEASURES),
-                            report.lead_measure) if source.sampled else report.lead_measure
+        # A sample's board is ordered and marked on the first of its own measures.
+        lead_measure = measures[0] if source.sampled else report.lead_measure
         first = measures.index(lead_measure) if lead_measure in measures else 0
         lead = compared.get(lead_measure) if ranked else None
         for run in report.runs:
