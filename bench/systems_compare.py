@@ -13,7 +13,7 @@ Steps:
 2. for each test, in a process of its own (so that its peak memory is its own): what a worker computes for the
    page (labeling.selectors.systems_cache.systems_bundle_compute: the report under human and judge:NAME with
    1,000-draw bootstrap intervals and agreement, every pair of runs compared per source and measure with Holm's
-   correction, leave one run out): wall time and peak resident memory (ru_maxrss), less that of a process that
+   correction, leave one run out): wall time and peak resident memory (VmHWM), less that of a process that
    only set Django up and read the project;
 3. the page: the worker's result stored (systems_request + systems_refresh, as the task runs it), then the Systems
    page asked for 5 times by a logged-in admin (Django's test client, the whole view and template): its load
@@ -56,7 +56,12 @@ def _setup(workdir: Path, allow_sqlite: bool) -> None:
 
 
 def _peak_mib() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # kB on Linux
+    """This process's peak resident memory: VmHWM, the high-water mark of its own address space (ru_maxrss would
+    carry the parent's peak over fork and exec)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024  # kB
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def _choice(test: str | None):
