@@ -161,9 +161,17 @@ def _p_matrices(compared: dict[str, Comparison], order: list[str]) -> list[dict]
                 sign = 1 if pair.a == a else -1
                 low, high = (pair.low, pair.high) if sign == 1 else (
                     None if pair.high is None else -pair.high, None if pair.low is None else -pair.low)
-                cells.append({"p": pair.p_corrected, "raw": pair.p, "difference": sign * pair.mean_difference,
-                              "low": low, "high": high, "effect": None if pair.effect_size is None
-                              else sign * pair.effect_size,
+                effect = None if pair.effect_size is None else sign * pair.effect_size
+                difference = sign * pair.mean_difference
+                # Formatted here, not by the template's floatformat: a page of 10 runs holds thousands of these, and
+                # floatformat (Decimal and locale) took most of the cached page's time.
+                title = (f"mean difference {difference:.4f}"
+                         + ("" if low is None else f" [{low:.4f}, {high:.4f}]")
+                         + ("" if effect is None else f", d_z {effect:.2f}")
+                         + ("" if pair.p is None else f"; raw p {pair.p:.4f}"))
+                cells.append({"p": pair.p_corrected, "title": title,
+                              "difference_text": f"{difference:.3f}",
+                              "p_text": None if pair.p_corrected is None else f"{pair.p_corrected:.4f}",
                               "significant": pair.p_corrected is not None and pair.p_corrected < found.alpha})
             rows.append({"run": a, "cells": cells})
         matrices.append({"measure": measure, "comparison": found, "rows": rows})
