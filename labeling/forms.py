@@ -16,6 +16,7 @@ from labeling.selectors.queue_settings import queue_mix_percentages
 from labeling.services.projects import LABELS_PER_ITEM_MAX, LEASE_MINUTES_MAX
 from labeling.services.retrieval import DEFAULT_DEPTH, DEFAULT_FIRST_DEPTH, DEFAULT_KEEP, MAX_DEPTH
 from labeling.services.training_sets import MAX_HELD_OUT
+from models_llm.audit.multicondition import PAPER_FILLER
 from models_llm.audit.types import PAD_WORDS, PERTURBATION_TESTS
 from models_llm.ensembles import STRATEGIES
 from models_llm.prompts import PRESETS
@@ -489,7 +490,11 @@ class MulticonditionAuditForm(forms.Form):
                                      initial=[str(words) for words in PAD_WORDS], required=False,
                                      widget=forms.CheckboxSelectMultiple, label="Task 4: documents padded to",
                                      help_text="none: Task 4 is left out")
-    seed = forms.IntegerField(min_value=0, initial=0, help_text="the padding text's seed")
+    filler = forms.CharField(initial=PAPER_FILLER, max_length=2000, strip=True, required=False,
+                             widget=forms.Textarea(attrs={"rows": 2}),
+                             help_text="Task 4: its sentences go between each document's sentences up to the length "
+                                       "(empty: MultiConIR's)")
 
     def parameters(self) -> dict:
-        return {"pads": [int(words) for words in self.cleaned_data["pads"]], "seed": self.cleaned_data["seed"]}
+        return {"pads": [int(words) for words in self.cleaned_data["pads"]],
+                "filler": self.cleaned_data["filler"] or PAPER_FILLER}

@@ -61,7 +61,7 @@ class AuditJobDetailSerializer(AuditJobSerializer):
 class AuditStartSerializer(serializers.Serializer):
     kind = serializers.ChoiceField(choices=AuditJob.Kind.choices)
     parameters = serializers.DictField(required=False, default=dict,
-                                       help_text="perturbation: sample, seed, tests; multicondition: pads, seed; "
+                                       help_text="perturbation: sample, seed, tests; multicondition: pads, filler; "
                                                  "beyond_pool: sample, seed, runs (the rest keep their defaults)")
     dry_run = StrictBooleanField(default=False, help_text="answer the estimate; start nothing")
 

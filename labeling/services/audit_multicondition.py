@@ -8,28 +8,32 @@ from collections.abc import Mapping, Sequence
 from labeling.models import Judge, Project
 from labeling.selectors.multicondition import multicondition_definitions, project_multicondition_items
 from labeling.services.audit_errors import AuditError
-from models_llm.audit.multicondition import Padder, ScoreKey, multicondition_needs
+from models_llm.audit.multicondition import PAPER_FILLER, FillerPadder, ScoreKey, multicondition_needs
 from models_llm.audit.multicondition import multicondition_report as report_of
 from models_llm.audit.types import PAD_WORDS, Probe
 from models_llm.types import PairInput, Verdict
 
-DEFAULTS = {"pads": list(PAD_WORDS), "seed": 0}
+DEFAULTS = {"pads": list(PAD_WORDS), "filler": PAPER_FILLER}
 MAX_PAD = 8192
+MAX_FILLER_CHARS = 2000
 
 
 def multicondition_parameters(raw: Mapping) -> dict:
-    """`pads`: the lengths in words Task 4 pads documents to (default [512, 1024]; [] leaves Task 4 out) and `seed`
-    of the padding text (default 0). AuditError on an unknown key or a bad value."""
+    """`pads`: the lengths in words Task 4 pads documents to (default [512, 1024]; [] leaves Task 4 out) and `filler`,
+    the text whose sentences are inserted between a document's sentences (default MultiConIR's, PAPER_FILLER).
+    AuditError on an unknown key or a bad value."""
     unknown = sorted(set(raw) - set(DEFAULTS))
     if unknown:
         raise AuditError(f"unknown multi-condition parameter(s) {unknown}: known are {sorted(DEFAULTS)}")
-    pads, seed = raw.get("pads", DEFAULTS["pads"]), raw.get("seed", DEFAULTS["seed"])
+    pads, filler = raw.get("pads", DEFAULTS["pads"]), raw.get("filler", DEFAULTS["filler"])
     if not isinstance(pads, list | tuple) or not all(
             isinstance(p, int) and not isinstance(p, bool) and 1 <= p <= MAX_PAD for p in pads):
         raise AuditError(f"pads must be a list of word counts from 1 to {MAX_PAD}, got {pads!r}")
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise AuditError(f"seed must be a non-negative integer, got {seed!r}")
-    return {"pads": sorted(set(pads)), "seed": seed}
+    if (not isinstance(filler, str) or not filler.split() or len(filler) > MAX_FILLER_CHARS
+            or any(ord(c) < 32 and c not in "\t\n" for c in filler)):
+        raise AuditError(f"filler must be text of 1 to {MAX_FILLER_CHARS:,} characters with a word and no control "
+                         f"characters, got {str(filler)[:80]!r}")
+    return {"pads": sorted(set(pads)), "filler": " ".join(filler.split())}
 
 
 def multicondition_probes(*, project: Project, judge: Judge, parameters: Mapping) -> list[Probe]:
@@ -41,9 +45,8 @@ def multicondition_probes(*, project: Project, judge: Judge, parameters: Mapping
     texts = {q.key: q.text for item in items for q in item.queries.values()}
     documents = {d.key: d.text for item in items for d in item.documents.values()}
     definitions = multicondition_definitions(project, {query for query, _, _ in needs})
-    padder = Padder(items, parameters["seed"])
-    return [Probe(pair=PairInput(pair_id=index, query=texts[query],
-                                 passage=padder.pad(owner[document].item, documents[document], pad),
+    padder = FillerPadder(parameters.get("filler", PAPER_FILLER))
+    return [Probe(pair=PairInput(pair_id=index, query=texts[query], passage=padder.pad(documents[document], pad),
                                  definition=definitions.get(query)),
                   role="mc", item=owner[document].item, query_key=query, doc_key=document, pad=pad)
             for index, (query, document, pad) in enumerate(needs)]

@@ -80,7 +80,7 @@ def parameters_text(parameters: dict) -> str:
         return ", ".join(map(str, value)) if isinstance(value, list | tuple) else str(value)
 
     # In the order the forms ask for them (PostgreSQL's jsonb returns an object's keys in an order of its own).
-    order = {name: index for index, name in enumerate(("sample", "seed", "tests", "pads", "runs"))}
+    order = {name: index for index, name in enumerate(("sample", "seed", "tests", "pads", "filler", "runs"))}
     names = sorted(parameters, key=lambda name: (order.get(name, len(order)), name))
     return "; ".join("runs all" if name == "runs" and not parameters[name] else f"{name} {shown(parameters[name])}"
                      for name in names)
@@ -93,6 +93,6 @@ def multicondition_tasks(report: dict) -> list[TaskView]:
     return [
         _by_group("task1", task1, task1.get("styles", {}), str, x_name="k (conditions in the query)"),
         _task("task2", report.get("task2", {}), measure="Win Rate", x_name="condition index k"),
-        _task("task3", report.get("task3", {}), measure="Flip Rate", x_name="k (conditions in the query)"),
-        _by_group("task4", task4, task4.get("pads", {}), _pad_label, x_name="k (conditions in the query)"),
+        _task("task3", report.get("task3", {}), measure="Flip Rate", x_name="condition index k"),
+        _by_group("task4", task4, task4.get("pads", {}), _pad_label, x_name="condition index k"),
     ]

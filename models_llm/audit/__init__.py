@@ -2,9 +2,9 @@
 multi-condition tests (multicondition)."""
 from models_llm.audit.multicondition import (
     MULTICONDITION_THRESHOLDS,
+    FillerPadder,
     McItem,
     McRecord,
-    Padder,
     multicondition_items,
     multicondition_needs,
     multicondition_report,
@@ -40,10 +40,10 @@ __all__ = [
     "ROWS",
     "THRESHOLDS",
     "AuditItem",
+    "FillerPadder",
     "McItem",
     "McRecord",
     "OtherPassage",
-    "Padder",
     "Probe",
     "RowFigures",
     "Verdict",

@@ -3,28 +3,32 @@
 
 An item has queries Q^style_k stating the first k of its K conditions (k = 1..K, style instruction or descriptive)
 and documents d_s meeting its first s conditions and not the others (s = 0..K; d_K is the positive). With s(Q, d)
-the score and a win a strict `>` (a tie is not a win):
+the score and a win a strict `>` (a tie is not a win). The paper's formulas (section 3, K = 10) beside the code's:
 
-- Task 1, complexity robustness, per style: WR1(k) = mean over items of 1[s(Q_k, d_K) > s(Q_k, d_(k-1))]: under the
-  k-condition query the positive beats the document that fails exactly the k-th condition.
-- Task 2, relevance monotonicity: WR2(k) = mean over items of 1[s(Q_K, d_k) > s(Q_K, d_(k-1))] under the full
-  instruction query (the descriptive one where an item has no instruction style): meeting one more condition wins.
-- Task 3, format invariance: FR(k) = mean over items with both styles of 1[win1_instruction(k) != win1_descriptive(k)].
-- Task 4, longer documents: Task 1 in the style of Task 2, every document padded to each of `pads` words with text
-  of other items' documents. The filler is drawn once per (item, pad) from the seed, and every document of an item
-  takes the start of that same filler, so d_K and d_(k-1) still differ only in their condition sentences.
+- Task 1, complexity robustness, per style. Paper: WR_k = 1/N sum_i 1(S(q_k, d+) > S(q_k, d_(k-1))). Code:
+  WR1(k) = mean over items of 1[s(Q_k, d_K) > s(Q_k, d_(k-1))]. Its "Decline" (Table 1: "the degree of Win Rate
+  reduction from query1 to query10") is WR1(1) - WR1(K) of the average over domains.
+- Task 2, relevance monotonicity. Paper: WR_(k,k-1) = 1/N sum_i 1(S(q_10, d_k) > S(q_10, d_(k-1))). Code: WR2(k)
+  = mean over items of 1[s(Q_K, d_k) > s(Q_K, d_(k-1))] under the full instruction query (the descriptive one where
+  an item has no instruction style).
+- Task 3, format invariance. Paper: FR = 1/N sum_i 1( 1(S_inst(q_10, d_k) > S_inst(q_10, d_(k-1))) !=
+  1(S_desc(q_10, d_k) > S_desc(q_10, d_(k-1))) ). Code: FR(k) = mean over items with both full queries of
+  1[win2_instruction(k) != win2_descriptive(k)], Task 2's comparisons under each style's full query; `mean` is FR.
+- Task 4, document length (the paper's Tables 19 and 20: Task 2 with documents padded to 512 and 1024 words).
+  Paper: "repeated filler text, e.g. 'The grass is green. The sky is blue. The sun is yellow. Here we go. There and
+  back again.' ... inserted between the original document sentences until the total text length reaches 512 or
+  1024 words". Code: Task 2's Win Rate with every document padded so (FillerPadder, PAPER_FILLER by default), and
+  the drop of its mean from unpadded to the longest pad.
 
 Each curve is per domain (the mean over the domain's items), `average` is the mean over domains and `mean` the mean
 of `average` over k. A comparison with a missing score (an unanswered prompt) is left out and counted in `skipped`.
 """
 from __future__ import annotations
 
-import random
-from collections import Counter, defaultdict
+import re
+from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-
-from models_llm.audit.perturb import pad_to_words
 
 STYLES = ("instruction", "descriptive")
 
@@ -38,8 +42,10 @@ TITLES = {
     "task1": "Complexity robustness: Win Rate of the positive over the (k-1)-condition document under the "
              "k-condition query",
     "task2": "Relevance monotonicity: Win Rate of d_k over d_(k-1) under the full query",
-    "task3": "Format invariance: Flip Rate between instruction and descriptive queries",
+    "task3": "Format invariance: Flip Rate of Task 2's wins between the instruction and descriptive full queries",
 }
+# MultiConIR's filler (appendix D.3, after Wang et al. 2023): repeated between a document's sentences.
+PAPER_FILLER = "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again."
 
 # (query external id, document external id, words the document is padded to; 0: not padded)
 ScoreKey = tuple[str, str, int]
@@ -195,62 +201,69 @@ def _task1(item: McItem, style: str, pad: int = 0) -> list[_Comparison]:
             if (query := item.queries.get((style, k))) is not None and k - 1 in item.documents]
 
 
-def _task2(item: McItem) -> list[_Comparison]:
-    query = item.queries[item.main_style, item.max_k].key
-    return [_Comparison(item, k, (query, item.documents[k].key, 0), (query, item.documents[k - 1].key, 0))
+def _task2(item: McItem, style: str | None = None, pad: int = 0) -> list[_Comparison]:
+    """d_k against d_(k-1) under the item's full query of `style` (None: its main style); none without it."""
+    query = item.queries.get((style or item.main_style, item.max_k))
+    if query is None:
+        return []
+    return [_Comparison(item, k, (query.key, item.documents[k].key, pad), (query.key, item.documents[k - 1].key, pad))
             for k in range(1, item.max_k + 1) if k in item.documents and k - 1 in item.documents]
 
 
-def usable_pads(items: Sequence[McItem], pads: Sequence[int]) -> tuple[int, ...]:
-    """The pads Task 4 can use: none with a single item (no other item's text to pad with)."""
-    return tuple(pads) if len(items) > 1 else ()
-
-
 def multicondition_needs(items: Sequence[McItem], pads: Sequence[int]) -> list[ScoreKey]:
-    """Every (query, document, pad) the four tests compare, each once, item by item."""
+    """Every (query, document, pad) the four tests compare, each once, item by item: Task 1 under every query of
+    both styles, Task 2 under both full queries (Task 3 compares them), Task 4 under the main full query padded."""
     needs: dict[ScoreKey, None] = {}
     for item in items:
-        comparisons = [c for style in item.styles for c in _task1(item, style)] + _task2(item)
-        comparisons += [c for pad in usable_pads(items, pads) for c in _task1(item, item.main_style, pad)]
+        comparisons = [c for style in item.styles for c in _task1(item, style)]
+        comparisons += [c for style in item.styles for c in _task2(item, style)]
+        comparisons += [c for pad in pads for c in _task2(item, pad=pad)]
         for comparison in comparisons:
             needs[comparison.better] = needs[comparison.worse] = None
     return list(needs)
 
 
-class Padder:
-    """Documents padded to a number of words with other items' document text, as the perturbation audit pads
-    (models_llm.audit.perturb.pad_to_words: appended after a blank line). The filler is drawn once per (item, pad)
-    from the seed, so all of an item's documents take the start of the same filler."""
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
-    def __init__(self, items: Sequence[McItem], seed: int) -> None:
-        self._seed = seed
-        self._pool = [(item.item, document.text) for item in items for document in item.documents.values()]
-        self._own = Counter(owner for owner, _ in self._pool)
-        self._fillers: dict[tuple[str, int], list[str]] = {}
 
-    def _filler(self, item: str, words: int) -> list[str]:
-        if (item, words) not in self._fillers:
-            # Drawn by rejection rather than by shuffling the other items' documents: a shuffle per (item, pad) is
-            # quadratic in the items of a MultiConIR-sized set.
-            rng = random.Random(f"{self._seed}/{item}/{words}")
-            available = len(self._pool) - self._own[item]
-            filler: list[str] = []
-            used: set[int] = set()
-            drawn = 0
-            while drawn < words and len(used) < available:
-                index = rng.randrange(len(self._pool))
-                if index not in used and self._pool[index][0] != item:
-                    used.add(index)
-                    filler.append(self._pool[index][1])
-                    drawn += len(self._pool[index][1].split())
-            self._fillers[item, words] = filler
-        return self._fillers[item, words]
+def sentences(text: str) -> list[str]:
+    """`text` cut after each `.`, `!` or `?` followed by white space (the sentences keep their own punctuation)."""
+    return [part for part in _SENTENCE_END.split(text.strip()) if part]
 
-    def pad(self, item: str, text: str, words: int) -> str:
-        """`text` with filler up to `words` words (unchanged when it is that long already or `words` is 0)."""
-        if words <= 0 or len(text.split()) >= words:
+
+class FillerPadder:
+    """Documents padded to a number of words as MultiConIR pads them: the filler's sentences, repeated in order, are
+    inserted between the document's sentences (in turn into each gap: after sentence 1, after sentence 2, ...;
+    after its only sentence for a one-sentence document) until the text has exactly `words` words, the last filler
+    sentence cut short where needed. The same for every document, so that d_k and d_(k-1) differ only in their
+    condition sentences and the filler around them."""
+
+    def __init__(self, filler: str = PAPER_FILLER) -> None:
+        self.filler = sentences(filler)
+        if not self.filler:
+            raise ValueError("the filler must hold at least one word")
+
+    def pad(self, text: str, words: int) -> str:
+        """`text` padded to `words` words (unchanged when it is that long already or `words` is 0)."""
+        own = sentences(text)
+        need = words - sum(len(sentence.split()) for sentence in own)
+        if words <= 0 or need <= 0 or not own:
             return text
-        return pad_to_words(text, self._filler(item, words), words)
+        gaps: list[list[str]] = [[] for _ in range(max(1, len(own) - 1))]
+        turn = 0
+        while need > 0:
+            cut = self.filler[turn % len(self.filler)].split()[:need]
+            gaps[turn % len(gaps)].append(" ".join(cut))
+            need -= len(cut)
+            turn += 1
+        if len(own) == 1:
+            return " ".join([own[0], *gaps[0]])
+        out = []
+        for index, sentence in enumerate(own):
+            out.append(sentence)
+            if index < len(gaps):
+                out += gaps[index]
+        return " ".join(out)
 
 
 def _verdict(value: float | None, kind: str) -> str:
@@ -299,12 +312,12 @@ class _Tally:
         return outcomes
 
     def flips(self, items: Iterable[McItem]) -> dict[str, dict[int, list[bool]]]:
+        """Task 3: per item with both full queries and k, whether Task 2's win under the instruction query differs
+        from the win under the descriptive one."""
         outcomes: dict[str, dict[int, list[bool]]] = defaultdict(lambda: defaultdict(list))
         for item in items:
-            if len(item.styles) < 2:
-                continue
-            descriptive = {c.k: c for c in _task1(item, "descriptive")}
-            for instruction in _task1(item, "instruction"):
+            descriptive = {c.k: c for c in _task2(item, "descriptive")}
+            for instruction in _task2(item, "instruction"):
                 if instruction.k not in descriptive:
                     continue
                 a, b = self.win(instruction), self.win(descriptive[instruction.k])
@@ -338,26 +351,39 @@ def multicondition_report(items: Sequence[McItem], scores: Mapping[ScoreKey, flo
     styles = {style: _curve(tally.wins(c for item in items if style in item.styles for c in _task1(item, style)),
                             domains, max_k)
               for style in STYLES if any(style in item.styles for item in items)}
+    for curve in styles.values():
+        curve["decline"] = _decline(curve["average"])
     task1_mean = _mean(curve["mean"] for curve in styles.values())
     task2 = _curve(tally.wins(c for item in items for c in _task2(item)), domains, max_k)
     task3 = _curve(tally.flips(items), domains, max_k)
     flip = MULTICONDITION_THRESHOLDS["flip_rate"]
-    task3_why = ("No item has both query styles with both scores." if task3["mean"] is None else
-                 f"Mean Flip Rate {task3['mean']:.2f} over k; robust up to {flip['robust']}, sensitive above "
+    task3_why = ("No item has both full queries with both scores." if task3["mean"] is None else
+                 f"Flip Rate {task3['mean']:.2f} (the mean over k of Task 2's wins that change between the "
+                 f"instruction and descriptive full queries); robust up to {flip['robust']}, sensitive above "
                  f"{flip['sensitive']}.")
+    declines = {style: curve["decline"] for style, curve in styles.items() if curve["decline"] is not None}
+    task1_why = _win_why(task1_mean, "both styles") + "".join(
+        f" Decline ({style}, WR at k = 1 minus WR at k = {max_k}): {value:.2f}." for style, value in declines.items())
     report = {
         "kind": "multicondition", "subject": subject, "items": len(items), "domains": domains, "max_k": max_k,
         "skipped": 0, "thresholds": MULTICONDITION_THRESHOLDS,
         "task1": {"title": TITLES["task1"], "styles": styles, "mean": task1_mean,
-                  "verdict": _verdict(task1_mean, "win_rate"), "why": _win_why(task1_mean, "both styles")},
+                  "verdict": _verdict(task1_mean, "win_rate"), "why": task1_why},
         "task2": {"title": TITLES["task2"], **task2, "verdict": _verdict(task2["mean"], "win_rate"),
                   "why": _win_why(task2["mean"], "the full query")},
         "task3": {"title": TITLES["task3"], **task3, "verdict": _verdict(task3["mean"], "flip_rate"), "why": task3_why},
-        "task4": _task4(items, tally, domains, max_k, pads, unavailable),
+        "task4": _task4(items, tally, domains, max_k, pads, unavailable, task2),
         "examples": _examples(items),
     }
     report["skipped"] = tally.skipped
     return report
+
+
+def _decline(average: Sequence[float | None]) -> float | None:
+    """The paper's Decline: the Win Rate at k = 1 minus the Win Rate at the largest k (None without both)."""
+    if not average or average[0] is None or average[-1] is None:
+        return None
+    return average[0] - average[-1]
 
 
 def _examples(items: Sequence[McItem]) -> list[dict]:
@@ -370,18 +396,18 @@ def _examples(items: Sequence[McItem]) -> list[dict]:
 
 
 def _task4(items: Sequence[McItem], tally: _Tally, domains: Sequence[str], max_k: int, pads: Sequence[int],
-           unavailable: str) -> dict:
-    title = (f"Longer documents: Task 1 with documents padded to {' and '.join(map(str, sorted(pads)))} words"
-             if pads and not unavailable else "Longer documents: Task 1 with padded documents")
-    if not unavailable and not usable_pads(items, pads):
-        unavailable = ("no padding asked" if not pads else
-                       "a single item: there is no other item's text to pad its documents with")
+           unavailable: str, unpadded: dict) -> dict:
+    """Task 2's curve (`unpadded`, pad 0) and again under each pad."""
+    title = (f"Longer documents: Task 2 with documents padded to {' and '.join(map(str, sorted(pads)))} words"
+             if pads and not unavailable else "Longer documents: Task 2 with padded documents")
+    if not unavailable and not pads:
+        unavailable = "no padding asked"
     if unavailable:
         return {"title": title, "unavailable": unavailable, "verdict": "no data",
                 "why": f"Not measured: {unavailable}."}
-    curves = {str(pad): _curve(tally.wins(c for item in items for c in _task1(item, item.main_style, pad)),
-                               domains, max_k)
-              for pad in (0, *sorted(pads))}
+    curves = {"0": {key: unpadded[key] for key in ("k", "by_domain", "average", "mean")}} | {
+        str(pad): _curve(tally.wins(c for item in items for c in _task2(item, pad=pad)), domains, max_k)
+        for pad in sorted(pads)}
     first, last = curves["0"]["mean"], curves[str(max(pads))]["mean"]
     drop = None if first is None or last is None else first - last
     limits = MULTICONDITION_THRESHOLDS["length_drop"]

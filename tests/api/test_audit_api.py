@@ -109,8 +109,8 @@ def test_refusals_are_400_with_the_reason(example):
     ("perturbation", {"sample": 4, "temperature": 0.7},
      "unknown parameter(s) 'temperature' of a perturbation audit (sample, seed, tests)"),
     ("multicondition", {"tests": ["length"]},
-     "unknown multi-condition parameter(s) ['tests']: known are ['pads', 'seed']"),
-    ("multicondition", {"seed": 1, "sample": 4}, "unknown multi-condition parameter(s) ['sample']"),
+     "unknown multi-condition parameter(s) ['tests']: known are ['filler', 'pads']"),
+    ("multicondition", {"seed": 1, "sample": 4}, "unknown multi-condition parameter(s) ['sample', 'seed']"),
 ])
 def test_a_parameter_of_the_other_kind_is_refused_not_dropped(example, kind, parameters, says, dry_run):
     project, judge, users = example
@@ -123,7 +123,7 @@ def test_a_parameter_of_the_other_kind_is_refused_not_dropped(example, kind, par
 
 @pytest.mark.parametrize(("kind", "parameters"), [
     ("perturbation", {"sample": 4, "seed": 3, "tests": ["length"]}),
-    ("multicondition", {"pads": [512], "seed": 1}),
+    ("multicondition", {"pads": [512], "filler": "Filler here."}),
 ])
 def test_each_kind_takes_its_own_parameters(example, kind, parameters):
     project, judge, users = example

@@ -37,7 +37,7 @@ def test_a_run_s_report_as_a_table_and_as_json():
     text, _ = _run("--project", "mc", "--run", "hand")
     lines = text.splitlines()
     assert lines[0] == ("Multi-condition tests of run:hand: 2 items in 2 domain(s) (books, law), k = 1..2, "
-                        "2 comparison(s) skipped (a score missing).")
+                        "1 comparison(s) skipped (a score missing).")
     # Task 1's instruction table: per domain, then the average and its mean (tests/selectors/test_multicondition.py).
     start = lines.index("  instruction queries")
     assert [line.split() for line in lines[start + 1:start + 5]] == [
@@ -53,7 +53,7 @@ def test_refusals_are_named():
     hand_run(*tiny_project())
     with pytest.raises(CommandError, match="has no run 'nope'.*hand"):
         _run("--project", "mc", "--run", "nope")
-    with pytest.raises(CommandError, match="--dry-run, --no-wait, --pads and --seed are for --judge"):
+    with pytest.raises(CommandError, match="--dry-run, --no-wait, --pads and --filler are for --judge"):
         _run("--project", "mc", "--run", "hand", "--dry-run")
     with pytest.raises(CommandError, match="no judge|minilm"):
         _run("--project", "mc", "--judge", "minilm")
@@ -68,14 +68,14 @@ def test_refusals_are_named():
 def test_a_judge_s_dry_run_asks_nothing_and_no_wait_queues_the_audit():
     _example()
     text, _ = _run("--project", "mc", "--judge", "minilm", "--dry-run")
-    assert "Dry run of the multi-condition audit of 'minilm' (pads [512, 1024]): 264 probe(s)" in text
+    assert "Dry run of the multi-condition audit of 'minilm' (pads [512, 1024]): 240 probe(s)" in text
     assert "An embedding judge: no prompt, no token." in text and not AuditJob.objects.exists()
     text, _ = _run("--project", "mc", "--judge", "minilm", "--dry-run", "--pads", "none")
-    assert "(pads []): 144 probe(s)" in text  # 24 per item without Task 4
-    text, err = _run("--project", "mc", "--judge", "minilm", "--no-wait", "--pads", "256", "--seed", "4")
+    assert "(pads []): 168 probe(s)" in text  # 28 per item without Task 4
+    text, err = _run("--project", "mc", "--judge", "minilm", "--no-wait", "--pads", "256", "--filler", "Filler here.")
     job = AuditJob.objects.get()
     assert text == "" and f"Audit {job.id}: 204 probe(s) queued for the workers." in err  # 34 per item, one pad
-    assert (job.kind, job.parameters, job.status) == ("multicondition", {"pads": [256], "seed": 4}, "pending")
+    assert (job.kind, job.parameters, job.status) == ("multicondition", {"pads": [256], "filler": "Filler here."}, "pending")
 
 
 @pytest.mark.worker

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from models_llm.audit.multicondition import (
+    PAPER_FILLER,
+    FillerPadder,
     McRecord,
-    Padder,
     multicondition_items,
     multicondition_needs,
     multicondition_report,
@@ -50,13 +51,11 @@ TINY_SCORES = {
     ("xi1", "x-d2", 0): 0.9, ("xi1", "x-d0", 0): 0.2,
     ("xi2", "x-d2", 0): 0.6, ("xi2", "x-d1", 0): 0.7, ("xi2", "x-d0", 0): 0.1,
     ("xd1", "x-d2", 0): 0.5, ("xd1", "x-d0", 0): 0.5,
-    ("xd2", "x-d2", 0): 0.8, ("xd2", "x-d1", 0): 0.3,
+    ("xd2", "x-d2", 0): 0.8, ("xd2", "x-d1", 0): 0.3, ("xd2", "x-d0", 0): 0.2,
     ("yi1", "y-d2", 0): 0.4, ("yi1", "y-d0", 0): 0.3,
     ("yi2", "y-d2", 0): 0.7, ("yi2", "y-d1", 0): 0.7, ("yi2", "y-d0", 0): None,
-    ("xi1", "x-d2", 512): 0.3, ("xi1", "x-d0", 512): 0.4,
-    ("xi2", "x-d2", 512): 0.1, ("xi2", "x-d1", 512): 0.2,
-    ("yi1", "y-d2", 512): 0.1, ("yi1", "y-d0", 512): 0.2,
-    ("yi2", "y-d1", 512): 0.5,  # ("yi2", "y-d2", 512) missing: skipped
+    ("xi2", "x-d2", 512): 0.1, ("xi2", "x-d1", 512): 0.2, ("xi2", "x-d0", 512): 0.05,
+    ("yi2", "y-d1", 512): 0.5, ("yi2", "y-d0", 512): 0.6,  # ("yi2", "y-d2", 512) missing: skipped
 }
 
 
@@ -67,27 +66,33 @@ def test_each_task_against_a_hand_computation():
     instruction = report["task1"]["styles"]["instruction"]
     assert instruction["by_domain"] == {"books": [1.0, 0.0], "law": [1.0, 0.0]}
     assert instruction["average"] == [1.0, 0.0] and instruction["mean"] == 0.5
+    # The paper's Decline: WR at query 1 minus WR at the last query, 1.0 - 0.0.
+    assert instruction["decline"] == 1.0
     # Descriptive (x only): k1 0.5 > 0.5 tie: no; k2 0.8 > 0.3 win. Law has no descriptive query.
     descriptive = report["task1"]["styles"]["descriptive"]
     assert descriptive["by_domain"] == {"books": [0.0, 1.0], "law": [None, None]}
-    assert descriptive["average"] == [0.0, 1.0] and descriptive["mean"] == 0.5
+    assert descriptive["average"] == [0.0, 1.0] and descriptive["mean"] == 0.5 and descriptive["decline"] == -1.0
     # Mean of the styles' means (0.5 + 0.5) / 2 = 0.5 < 0.7: sensitive.
     assert report["task1"]["mean"] == 0.5 and report["task1"]["verdict"] == "sensitive"
+    assert "Decline (instruction, WR at k = 1 minus WR at k = 2): 1.00" in report["task1"]["why"]
     # Task 2 under xi2: d1 0.7 > d0 0.1 win, d2 0.6 > d1 0.7 no; under yi2: d0 missing (skipped), d2 0.7 > d1 0.7 no.
     task2 = report["task2"]
     assert task2["by_domain"] == {"books": [1.0, 0.0], "law": [None, 0.0]}
     assert task2["average"] == [1.0, 0.0] and task2["mean"] == 0.5 and task2["verdict"] == "sensitive"
-    # Task 3 (x only): k1 instruction won, descriptive did not: flip; k2 the other way round: flip.
+    # Task 3, the paper's FR on Task 2's comparisons (x only: y has no descriptive query). Under xd2: k1 d1 0.3 > d0
+    # 0.2 win, as under xi2: no flip; k2 d2 0.8 > d1 0.3 win, where xi2 lost: a flip.
     task3 = report["task3"]
-    assert task3["by_domain"] == {"books": [1.0, 1.0], "law": [None, None]}
-    assert task3["average"] == [1.0, 1.0] and task3["mean"] == 1.0 and task3["verdict"] == "sensitive"
-    # Task 4 at 512: x k1 0.3 > 0.4 no, k2 0.1 > 0.2 no; y k1 0.1 > 0.2 no, k2 missing (skipped). Pad 0 is Task 1's
-    # instruction curve (mean 0.5); at 512 the mean is 0: a drop of 0.5 > 0.15, sensitive.
+    assert task3["by_domain"] == {"books": [0.0, 1.0], "law": [None, None]}
+    assert task3["average"] == [0.0, 1.0] and task3["mean"] == 0.5 and task3["verdict"] == "sensitive"
+    # Task 4, Task 2 with the documents padded to 512 words: xi2 k1 0.2 > 0.05 win, k2 0.1 > 0.2 no; yi2 k1 0.5 > 0.6
+    # no, k2 missing (skipped). Pad 0 is Task 2's curve (mean 0.5); at 512 the average is [0.5, 0.0], mean 0.25: a
+    # drop of 0.25 > 0.15, sensitive.
     task4 = report["task4"]
+    assert task4["title"] == "Longer documents: Task 2 with documents padded to 512 words"
     assert task4["pads"]["0"]["average"] == [1.0, 0.0]
-    assert task4["pads"]["512"]["by_domain"] == {"books": [0.0, 0.0], "law": [0.0, None]}
-    assert task4["pads"]["512"]["mean"] == 0.0 and task4["verdict"] == "sensitive" and "0.50" in task4["why"]
-    # One Task 2 comparison and one Task 4 comparison had a missing score.
+    assert task4["pads"]["512"]["by_domain"] == {"books": [1.0, 0.0], "law": [0.0, None]}
+    assert task4["pads"]["512"]["mean"] == 0.25 and task4["verdict"] == "sensitive" and "0.25" in task4["why"]
+    # One Task 2 comparison and one Task 4 comparison had a missing score, each counted once.
     assert report["skipped"] == 2
     assert report["examples"] == []  # no query lists its conditions
     json.dumps(report)
@@ -101,8 +106,11 @@ def test_verdict_thresholds_between_robust_watch_and_sensitive():
     report = multicondition_report(tiny_items(), scores, subject="judge:hand", pads=[512])
     assert report["task1"]["styles"]["instruction"]["mean"] == 0.75
     assert report["task1"]["mean"] == 0.875 and report["task1"]["verdict"] == "watch"
-    # Now x's styles agree at both k: Flip Rate 0, robust.
-    assert report["task3"]["mean"] == 0.0 and report["task3"]["verdict"] == "robust"
+    # Task 2 under xi2 now loses k1 (0.0 > 0.1 no) and wins k2 (0.6 > 0.0); with xd2's d0 at 0.5 the descriptive
+    # query loses k1 too (0.3 > 0.5 no) and wins k2: the styles agree at both k, Flip Rate 0, robust.
+    scores[("xd2", "x-d0", 0)] = 0.5
+    report = multicondition_report(tiny_items(), scores, subject="judge:hand", pads=[512])
+    assert report["task3"]["average"] == [0.0, 0.0] and report["task3"]["verdict"] == "robust"
 
 
 def _oracle(items):
@@ -131,33 +139,36 @@ def test_an_oracle_scorer_wins_every_comparison_and_never_flips():
 def test_needs_lists_each_comparison_s_scores_once():
     items = example_items()
     # Per item (K = 5, both styles): Task 1 per style 5 queries x {d5, d_(k-1)} = 10 keys, 20 for both; Task 2 under
-    # the full instruction query adds d0..d3 (d4, d5 are Task 1's at k = 5): 4; Task 4: 10 per pad, 20. 44 x 6 items.
+    # each full query adds d0..d3 (d4, d5 are Task 1's at k = 5): 8; Task 4: the full instruction query on d0..d5
+    # per pad, 12. 40 x 6 items.
     needs = multicondition_needs(items, [512, 1024])
-    assert len(needs) == len(set(needs)) == 44 * 6
-    assert len(multicondition_needs(items, [])) == 24 * 6
+    assert len(needs) == len(set(needs)) == 40 * 6
+    assert len(multicondition_needs(items, [])) == 28 * 6
 
 
-def test_padding_fills_to_the_word_count_with_the_same_filler_from_other_items_only():
-    items = example_items()
-    padder = Padder(items, seed=0)
-    b01 = next(item for item in items if item.item == "b01")
-    positive, miss = b01.documents[5].text, b01.documents[4].text
-    padded = [padder.pad("b01", text, 512) for text in (positive, miss)]
-    assert all(len(text.split()) == 512 for text in padded)
-    fillers = [text.split("\n\n", 1)[1].split() for text in padded]
-    shorter = min(len(f) for f in fillers)
-    assert fillers[0][:shorter] == fillers[1][:shorter]
-    own = {word for document in b01.documents.values() for word in document.text.split()}
-    others = {word for item in items if item.item != "b01" for d in item.documents.values() for word in d.text.split()}
-    assert set(fillers[0]) <= others and (set(fillers[0]) - own)
-    assert padder.pad("b01", positive, 0) == positive and padder.pad("b01", positive, 10) == positive
-    assert Padder(items, seed=0).pad("b01", positive, 1024) == padder.pad("b01", positive, 1024)
-    assert Padder(items, seed=1).pad("b01", positive, 1024) != padder.pad("b01", positive, 1024)
+def test_the_papers_filler_goes_between_the_sentences_up_to_the_word_count():
+    padder = FillerPadder()
+    # 8 words in three sentences; 12 more: "The grass is green." into the first gap, "The sky is blue." into the
+    # second, "The sun is yellow." into the first again.
+    assert padder.pad("A b c. D e f. G h.", 20) == (
+        "A b c. The grass is green. The sun is yellow. D e f. The sky is blue. G h.")
+    # One sentence: the filler follows it; the last filler sentence is cut at the word count.
+    assert padder.pad("Only one sentence here.", 10) == "Only one sentence here. The grass is green. The sky"
+    assert padder.pad("A b c. D e f.", 6) == "A b c. D e f." and padder.pad("A b c.", 0) == "A b c."
+    # Two documents of an item with as many sentences get the same filler in the same places.
+    positive, miss = "Born in Paris. Wrote novels. Won a prize.", "Born in Lyon. Wrote novels. Won a prize."
+    fill = [padder.pad(text, 512) for text in (positive, miss)]
+    assert [len(text.split()) for text in fill] == [512, 512]
+    assert fill[0].replace("Paris", "Lyon") == fill[1]
+    assert set(fill[0].split()) - set(positive.split()) <= set(PAPER_FILLER.split())
+    assert FillerPadder("Filler here.").pad("A b. C d.", 8) == "A b. Filler here. Filler here. C d."
+    with pytest.raises(ValueError, match="at least one word"):
+        FillerPadder("   ")
 
 
 def test_a_run_like_report_says_why_task4_is_unavailable():
     report = multicondition_report(tiny_items(), TINY_SCORES, subject="run:bm25", pads=(), unavailable="fixed")
-    assert report["task4"] == {"title": "Longer documents: Task 1 with padded documents", "unavailable": "fixed",
+    assert report["task4"] == {"title": "Longer documents: Task 2 with padded documents", "unavailable": "fixed",
                                "verdict": "no data", "why": "Not measured: fixed."}
     assert report["skipped"] == 1
 

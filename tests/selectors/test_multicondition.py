@@ -57,11 +57,12 @@ def test_a_run_s_report_from_its_ranks_against_a_hand_computation():
     task2 = report["task2"]
     assert task2["by_domain"] == {"books": [1.0, 0.0], "law": [1.0, 1.0]}
     assert task2["average"] == [1.0, 0.5] and task2["mean"] == 0.75 and task2["verdict"] == "watch"
-    # Task 3 (x only): k = 1 skipped (xd1); k = 2 both styles lost: no flip.
-    assert report["task3"]["by_domain"] == {"books": [None, 0.0], "law": [None, None]}
-    assert report["task3"]["mean"] == 0.0 and report["task3"]["verdict"] == "robust"
+    # Task 3 (x only), Task 2 under each full query: xi2 won k = 1 and lost k = 2; xd2 ranks only d0, so at k = 1 d1
+    # (not retrieved) loses to d0 and at k = 2 d2 and d1 (neither retrieved) tie: a flip at k = 1, none at k = 2.
+    assert report["task3"]["by_domain"] == {"books": [1.0, 0.0], "law": [None, None]}
+    assert report["task3"]["mean"] == 0.5 and report["task3"]["verdict"] == "sensitive"
     assert report["task4"]["verdict"] == "no data" and "cannot be re-scored padded" in report["task4"]["unavailable"]
-    assert report["skipped"] == 2
+    assert report["skipped"] == 1  # Task 1 under xd1, which ranks nothing
 
 
 def test_items_are_read_from_the_metadata_and_plain_rows_are_left_out():

@@ -69,23 +69,24 @@ class Command(BaseCommand):
         who.add_argument("--run", help="the run whose ranks are the scores")
         parser.add_argument("--pads", help="judge: comma-separated word counts for Task 4 (default 512,1024; "
                                            "'none' leaves Task 4 out)")
-        parser.add_argument("--seed", type=int, help="judge: seed of the padding text (default 0)")
+        parser.add_argument("--filler", help="judge: the text whose sentences Task 4 inserts between a document's "
+                                             "sentences (default MultiConIR's: 'The grass is green. ...')")
         parser.add_argument("--json", action="store_true", dest="as_json", help="print the report as JSON")
         parser.add_argument("--dry-run", action="store_true",
                             help="judge: print the audit's prompts and cost estimate, ask nothing")
         parser.add_argument("--no-wait", action="store_true", help="judge: queue the audit and return")
 
     def handle(self, *args, project: str, judge: str | None, run: str | None, as_json: bool, dry_run: bool,
-               no_wait: bool, pads: str | None, seed: int | None, **options) -> None:
+               no_wait: bool, pads: str | None, filler: str | None, **options) -> None:
         found = command_project(project)
         try:
             if run is not None:
-                if dry_run or no_wait or pads is not None or seed is not None:
-                    raise CommandError("--dry-run, --no-wait, --pads and --seed are for --judge: a run's report "
+                if dry_run or no_wait or pads is not None or filler is not None:
+                    raise CommandError("--dry-run, --no-wait, --pads and --filler are for --judge: a run's report "
                                        "is computed at once")
                 report = run_multicondition_report(run_by_name(project=found, name=run))
             else:
-                report = self._judge(found, command_judge(found, judge), _parameters(pads, seed),
+                report = self._judge(found, command_judge(found, judge), _parameters(pads, filler),
                                      dry_run=dry_run, no_wait=no_wait)
         except DomainError as exc:
             raise CommandError(str(exc)) from None
@@ -104,13 +105,13 @@ class Command(BaseCommand):
             return None
         return audit_wait(self, job)
 
-def _parameters(pads: str | None, seed: int | None) -> dict:
+def _parameters(pads: str | None, filler: str | None) -> dict:
     parameters: dict = {}
     if pads is not None:
         try:
             parameters["pads"] = [] if pads.strip() == "none" else [int(p) for p in pads.split(",") if p.strip()]
         except ValueError:
             raise CommandError(f"--pads must be word counts separated by commas, got {pads!r}") from None
-    if seed is not None:
-        parameters["seed"] = seed
+    if filler is not None:
+        parameters["filler"] = filler
     return parameters
