@@ -67,7 +67,7 @@ def test_the_systems_page_shows_it_and_what_cannot_be_done_is_refused(project, c
     MembershipFactory(project=project, user=user, role=Membership.Role.VIEWER)
     client.force_login(user)
     html = client.get(reverse("labeling:systems", args=[project.slug]), {"source": "human"}).content.decode()
-    assert 'data-reusability="human"' in html and 'data-left-out="C"' in html
+    assert 'data-reusability="human"' in html and 'data-reusability-run="C"' in html
     # On nDCG@10 (the page's lead measure) C keeps first place, A falls from second to third: one place, not
     # more than the threshold, so no flag.
     assert "data-reusability-flag" not in html and "2 &rarr; <strong>3</strong>" in html
