@@ -16,6 +16,7 @@ from models_llm.backends import Scorer, ScorerConfigError, load_scorer
 from models_llm.bundled import BundledModelError, minilm_folder
 from models_llm.cost import CountTokens
 from models_llm.prompts import TemplateError, template_validate
+from models_llm.relevance_rule import POINTWISE, SCORE_ABOVE_ZERO, RelevanceRule
 from models_llm.types import JudgeConfig, PairInput, Verdict
 
 # JudgeConfig fields a Judge keeps in its `parameters` JSON (backend, model and the template have columns).
@@ -127,6 +128,20 @@ def judge_method(judge: Judge) -> str:
     if judge.is_ensemble:
         return Judge.Method.ENSEMBLE
     return (judge.parameters or {}).get("method") or Judge.Method.default_for(judge.backend)
+
+
+def judge_relevance_rule(judge: Judge) -> RelevanceRule:
+    """The judge's one rule for when its P makes a pair relevant (models_llm.relevance_rule), read from the row:
+    P > 0 on its own P (DisastIR's "relevant (score > 0)") for a DisastIR prompt-strategy ensemble and for a judges
+    ensemble whose members all are; P >= 0.5 (calibrated where it has a calibrator) for every other judge."""
+    if judge.is_ensemble:
+        names = (judge.parameters or {}).get("members")
+        members = list(Judge.objects.filter(project_id=judge.project_id, name__in=names)) if isinstance(names, list) \
+            else []
+        strategy = bool(members) and all(judge_method(member) == Judge.Method.ENSEMBLE for member in members)
+    else:
+        strategy = judge_method(judge) == Judge.Method.ENSEMBLE
+    return SCORE_ABOVE_ZERO if strategy else POINTWISE
 
 
 def judge_config(judge: Judge) -> JudgeConfig:

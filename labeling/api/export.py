@@ -16,6 +16,7 @@ from rest_framework.views import APIView
 from labeling.selectors.export import READ_QRELS, QrelsFormat, qrels_request_parse
 from labeling.selectors.projects import project_for_user
 from labeling.views.export import qrels_download
+from models_llm.relevance_rule import is_probability
 
 
 class FormatIsTheQrelsFormat(DefaultContentNegotiation):
@@ -25,13 +26,6 @@ class FormatIsTheQrelsFormat(DefaultContentNegotiation):
     def select_renderer(self, request: Request, renderers: list[BaseRenderer],
                         format_suffix: str | None = None) -> tuple[BaseRenderer, str]:
         return renderers[0], renderers[0].media_type
-
-
-def _is_probability(text: str) -> bool:
-    try:
-        return 0.0 <= float(text) <= 1.0  # nan is not
-    except ValueError:
-        return False
 
 
 class QrelsView(APIView):
@@ -73,7 +67,7 @@ class QrelsView(APIView):
             refused["format"] = [f"one of {', '.join(QrelsFormat)}, got {params.get('format')!r}"]
         if not re.fullmatch(r"human|(judge|combined):[^\x00]+", source):
             refused["source"] = [f"'human', 'judge:NAME' or 'combined:NAME', got {source!r}"]
-        if threshold.strip() and not _is_probability(threshold):
+        if threshold.strip() and not is_probability(threshold):
             refused["threshold"] = [f"a number from 0 to 1, got {threshold!r}"]
         if refused:
             raise ValidationError(refused)

@@ -33,7 +33,7 @@ from labeling.services.releases import release_create
 
 def release_json(release: QrelsRelease) -> dict:
     return {"name": release.name, "description": release.description, "source": release.source,
-            "threshold": release.threshold, "judge": release.judge_name or None, "calibrator": release.calibrator,
+            "threshold": release.threshold, "rule": release.rule or None, "judge": release.judge_name or None, "calibrator": release.calibrator,
             "definitions": release.definitions, "relevant_from": release.relevant_from, "pairs": release.pairs,
             "graded": release.graded, "relevant": release.relevant, "queries": release.queries,
             "sha256": release.sha256, "created_at": release.created_at.isoformat(),

@@ -107,6 +107,8 @@ class JudgeSerializer(serializers.Serializer):
     price_in = StrictFloatField(allow_null=True)
     price_out = StrictFloatField(allow_null=True)
     created_at = serializers.DateTimeField()
+    relevance_rule = StrictCharField(help_text="when its P makes a pair relevant: its qrels, export, Systems page "
+                                               "and validation all binarise by this rule unless a threshold is given")
 
 
 class JudgeCreateSerializer(serializers.Serializer):

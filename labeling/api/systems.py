@@ -29,6 +29,7 @@ from labeling.selectors.significance import (
     systems_significance,
 )
 from labeling.selectors.systems import systems_report, systems_report_json
+from models_llm.relevance_rule import is_probability
 from models_llm.retrieval.evaluation import ALL_MEASURES
 from models_llm.retrieval.significance import CORRECTIONS, DEFAULT_DRAWS, MAX_DRAWS, TESTS
 
@@ -51,6 +52,10 @@ class SystemsEvaluationView(APIView):
             OpenApiParameter("measure", str, many=True, enum=list(ALL_MEASURES),
                              description="measure (repeat; default: all; judged@10 is always given)"),
             OpenApiParameter("group_by", str, description="query metadata key to break the results down by"),
+            OpenApiParameter("threshold", {"type": "number", "minimum": 0, "maximum": 1},
+                             description="grade every judge and combined source that names no threshold at "
+                             "calibrated P >= this (`judge:NAME@T` names one); default: each judge's relevance "
+                             "rule (`relevance_rule` of the judges list)"),
             OpenApiParameter(INCLUDE_PARTIAL, bool, description="true: compare partial sources too (a judge without "
                              "an ok judgment of every pool pair the runs retrieve to the depth a measure reads, "
                              "see `coverage_by_measure`); by default each is left out of the agreement on the "
@@ -78,6 +83,9 @@ class SystemsEvaluationView(APIView):
         if bad:
             refused["qrels"] = [(f"'human', 'sample', 'judge:NAME', 'combined:NAME', 'expected:NAME' or "
                                  f"'release:NAME', got {bad[0]!r}")]
+        threshold = params.get("threshold", "").strip() or None
+        if threshold is not None and not is_probability(threshold):
+            refused["threshold"] = [f"a number from 0 to 1, got {threshold!r}"]
         unknown = [name for name in params.getlist("measure") if name not in ALL_MEASURES]
         if unknown:
             refused["measure"] = [f"unknown measure {unknown[0]!r}: one of {', '.join(ALL_MEASURES)}"]
@@ -96,7 +104,7 @@ class SystemsEvaluationView(APIView):
         include_partial = query_flag(params, INCLUDE_PARTIAL)
         report = systems_report(project=project, sources=params.getlist("qrels") or None,
                                 measures=params.getlist("measure") or None, group_by=params.get("group_by") or None,
-                                include_partial=include_partial)
+                                include_partial=include_partial, threshold=None if threshold is None else float(threshold))
         out = systems_report_json(report)
         if chosen is not None:
             out["significance"] = {key: {measure: comparison_json(found) for measure, found in by_measure.items()}

@@ -9,8 +9,8 @@ from django.db.models import Q
 
 
 class QrelsRelease(models.Model):
-    """One release. `storage` names the JSONL file in Django's storage and `sha256` its content; `source` and
-    `threshold` say which grades were frozen, `judge_name` and `calibrator` the judge and the calibrator in use
+    """One release. `storage` names the JSONL file in Django's storage and `sha256` its content; `source`,
+    `threshold` and `rule` (the judge's relevance rule, in words) say which grades were frozen, `judge_name` and `calibrator` the judge and the calibrator in use
     then, `definitions` each query's current definition version; `pairs` (records), `graded` (pairs with a grade),
     `relevant` (graded at or above the scale's relevant_from) and `queries` (queries with a grade) count them."""
 
@@ -19,6 +19,8 @@ class QrelsRelease(models.Model):
     description = models.TextField(blank=True)
     source = models.CharField(max_length=250, help_text="human, judge:NAME or combined:NAME")
     threshold = models.FloatField(null=True, blank=True, help_text="the judge's P threshold (judge sources)")
+    rule = models.CharField(max_length=200, blank=True,
+                            help_text="when the judge's P made a pair relevant (judge sources), in words")
     judge_name = models.CharField(max_length=200, blank=True)
     calibrator = models.JSONField(null=True, blank=True, help_text="the judge's calibrator in use when frozen")
     definitions = models.JSONField(default=dict, help_text="query external id -> its current definition version")

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from labeling.exceptions import DomainError, NotFound
+from labeling.llm_adapter import judge_relevance_rule
 from labeling.models import Judge, JudgeCalibration, Label, Pair, Project, Query, ValidationResult
 from labeling.selectors.export import judge_calibrator
 from labeling.selectors.streams import definition_version_numbers, gold_pairs, judge_rows
@@ -23,12 +24,12 @@ from models_llm.metrics.completeness import (
     sample_accuracy,
     verified_recall,
 )
+from models_llm.relevance_rule import RelevanceRule
 
 CALIBRATOR_DRAWS = 30
 # The key of the cached validation report's data under which the worker stores the default completeness report.
 COMPLETENESS = "completeness"
 UNGRADED, UNRESOLVED = -1, -2
-JUDGE_THRESHOLD = 0.5  # a judge's qrels call a pair relevant from this calibrated P, as `judge:NAME` exports do
 
 
 class CompletenessOptionsError(DomainError):
@@ -204,7 +205,8 @@ def completeness_compute(*, project: Project, options: CompletenessOptions | Non
     return {
         "project": project.slug,
         "judge": judge.name if judge else None,
-        "judge_accuracy": _judge_accuracy(pool, p, relevant_from, frontier) if judge else None,
+        "judge_accuracy": _judge_accuracy(pool, p, relevant_from, frontier, judge_relevance_rule(judge))
+        if judge else None,
         "basis": basis,
         "level": options.level,
         "relevant_from": relevant_from,
@@ -224,18 +226,21 @@ def completeness_compute(*, project: Project, options: CompletenessOptions | Non
     }
 
 
-def _judge_accuracy(pool: _Pool, p: np.ndarray, relevant_from: int, frontier: float) -> dict:
-    """The judge's qrels (P >= 0.5, calibrated) against the gold grades: on the random validation sample
-    (design-based: estimates for the whole pool) and, beside it, on every graded pair (the gold set, which leans
-    toward the pairs the queues preferred)."""
+def _judge_accuracy(pool: _Pool, p: np.ndarray, relevant_from: int, frontier: float, rule: RelevanceRule) -> dict:
+    """The judge's qrels (its relevance rule, as `judge:NAME` exports them: on the calibrated P, or on its own P
+    for a rule that says so) against the gold grades: on the random validation sample (design-based: estimates
+    for the whole pool) and, beside it, on every graded pair (the gold set, which leans toward the pairs the
+    queues preferred)."""
     judged, graded = ~np.isnan(p), pool.gold >= 0
     relevant = pool.gold >= relevant_from
     in_sample = judged & graded & (pool.key < frontier)
     on_gold = judged & graded
+    called = rule.relevant(p if rule.calibrated else pool.raw_p)
     return {
-        "threshold": JUDGE_THRESHOLD,
-        "sample": sample_accuracy(p[in_sample] >= JUDGE_THRESHOLD, relevant[in_sample], p=p[in_sample]),
-        "gold": sample_accuracy(p[on_gold] >= JUDGE_THRESHOLD, relevant[on_gold], p=p[on_gold]),
+        "threshold": rule.threshold,
+        "rule": rule.text,
+        "sample": sample_accuracy(called[in_sample], relevant[in_sample], p=p[in_sample]),
+        "gold": sample_accuracy(called[on_gold], relevant[on_gold], p=p[on_gold]),
     }
 
 

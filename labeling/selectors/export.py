@@ -19,6 +19,7 @@ from django.db.models import F
 from django.utils.text import slugify
 
 from labeling.exceptions import DomainError, NotFound
+from labeling.llm_adapter import judge_relevance_rule
 from labeling.models import Judge, JudgeCalibration, Judgment, PairSource, Project
 from labeling.selectors.disclosure import sees_reports
 from labeling.selectors.projects import Need
@@ -34,6 +35,7 @@ from labeling.selectors.streams import (
     pair_stream,
 )
 from models_llm.calibration import Calibrator
+from models_llm.relevance_rule import POINTWISE, RelevanceRule, threshold_rule
 
 BATCH = 5_000
 
@@ -48,19 +50,29 @@ class ExportSourceNotFound(ExportError, NotFound):
 
 @dataclass(frozen=True)
 class ExportSource:
-    """Where exported grades come from: human gold grades (`judge` None); one judge's P >= threshold; or,
-    `combined`, the human gold where there is one and the judge elsewhere. A judge's grade is the scale's
-    `relevant_from` grade when P >= threshold, else its lowest grade; P is calibrated when the judge has a
-    calibrator."""
+    """Where exported grades come from: human gold grades (`judge` None); one judge's P under a relevance rule;
+    or, `combined`, the human gold where there is one and the judge elsewhere. A judge's grade is the scale's
+    `relevant_from` grade when its P is relevant under `rule` (the judge's own rule unless a threshold was
+    given: judge_relevance_rule), else its lowest grade. `calibrator` is the judge's calibrator in use; the rule
+    says whether the grades read the calibrated P (`grading_calibrator`)."""
 
     judge: Judge | None = None
-    threshold: float = 0.5
+    rule: RelevanceRule = POINTWISE
     combined: bool = False
     calibrator: Calibrator | None = None
 
     @property
     def judge_label(self) -> str:
         return f"judge:{self.judge.name}" if self.judge else "human"
+
+    @property
+    def threshold(self) -> float:
+        return self.rule.threshold
+
+    @property
+    def grading_calibrator(self) -> Calibrator | None:
+        """The calibrator the grades read P through: None when the rule compares the judge's own P."""
+        return self.calibrator if self.rule.calibrated else None
 
 
 @dataclass(frozen=True)
@@ -103,10 +115,12 @@ def export_source_parse(*, project: Project, source: str, threshold: float | Non
         names = ", ".join(Judge.objects.filter(project=project).values_list("name", flat=True)) or "none"
         raise ExportSourceNotFound(f"project {project.slug!r} has no judge {name!r} (its judges: {names})")
     if threshold is None:
-        threshold = 0.5
-    if not 0.0 <= threshold <= 1.0:
+        rule = judge_relevance_rule(judge)
+    elif not 0.0 <= threshold <= 1.0:
         raise ExportError(f"--threshold must be within [0, 1], got {threshold}")
-    return ExportSource(judge=judge, threshold=threshold, combined=kind == "combined", calibrator=judge_calibrator(judge))
+    else:
+        rule = threshold_rule(threshold)
+    return ExportSource(judge=judge, rule=rule, combined=kind == "combined", calibrator=judge_calibrator(judge))
 
 
 def _calibrated(rows: list[JudgeRow], calibrator: Calibrator | None) -> list[float]:
@@ -114,15 +128,17 @@ def _calibrated(rows: list[JudgeRow], calibrator: Calibrator | None) -> list[flo
     return raw if calibrator is None else calibrator.apply(np.asarray(raw, dtype=float)).tolist()
 
 
-def judge_probabilities(source: ExportSource) -> Iterator[tuple[int, float]]:
-    """(pair id, P used for grading) of the source judge, in pair order, calibrated in batches."""
+def judge_probabilities(source: ExportSource, *, grading: bool = True) -> Iterator[tuple[int, float]]:
+    """(pair id, P) of the source judge, in pair order, calibrated in batches: the P its grades read (`grading`:
+    raw when the rule compares the judge's own P), else the calibrated P where it has a calibrator."""
+    calibrator = source.grading_calibrator if grading else source.calibrator
     rows = judge_rows(source.judge, versions=definition_version_numbers(source.judge.project))
     while batch := list(islice(rows, BATCH)):
-        yield from zip((row.pair_id for row in batch), _calibrated(batch, source.calibrator))
+        yield from zip((row.pair_id for row in batch), _calibrated(batch, calibrator))
 
 
 def _judge_grade(p: float, source: ExportSource, low: int, relevant: int) -> int:
-    return relevant if p >= source.threshold else low
+    return relevant if source.rule.relevant(p) else low
 
 
 def qrels_rows(*, project: Project, source: ExportSource) -> Iterator[PairRow]:
@@ -242,7 +258,7 @@ def _grade_record(record: dict, pair: GoldPair, source: ExportSource, low: int, 
     # judge name, then version descending).
     own = [j for j in record["judgments"] if j["judge"] == source.judge.name and j["status"] == Judgment.Status.OK]
     if own:
-        p = own[0].get("p_calibrated", own[0]["p_relevant"])
+        p = own[0].get("p_calibrated", own[0]["p_relevant"]) if source.rule.calibrated else own[0]["p_relevant"]
         record["grade"], record["grade_source"] = _judge_grade(p, source, low, relevant), source.judge_label
 
 
@@ -305,7 +321,7 @@ class QrelsRequest:
             said = "human"
         else:
             kind = "combined" if source.combined else "judge"
-            said = f"{kind}-{slugify(source.judge.name) or source.judge.id}-t{source.threshold:g}"
+            said = f"{kind}-{slugify(source.judge.name) or source.judge.id}-{source.rule.slug}"
         return f"{project.slug}_qrels_{said}_{day.isoformat()}.{self.format.extension}"
 
 

@@ -3,10 +3,11 @@
 qrels export's own reads, so a run is graded exactly as an exported qrels file would grade it."""
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from labeling.exceptions import DomainError, NotFound
-from labeling.models import Label, Pair, Project, QrelsRelease
+from labeling.models import Judge, Label, Pair, Project, QrelsRelease
 from labeling.selectors.export import ExportError, export_source_parse, judge_probabilities, qrels_rows
 from labeling.selectors.scoring import judges_with_judgments
 from labeling.selectors.streams import Grouped, external_ids, pair_stream
@@ -32,12 +33,15 @@ class SystemsSourceNotFound(SystemsError, NotFound):
 class QrelsSource:
     """One way of grading a project's pairs. `key` is `human`, `judge:NAME`, `combined:NAME` or `expected:NAME`;
     `expected` sources give each pair the judge's P (calibrated when it has a calibrator) instead of a grade,
-    and are evaluated as expected metrics."""
+    and are evaluated as expected metrics. A judge's grades follow its own relevance rule
+    (llm_adapter.judge_relevance_rule) unless the key names a threshold, `judge:NAME@T` or `combined:NAME@T`:
+    relevant when the calibrated P >= T, as `export_qrels --threshold T` grades."""
 
     key: str
     label: str
     kind: str
     judge: str | None = None
+    threshold: float | None = None
 
     @property
     def sampled(self) -> bool:
@@ -49,16 +53,36 @@ class QrelsSource:
         return self.kind == EXPECTED
 
 
-def _source(kind: str, judge: str | None = None) -> QrelsSource:
+def _source(kind: str, judge: str | None = None, threshold: float | None = None) -> QrelsSource:
+    at = "" if threshold is None else f" at P >= {threshold:g}"
     labels = {
         HUMAN: "human gold grades",
         SAMPLE: "human gold on the random validation sample, weighted by inclusion probability",
-        JUDGE: f"judge {judge}",
-        COMBINED: f"human gold, else judge {judge}",
+        JUDGE: f"judge {judge}{at}",
+        COMBINED: f"human gold, else judge {judge}{at}",
         EXPECTED: f"expected under judge {judge}'s P",
     }
-    return QrelsSource(key=kind if kind in (HUMAN, SAMPLE) else f"{kind}:{judge}", label=labels[kind], kind=kind,
-                       judge=judge)
+    key = kind if kind in (HUMAN, SAMPLE) else f"{kind}:{judge}" + ("" if threshold is None else f"@{threshold:g}")
+    return QrelsSource(key=key, label=labels[kind], kind=kind, judge=judge, threshold=threshold)
+
+
+def thresholded(keys: list[str], threshold: float | None) -> list[str]:
+    """`keys` with `threshold` given to each judge and combined source that names none (`judge:NAME` ->
+    `judge:NAME@T`): the Systems page's, the API's and `evaluate_runs`' threshold, as the export takes one."""
+    if threshold is None:
+        return list(keys)
+    return [f"{key}@{threshold:g}" if key.partition(":")[0] in (JUDGE, COMBINED) and "@" not in key else key
+            for key in keys]
+
+
+def _named_threshold(project: Project, kind: str, name: str) -> tuple[str, float | None]:
+    """`NAME@T` -> (NAME, T) for a judge or combined source, unless a judge is named `NAME@T` itself."""
+    head, at, tail = name.rpartition("@")
+    if kind not in (JUDGE, COMBINED) or not at or not head or not re.fullmatch(r"[0-9]*\.?[0-9]+", tail):
+        return name, None
+    if Judge.objects.filter(project=project, name=name).exists():
+        return name, None
+    return head, float(tail)
 
 
 def _has_human_grades(project: Project) -> bool:
@@ -95,11 +119,12 @@ def qrels_source_parse(*, project: Project, key: str) -> QrelsSource:
             raise SystemsSourceNotFound(f"project {project.slug!r} has no release {name!r}")
         return _release(name)
     if kind in (JUDGE, COMBINED, EXPECTED) and name:
+        name, threshold = _named_threshold(project, kind, name)
         try:
-            export_source_parse(project=project, source=f"{JUDGE}:{name}", threshold=None)
+            export_source_parse(project=project, source=f"{JUDGE}:{name}", threshold=threshold)
         except ExportError as exc:
             raise (SystemsSourceNotFound if isinstance(exc, NotFound) else SystemsError)(str(exc)) from None
-        return _source(kind, name)
+        return _source(kind, name, threshold)
     known = ", ".join(source.key for source in qrels_sources(project)) or "none"
     raise SystemsError(f"qrels source must be 'human', 'sample', 'judge:NAME', 'combined:NAME', 'expected:NAME' or "
                        f"'release:NAME', got {key!r} "
@@ -122,7 +147,8 @@ def qrels_for(*, project: Project, source: QrelsSource) -> dict[str, dict[str, i
             if record["grade"] is not None:
                 frozen.setdefault(record["query_id"], {})[record["doc_id"]] = record["grade"]
         return frozen
-    export = export_source_parse(project=project, source=source.key, threshold=None)
+    key = source.kind if source.judge is None else f"{source.kind}:{source.judge}"
+    export = export_source_parse(project=project, source=key, threshold=source.threshold)
     qrels: dict[str, dict[str, int]] = {}
     for row in qrels_rows(project=project, source=export):
         qrels.setdefault(row.query_id, {})[row.doc_id] = row.grade
@@ -131,10 +157,10 @@ def qrels_for(*, project: Project, source: QrelsSource) -> dict[str, dict[str, i
 
 def probabilities_for(*, project: Project, source: QrelsSource) -> dict[str, dict[str, float]]:
     """query id -> doc id -> the judge's P (calibrated when it has a calibrator) of every pair it judged: the P
-    that `judge:NAME` thresholds."""
+    that `judge:NAME@T` thresholds."""
     export = export_source_parse(project=project, source=f"{JUDGE}:{source.judge}", threshold=None)
     queries, passages = external_ids(project)
-    judged = Grouped(judge_probabilities(export))
+    judged = Grouped(judge_probabilities(export, grading=False))
     probabilities: dict[str, dict[str, float]] = {}
     for pair_id, query_id, passage_id, _reference in pair_stream(project):
         rows = judged.take(pair_id)

@@ -28,6 +28,7 @@ from django.db.models.functions import Abs, Coalesce, Floor, Greatest
 from django.utils import timezone
 
 from labeling.exceptions import DomainError
+from labeling.llm_adapter import judge_relevance_rule
 from labeling.models import Judgment, Label, Lease, Membership, Pair, Project
 from labeling.models.project import QUEUE_STRATEGIES
 
@@ -134,12 +135,15 @@ def _disagreement(project: Project, eligible: QuerySet[Pair], limit: int) -> lis
 
 def _conflict(project: Project, eligible: QuerySet[Pair], limit: int) -> list[int]:
     """Pairs where another expert's current label and the queue judge's P fall on opposite sides (relevant
-    from the scale's `relevant_from`, P >= 0.5), the most confident contradictions first."""
+    from the scale's `relevant_from`; the judge's P relevant under its relevance rule, on its own P as the queues
+    read it), the most confident contradictions first (P furthest from the rule's threshold)."""
     if project.queue_judge_id is None:
         return []
     relevant_from = project.label_scale.relevant_from
     labels = Label.objects.filter(pair=OuterRef("pair_id"), role=Label.Role.ANNOTATOR, superseded_at__isnull=True)
-    contradicted = Q(p_relevant__gte=0.5, has_irrelevant_label=True) | Q(p_relevant__lt=0.5, has_relevant_label=True)
+    rule = judge_relevance_rule(project.queue_judge)
+    called = Q(p_relevant__gt=rule.threshold) if rule.strict else Q(p_relevant__gte=rule.threshold)
+    contradicted = (called & Q(has_irrelevant_label=True)) | (~called & Q(has_relevant_label=True))
     ordered = (
         _ok_judgments(project)
         .alias(
@@ -147,7 +151,7 @@ def _conflict(project: Project, eligible: QuerySet[Pair], limit: int) -> list[in
             has_irrelevant_label=Exists(labels.filter(grade__lt=relevant_from)),
         )
         .filter(contradicted)
-        .order_by(Abs(F("p_relevant") - Value(0.5)).desc(), "pair_id")
+        .order_by(Abs(F("p_relevant") - Value(rule.threshold)).desc(), "pair_id")
     )
     return _judged_candidates(ordered, eligible, limit)
 

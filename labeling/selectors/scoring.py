@@ -9,7 +9,7 @@ from datetime import datetime
 from django.db.models import Exists, Max, OuterRef, QuerySet, Sum
 from django.utils import timezone
 
-from labeling.llm_adapter import judge_method
+from labeling.llm_adapter import judge_method, judge_relevance_rule
 from labeling.models import Judge, Judgment, MemberOutput, Project, Query, ScoringChunk, ScoringJob
 from labeling.selectors.job_states import JobState, scoring_job_state
 from models_llm.cost import usd_cost
@@ -115,6 +115,7 @@ class JudgeSummary:
     price_in: float | None
     price_out: float | None
     created_at: datetime
+    relevance_rule: str
 
 
 def judge_summary(judge: Judge) -> JudgeSummary:
@@ -124,7 +125,7 @@ def judge_summary(judge: Judge) -> JudgeSummary:
     method = "" if judge.is_imported or judge.is_ensemble else judge_method(judge)
     return JudgeSummary(name=judge.name, backend=judge.backend, model=judge.model, method=method,
                         endpoint=parameters.get("endpoint", ""), price_in=judge.price_in, price_out=judge.price_out,
-                        created_at=judge.created_at)
+                        created_at=judge.created_at, relevance_rule=judge_relevance_rule(judge).text)
 
 
 @dataclass(frozen=True)

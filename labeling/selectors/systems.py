@@ -35,6 +35,7 @@ from labeling.selectors.qrels_sources import (
     qrels_source_parse,
     qrels_sources,
     sample_design,
+    thresholded,
 )
 from labeling.selectors.runs import RunNames, project_runs, rankings_named, run_entry_ids, run_top_ids
 from models_llm.retrieval.agreement import Agreement, system_agreement
@@ -295,17 +296,21 @@ def _subset(per_query: Mapping[str, Mapping[str, QueryScores]],
 
 def systems_report(*, project: Project, sources: Sequence[str] | None = None, measures: Sequence[str] | None = None,
                    group_by: str | None = None, draws: int = DRAWS, seed: int = 0, level: float = LEVEL,
-                   include_partial: bool = False, progress: Callable[[int], None] | None = None) -> SystemsReport:
+                   include_partial: bool = False, threshold: float | None = None,
+                   progress: Callable[[int], None] | None = None) -> SystemsReport:
     """Evaluate every run of `project` under `sources` (keys; None: all of qrels_sources but `sample`, less any
     that turns out to grade nothing) with `measures` (None: MEASURES, and SAMPLE_MEASURES when `sample` is asked
     for; judged@10 is always added). Each run is read once and
     each qrels built once. A project without runs gets a report without runs. Sources partial on a measure
     (coverage within the depth it reads) are left out of that measure's agreement unless `include_partial`.
+    `threshold`: every judge and combined source that names none grades at calibrated P >= threshold
+    (qrels_sources.thresholded), as `export_qrels --threshold` does; None: each judge's own relevance rule.
     `progress(runs evaluated)` after each run."""
     if sources:
-        chosen = [qrels_source_parse(project=project, key=key) for key in dict.fromkeys(sources)]
+        chosen = [qrels_source_parse(project=project, key=key) for key in dict.fromkeys(thresholded(sources, threshold))]
     else:
-        chosen = [source for source in qrels_sources(project) if not source.sampled]
+        keys = [source.key for source in qrels_sources(project) if not source.sampled]
+        chosen = [qrels_source_parse(project=project, key=key) for key in thresholded(keys, threshold)]
     if not measures and any(source.sampled for source in chosen):
         measures = MEASURES + SAMPLE_MEASURES
     chosen_measures = _measures(measures)

@@ -14,6 +14,7 @@ from django.utils import timezone
 from labeling.llm_adapter import (
     ensemble_members,
     judge_config,
+    judge_relevance_rule,
     judgment_fields,
     pair_inputs,
     scorer_for,
@@ -160,7 +161,7 @@ def _judges_ensemble(
             usage.add(spent)
             have = _usable(member, pairs, definitions)  # with what was just stored
         by_member[member.name] = have
-    verdicts = []
+    verdicts, rule = [], judge_relevance_rule(judge)
     for pair in pairs:
         ps = {name: found[pair.id].p_relevant for name, found in by_member.items()
               if pair.id in found and found[pair.id].status == Judgment.Status.OK}
@@ -173,7 +174,7 @@ def _judges_ensemble(
             continue
         values = list(ps.values())
         p = sum(values) / len(values)
-        verdicts.append(Verdict(pair_id=pair.id, status="ok", method=Judge.Method.ENSEMBLE, p=p, guess=p >= 0.5,
+        verdicts.append(Verdict(pair_id=pair.id, status="ok", method=Judge.Method.ENSEMBLE, p=p, guess=rule.relevant(p),
                                 raw_output=raw, spread=max(values) - min(values)))
     return verdicts, usage
 

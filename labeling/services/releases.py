@@ -74,8 +74,8 @@ def release_create(*, project: Project, by: AbstractBaseUser, name: str, source:
             return QrelsRelease.objects.create(
                 project=project, name=name, description=description, source=parsed.judge_label if not parsed.combined
                 else f"combined:{parsed.judge.name}", threshold=parsed.threshold if parsed.judge else None,
-                judge_name=parsed.judge.name if parsed.judge else "",
-                calibrator=parsed.calibrator.to_json() if parsed.calibrator else None, definitions=definitions,
+                rule=parsed.rule.text if parsed.judge else "", judge_name=parsed.judge.name if parsed.judge else "",
+                calibrator=parsed.grading_calibrator.to_json() if parsed.grading_calibrator else None, definitions=definitions,
                 relevant_from=relevant_from, storage=stored, sha256=digest.hexdigest(), queries=len(graded_queries),
                 created_by=by, **counts)
     except IntegrityError:

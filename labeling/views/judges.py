@@ -11,7 +11,8 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from labeling.forms import JudgeForm
-from labeling.models import Membership, Project, ScoringJob
+from labeling.llm_adapter import judge_relevance_rule
+from labeling.models import Judge, Membership, Project, ScoringJob
 from labeling.selectors.disclosure import sees_reports
 from labeling.selectors.lookups import judge_by_name, scoring_job_of_project
 from labeling.selectors.projects import admin_to, project_role
@@ -34,12 +35,17 @@ from models_llm.prompts import DEFAULT_TEMPLATE
 JUDGE_ADMIN = admin_to("do this")
 
 
+def _with_rule(judge: Judge) -> Judge:
+    judge.relevance_rule = judge_relevance_rule(judge).text
+    return judge
+
+
 def _judges_context(request: HttpRequest, project: Project, form: JudgeForm | None = None) -> dict:
     role = project_role(user=request.user, project=project)
     jobs = [job_progress(job, show_errors=role == Membership.Role.ADMIN) for job in jobs_for_project(project)]
     return {
         "project": project,
-        "judges": judges_for_project(project),
+        "judges": [_with_rule(judge) for judge in judges_for_project(project)],
         "jobs": jobs,
         "any_running": any(p.job.status == ScoringJob.Status.RUNNING for p in jobs),
         "is_admin": role == Membership.Role.ADMIN,

@@ -24,7 +24,7 @@ from labeling.selectors.coverage import include_partial_from
 from labeling.selectors.disclosure import BLIND_REPORTS, sees_reports
 from labeling.selectors.lookups import judge_by_name, retrieval_job_of_project, run_of_project
 from labeling.selectors.projects import admin_to, project_role
-from labeling.selectors.qrels_sources import HUMAN, JUDGE, qrels_sources
+from labeling.selectors.qrels_sources import HUMAN, JUDGE, qrels_sources, thresholded
 from labeling.selectors.retrieval_jobs import retrieval_jobs
 from labeling.selectors.runs import project_runs, run_by_name
 from labeling.selectors.scoring import judges_for_project
@@ -51,6 +51,7 @@ from labeling.services.scoring import ScoringError
 from labeling.services.systems_cache import systems_request
 from labeling.views.access import project_view
 from labeling.views.htmx import htmx_partial
+from models_llm.relevance_rule import is_probability
 from models_llm.retrieval.agreement import COEFFICIENT_EXPLAIN, COEFFICIENTS, MIN_SYSTEMS, Agreement
 from models_llm.retrieval.evaluation import MEASURE_DEPTHS, MEASURE_EXPLAIN, SAMPLE_MEASURES
 from models_llm.retrieval.significance import CORRECTIONS, TESTS, Comparison
@@ -259,10 +260,22 @@ def _scatters(report: SystemsReport) -> list[ScatterCard]:
     return cards
 
 
+def _threshold(request: HttpRequest) -> tuple[float | None, str]:
+    """The request's judge threshold (empty: each judge's own relevance rule) and what is wrong with it."""
+    text = request.GET.get("threshold", "").strip()
+    if not text:
+        return None, ""
+    if not is_probability(text):
+        return None, f"The threshold must be a number from 0 to 1, got {text!r}: each judge's own rule is used."
+    return float(text), ""
+
+
 def _choice(request: HttpRequest, project: Project, options: SignificanceOptions) -> tuple[list, SystemsChoice]:
-    """The project's sources and what the request chose (sources asked, else DEFAULT_KINDS)."""
+    """The project's sources and what the request chose (sources asked, else DEFAULT_KINDS), each judge and
+    combined source at the request's threshold when it gives one."""
     sources = qrels_sources(project)
     chosen = request.GET.getlist("source") or [source.key for source in sources if source.kind in DEFAULT_KINDS]
+    chosen = thresholded(chosen, _threshold(request)[0])
     return sources, SystemsChoice(sources=tuple(chosen), include_partial=include_partial_from(request.GET),
                                   incomplete=request.GET.get("incomplete") == "true", test=options.test,
                                   correction=options.correction)
@@ -273,7 +286,10 @@ def _evaluation(request: HttpRequest, project: Project, runs: list[Run], options
     (computes_inline: well under a second), else read from the cache, computed by a worker while the page shows its
     progress (and the stored result, marked stale, while a newer one is computed)."""
     sources, choice = _choice(request, project, options)
-    context: dict = {"qrels_sources": sources, "chosen_sources": list(choice.sources),
+    threshold, threshold_error = _threshold(request)
+    context: dict = {"qrels_sources": sources, "threshold": threshold, "threshold_error": threshold_error,
+                     "chosen_sources": request.GET.getlist("source") or [
+                         source.key for source in sources if source.kind in DEFAULT_KINDS],
                      "include_partial": choice.include_partial, "incomplete": choice.incomplete,
                      "min_systems": MIN_SYSTEMS, "measure_explain": MEASURE_EXPLAIN,
                      "coefficient_explain": COEFFICIENT_EXPLAIN, "significance_options": options, "tests": TESTS,

@@ -95,7 +95,8 @@ def _unbiased(result: ValidationResult | None) -> dict | None:
     rows = [{"name": name, "label": label,
              "cells": [{"part": part, **(accuracy[part].get(name) or {"value": None, "interval": None})}
                        for part in parts]} for name, label in ACCURACY_LABELS.items()]
-    return {"judge": completeness["judge"], "threshold": accuracy["threshold"], "sample_n": accuracy["sample"]["n"],
+    return {"judge": completeness["judge"], "threshold": accuracy["threshold"],
+            "rule": accuracy.get("rule") or f"calibrated P >= {accuracy['threshold']}", "sample_n": accuracy["sample"]["n"],
             "gold_n": accuracy["gold"]["n"], "rows": rows}
 
 

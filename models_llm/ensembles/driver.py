@@ -10,6 +10,7 @@ from typing import Any
 from models_llm.ensembles.intents import DEFAULT_INTENT, EnsembleConfigError, Intent, intent_get, strategies_check
 from models_llm.ensembles.strategies import STEPS, Messages
 from models_llm.parsing import AnswerParseError
+from models_llm.relevance_rule import SCORE_ABOVE_ZERO
 from models_llm.types import Generation, PairInput, Status
 
 # A chat completion: the messages in, the text out (bare, or with its token counts), e.g. a scorer's generate_chat.
@@ -50,7 +51,7 @@ class StrategyOutcome:
 @dataclass(frozen=True)
 class EnsembleResult:
     """The ensemble's judgment of one pair. With status ok: `mean` final score over the strategies that
-    parsed, `p` = mean / max_score, `relevant` = mean > 0, `spread` = max - min of those strategies' P.
+    parsed, `p` = mean / max_score, `relevant` = P > 0 (relevance_rule.SCORE_ABOVE_ZERO: the mean score above 0), `spread` = max - min of those strategies' P.
     With status parse_error no strategy parsed: these are None, and the outcomes keep every raw text."""
 
     pair_id: int
@@ -137,5 +138,5 @@ def ensemble_combine(pair_id: int, intent: str, outcomes: Sequence[StrategyOutco
     mean = statistics.fmean(outcome.score for outcome in parsed)
     ps = [outcome.p for outcome in parsed]
     return EnsembleResult(
-        status="ok", mean=mean, p=mean / chosen.max_score, relevant=mean > 0, spread=max(ps) - min(ps), **common
+        status="ok", mean=mean, p=mean / chosen.max_score, relevant=SCORE_ABOVE_ZERO.relevant(mean / chosen.max_score), spread=max(ps) - min(ps), **common
     )

@@ -63,6 +63,9 @@ class Command(BaseCommand):
                             help="measure to report (repeat; default: all; judged@10 is always shown)")
         parser.add_argument("--group-by", dest="group_by", metavar="KEY",
                             help="query metadata key to break the results down by (KEY1,KEY2 crosses two)")
+        parser.add_argument("--threshold", type=float, default=None,
+                            help="grade every judge and combined source at calibrated P >= this (as export_qrels "
+                                 "--threshold; default: each judge's own relevance rule)")
         parser.add_argument("--draws", type=int, default=DRAWS, help="bootstrap draws for the intervals")
         parser.add_argument("--seed", type=int, default=0, help="seed of the bootstrap draws")
         parser.add_argument("--include-partial", dest="include_partial", action="store_true",
@@ -79,7 +82,7 @@ class Command(BaseCommand):
         parser.add_argument("--json", dest="as_json", action="store_true", help="print JSON instead of tables")
 
     def handle(self, *args, project: str, qrels: list[str] | None, measure: list[str] | None, group_by: str | None,
-               draws: int, seed: int, include_partial: bool, as_json: bool, compare: bool, test: str | None,
+               draws: int, seed: int, include_partial: bool, threshold: float | None, as_json: bool, compare: bool, test: str | None,
                correction: str | None, alpha: float | None, permutations: int | None, **options) -> None:
         found = command_project(project)
         if draws < 0:
@@ -90,7 +93,7 @@ class Command(BaseCommand):
             chosen = significance_options(test=test, correction=correction, alpha=alpha, draws=permutations,
                                           seed=seed) if compare else None
             report = systems_report(project=found, sources=qrels, measures=measure, group_by=group_by, draws=draws,
-                                    seed=seed, include_partial=include_partial)
+                                    seed=seed, include_partial=include_partial, threshold=threshold)
         except (SystemsError, SignificanceOptionError) as exc:
             raise CommandError(str(exc)) from None
         if not report.runs:

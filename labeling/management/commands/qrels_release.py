@@ -59,7 +59,7 @@ class Command(BaseCommand):
                           f"in {made.queries:,} queries from {made.source}; SHA-256 {made.sha256}")
 
     def _list(self, project, *, as_json: bool, **options) -> None:
-        rows = [{"name": r.name, "source": r.source, "threshold": r.threshold, "graded": r.graded,
+        rows = [{"name": r.name, "source": r.source, "threshold": r.threshold, "rule": r.rule, "graded": r.graded,
                  "relevant": r.relevant, "queries": r.queries, "pairs": r.pairs, "sha256": r.sha256,
                  "created_at": r.created_at.isoformat(),
                  "created_by": r.created_by.get_username() if r.created_by else None} for r in releases_of(project)]
