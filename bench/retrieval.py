@@ -64,6 +64,26 @@ def write_run(path: Path, *, queries: int, passages: int, pooled: dict[int, list
     return rows
 
 
+def pooled_project(workdir: Path, slug: str, *, passages: int, queries: int, pooled: int, seed: int):
+    """A generated bundle imported as project `slug` (needs django.setup()): (the project, query number -> the
+    numbers of its pooled passages, the import's seconds). Shared by the retrieval and systems benchmarks."""
+    from labeling.models import Pair, Passage, Project, Query
+    from labeling.services.bundle_import import bundle_import
+
+    bundle = workdir / "bundle"
+    generate_bundle(bundle, passages=passages, queries=queries, pairs_per_query=pooled, qrels_per_query=pooled,
+                    seed=seed)
+    _, seconds = timed("import_bundle", bundle_import, path=bundle, project_slug=slug)
+    project = Project.objects.get(slug=slug)
+    query_ext = dict(Query.objects.filter(project=project).values_list("id", "external_id"))
+    passage_ext = dict(Passage.objects.filter(project=project).values_list("id", "external_id")
+                       .iterator(chunk_size=50_000))
+    by_query: dict[int, list[int]] = {}
+    for query_id, passage_id in Pair.objects.filter(project=project).values_list("query_id", "passage_id"):
+        by_query.setdefault(int(query_ext[query_id][1:]), []).append(int(passage_ext[passage_id][1:]))
+    return project, by_query, seconds
+
+
 def timed(label: str, fn, *args, **kwargs):
     start = time.perf_counter()
     out = fn(*args, **kwargs)
@@ -101,9 +121,8 @@ def main() -> None:
     from django.core.management import call_command
     from django.db import connection
 
-    from labeling.models import Pair, Passage, Project, Query, RunEntry
+    from labeling.models import Passage, Query, RunEntry
     from labeling.selectors.systems import systems_report
-    from labeling.services.bundle_import import bundle_import
     from labeling.services.pooling import pool_add
     from labeling.services.runs import run_import
     from models_llm.bundled import minilm_folder
@@ -115,17 +134,8 @@ def main() -> None:
     results: dict[str, float] = {}
     try:
         print(f"1. project {slug}: {args.queries:,} queries, {args.passages:,} passages")
-        bundle = workdir / "bundle"
-        generate_bundle(bundle, passages=args.passages, queries=args.queries, pairs_per_query=args.pooled,
-                        qrels_per_query=args.pooled, seed=args.seed)
-        _, seconds = timed("import_bundle", bundle_import, path=bundle, project_slug=slug)
-        project = Project.objects.get(slug=slug)
-        query_ext = dict(Query.objects.filter(project=project).values_list("id", "external_id"))
-        passage_ext = dict(Passage.objects.filter(project=project).values_list("id", "external_id")
-                           .iterator(chunk_size=50_000))
-        pooled: dict[int, list[int]] = {}
-        for query_id, passage_id in Pair.objects.filter(project=project).values_list("query_id", "passage_id"):
-            pooled.setdefault(int(query_ext[query_id][1:]), []).append(int(passage_ext[passage_id][1:]))
+        project, pooled, seconds = pooled_project(workdir, slug, passages=args.passages, queries=args.queries,
+                                                  pooled=args.pooled, seed=args.seed)
 
         print(f"2. run import: {args.runs} runs x {args.queries:,} queries x {args.depth:,} results")
         total_rows, total_s, runs = 0, 0.0, []

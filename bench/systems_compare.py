@@ -89,24 +89,13 @@ def measure(slug: str, test: str | None) -> dict:
 
 
 def build(args, workdir: Path) -> str:
-    from labeling.models import Pair, Passage, Project, Query
-    from labeling.services.bundle_import import bundle_import
     from labeling.services.runs import run_import
 
     slug = f"bench-systems-{time.strftime('%Y%m%d-%H%M%S')}"
     print(f"1. project {slug}: {args.queries:,} queries, {args.passages:,} passages, {args.runs} runs x "
           f"{args.depth:,} results per query")
-    bundle = workdir / "bundle"
-    _import_export.generate_bundle(bundle, passages=args.passages, queries=args.queries,
-                                   pairs_per_query=args.pooled, qrels_per_query=args.pooled, seed=0)
-    _retrieval.timed("import_bundle", bundle_import, path=bundle, project_slug=slug)
-    project = Project.objects.get(slug=slug)
-    query_ext = dict(Query.objects.filter(project=project).values_list("id", "external_id"))
-    passage_ext = dict(Passage.objects.filter(project=project).values_list("id", "external_id")
-                       .iterator(chunk_size=50_000))
-    pooled: dict[int, list[int]] = {}
-    for query_id, passage_id in Pair.objects.filter(project=project).values_list("query_id", "passage_id"):
-        pooled.setdefault(int(query_ext[query_id][1:]), []).append(int(passage_ext[passage_id][1:]))
+    project, pooled, _ = _retrieval.pooled_project(workdir, slug, passages=args.passages, queries=args.queries,
+                                                   pooled=args.pooled, seed=0)
     for i in range(args.runs):
         path = workdir / f"run{i}.trec.gz"
         rows = _retrieval.write_run(path, queries=args.queries, passages=args.passages, pooled=pooled,
