@@ -171,19 +171,23 @@ def systems_bundle_load(result: SystemsResult) -> SystemsBundle | None:
     return pickle.loads(blob)
 
 
+def _stored_for_current_inputs(project: Project, result: SystemsResult) -> bool:
+    """Whether `result` holds a file computed from the project's current inputs: the one rule of freshness."""
+    return bool(result.file) and result.inputs == systems_inputs(project)
+
+
 def systems_cached(*, project: Project, choice: SystemsChoice) -> CachedSystems:
-    """The stored result of `choice` and whether it is fresh."""
+    """The stored result of `choice` and whether it is fresh (computed from the current inputs, and readable)."""
     result = SystemsResult.objects.filter(project=project, key=choice.key).first()
     if result is None:
         return CachedSystems(result=None, bundle=None, fresh=False)
     bundle = systems_bundle_load(result)
-    fresh = bundle is not None and result.inputs == systems_inputs(project)
-    return CachedSystems(result=result, bundle=bundle, fresh=fresh)
+    return CachedSystems(result=result, bundle=bundle,
+                         fresh=bundle is not None and _stored_for_current_inputs(project, result))
 
 
 def systems_status(*, project: Project, choice: SystemsChoice) -> tuple[SystemsResult | None, bool]:
     """The row of `choice` and whether a result is stored for the project's current inputs (its file is not read:
     what the page's poll asks every two seconds)."""
     result = SystemsResult.objects.filter(project=project, key=choice.key).first()
-    fresh = result is not None and bool(result.file) and result.inputs == systems_inputs(project)
-    return result, fresh
+    return result, result is not None and _stored_for_current_inputs(project, result)
