@@ -8,12 +8,12 @@ import tempfile
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 
 from django.conf import settings
 from django.db import DatabaseError, connection
-from django.db.models import F, QuerySet, Value
+from django.db.models import F, Q, QuerySet, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -39,6 +39,28 @@ def job_fail(jobs: QuerySet[Job], *, error: str, now: datetime | None = None) ->
     return jobs.filter(finished_at__isnull=True).update(
         status=Job.Status.FAILED, error=error[:MAX_ERROR_CHARS], finished_at=now or timezone.now()
     )
+
+
+# A cached result recomputed by a worker when asked (the validation report, the Systems page's evaluation): what a
+# request that finds no recomputation pending makes of its row, a job asked for afresh.
+REFRESH_PENDING_AGAIN = {"status": Job.Status.PENDING, "error": "", "attempts": 0, "started_at": None,
+                         "finished_at": None}
+
+
+def refresh_none_pending(now: datetime, *, time_limit: float) -> Q:
+    """A cached result's row with no recomputation pending: none was ever asked for, the last one asked for is done
+    or failed, or it has been running longer than `time_limit` seconds (its worker was lost: nothing else would
+    ever end it). The condition of the one UPDATE that decides, so that of two requests at once only one queues."""
+    lost = Q(status=Job.Status.RUNNING, started_at__lt=now - timedelta(seconds=time_limit))
+    return Q(requested_at__isnull=True) | lost | ~Q(status__in=[Job.Status.PENDING, Job.Status.RUNNING])
+
+
+def refresh_countdown(computed_at: datetime | None, *, min_seconds: float) -> float:
+    """Seconds until a recomputation is due: at most one per `min_seconds` after the last computation started."""
+    if computed_at is None:
+        return 0.0
+    due = computed_at + timedelta(seconds=min_seconds)
+    return max(0.0, (due - timezone.now()).total_seconds())
 
 
 class _Heartbeat(threading.Thread):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pickle
 import uuid
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
@@ -25,15 +25,22 @@ from labeling.selectors.systems_cache import (
     systems_inputs,
     systems_steps,
 )
-from labeling.services.jobs import job_fail, job_heartbeat, job_take
+from labeling.services.jobs import (
+    REFRESH_PENDING_AGAIN,
+    job_fail,
+    job_heartbeat,
+    job_take,
+    refresh_countdown,
+    refresh_none_pending,
+)
 from labeling.tasks import systems_refresh_task
 
 STORE_PREFIX = "systems/"
 # Results kept per project (each choice of sources and options is one): the oldest beyond these are removed.
 KEEP_PER_PROJECT = 20
 
-_PENDING_AGAIN = {"status": SystemsResult.Status.PENDING, "error": "", "attempts": 0, "started_at": None,
-                  "finished_at": None, "done": 0}
+# A computation asked for afresh: as any cached result's, and no steps done yet.
+_PENDING_AGAIN = REFRESH_PENDING_AGAIN | {"done": 0}
 
 
 def _choice(options: dict) -> SystemsChoice:
@@ -43,19 +50,11 @@ def _choice(options: dict) -> SystemsChoice:
 
 
 def _none_pending(now: datetime) -> Q:
-    """No computation is pending: none asked for yet, the last one is done or failed, or it has been running longer
-    than SYSTEMS_TIME_LIMIT (its worker was lost)."""
-    lost = Q(status=SystemsResult.Status.RUNNING,
-             started_at__lt=now - timedelta(seconds=settings.SYSTEMS_TIME_LIMIT))
-    return lost | ~Q(status__in=[SystemsResult.Status.PENDING, SystemsResult.Status.RUNNING]) | Q(
-        requested_at__isnull=True)
+    return refresh_none_pending(now, time_limit=settings.SYSTEMS_TIME_LIMIT)
 
 
 def _seconds_until_due(computed_at: datetime | None) -> float:
-    if computed_at is None:
-        return 0.0
-    due = computed_at + timedelta(seconds=settings.SYSTEMS_REFRESH_MIN_SECONDS)
-    return max(0.0, (due - timezone.now()).total_seconds())
+    return refresh_countdown(computed_at, min_seconds=settings.SYSTEMS_REFRESH_MIN_SECONDS)
 
 
 def _queue(result_id: int, countdown: float) -> None:

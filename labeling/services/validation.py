@@ -3,7 +3,7 @@ change, debounced) and a judge's calibrator fitted on the gold pairs."""
 from __future__ import annotations
 
 from dataclasses import asdict
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
@@ -26,7 +26,14 @@ from labeling.selectors.validation import (
     judge_arrays,
     scale_spec,
 )
-from labeling.services.jobs import job_fail, job_heartbeat, job_take
+from labeling.services.jobs import (
+    REFRESH_PENDING_AGAIN,
+    job_fail,
+    job_heartbeat,
+    job_take,
+    refresh_countdown,
+    refresh_none_pending,
+)
 from labeling.tasks import validation_refresh_task
 from models_llm.calibration import CalibrationError, calibrator_fit
 from models_llm.metrics import human_agreement, judge_report
@@ -142,9 +149,12 @@ def validation_refresh_fail(*, project_id: int, error: str) -> None:
     job_fail(ValidationResult.objects.filter(project_id=project_id), error=error)
 
 
-# What a request that finds no recomputation pending makes of the report's row: a job asked for afresh.
-_PENDING_AGAIN = {"status": ValidationResult.Status.PENDING, "error": "", "attempts": 0, "started_at": None,
-                  "finished_at": None}
+def _none_pending(now: datetime) -> Q:
+    return refresh_none_pending(now, time_limit=settings.VALIDATION_TIME_LIMIT)
+
+
+def _seconds_until_due(computed_at: datetime | None) -> float:
+    return refresh_countdown(computed_at, min_seconds=settings.VALIDATION_REFRESH_MIN_SECONDS)
 
 
 def _report_store(*, result: ValidationResult, data: dict, started: datetime) -> ValidationResult:
@@ -153,27 +163,10 @@ def _report_store(*, result: ValidationResult, data: dict, started: datetime) ->
     rows = ValidationResult.objects.filter(id=result.id)
     rows.update(data=data, computed_at=started, status=ValidationResult.Status.DONE, error="",
                 finished_at=timezone.now())
-    if rows.filter(status=ValidationResult.Status.DONE, requested_at__gt=started).update(**_PENDING_AGAIN):
+    if rows.filter(status=ValidationResult.Status.DONE, requested_at__gt=started).update(**REFRESH_PENDING_AGAIN):
         project_id, countdown = result.project_id, _seconds_until_due(started)
         transaction.on_commit(lambda: validation_refresh_task.apply_async((project_id,), countdown=countdown))
     return rows.get()
-
-
-def _none_pending(now: datetime) -> Q:
-    """No recomputation is pending: none was ever asked for, the last one asked for is done or failed, or it has
-    been running longer than VALIDATION_TIME_LIMIT (its worker was lost: nothing else would ever end it)."""
-    lost = Q(status=ValidationResult.Status.RUNNING,
-             started_at__lt=now - timedelta(seconds=settings.VALIDATION_TIME_LIMIT))
-    return Q(requested_at__isnull=True) | lost | ~Q(
-        status__in=[ValidationResult.Status.PENDING, ValidationResult.Status.RUNNING]
-    )
-
-
-def _seconds_until_due(computed_at: datetime | None) -> float:
-    if computed_at is None:
-        return 0.0
-    due = computed_at + timedelta(seconds=settings.VALIDATION_REFRESH_MIN_SECONDS)
-    return max(0.0, (due - timezone.now()).total_seconds())
 
 
 def _mark_stale(project_id: int, user: AbstractBaseUser | None) -> float | None:
@@ -183,7 +176,7 @@ def _mark_stale(project_id: int, user: AbstractBaseUser | None) -> float | None:
     now = timezone.now()
     ValidationResult.objects.get_or_create(project_id=project_id)
     rows = ValidationResult.objects.filter(project_id=project_id)
-    if not rows.filter(_none_pending(now)).update(requested_at=now, requested_by=user, **_PENDING_AGAIN):
+    if not rows.filter(_none_pending(now)).update(requested_at=now, requested_by=user, **REFRESH_PENDING_AGAIN):
         rows.update(requested_at=now)
         return None
     return _seconds_until_due(rows.values_list("computed_at", flat=True).get())
