@@ -34,6 +34,10 @@ class PairTau:
         return sum(query.tau is None for query in self.queries)
 
     @property
+    def defined(self) -> int:
+        return len(self.queries) - self.undefined
+
+    @property
     def pairs(self) -> int:
         return sum(query.pairs for query in self.queries)
 

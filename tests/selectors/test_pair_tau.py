@@ -83,3 +83,16 @@ def test_the_api_and_the_command_give_the_same_numbers(client):
     with pytest.raises(CommandError, match="no run 'bm25'"):
         call_command("pair_tau", "--project", project.slug, "--run", "bm25")
     assert not math.isnan(body["runs"]["bge"]["mean_tau"])
+
+
+def test_the_systems_page_shows_the_mean_tau_for_the_judge_asked(client):
+    project = _project()
+    client.force_login(MembershipFactory(project=project, role=Membership.Role.ADMIN).user)
+    url = reverse("labeling:systems", args=[project.slug])
+    page = client.get(url).content.decode()
+    assert 'data-tau-judge' in page and "data-pair-tau=" not in page  # computed only when asked
+    page = client.get(url, {"tau_judge": "tok"}).content.decode()
+    assert 'data-pair-tau="tok"' in page
+    assert f"<td class=\"num\" data-mean-tau>{(4 / 6 - 1) / 2:.3f}</td>" in page
+    assert "<td class=\"num\" data-with-tau>2 of 3</td>" in page
+    assert "data-pair-tau-error" in client.get(url, {"tau_judge": "nobody"}).content.decode()
