@@ -111,6 +111,7 @@ MATRIX: dict[str, dict[str, str]] = {
     "api:label-list": {"GET": MEMBER, "POST": ANNOTATOR},
     "api:label-undo": {"POST": ANNOTATOR},
     "api:validation": {"GET": READER},
+    "api:validation-reannotation": {"GET": READER},
     "api:completeness": {"GET": READER},
     "api:round-list": {"GET": READER, "POST": ADMIN_ONLY},
     "api:release-list": {"GET": READER, "POST": ADMIN_ONLY},
