@@ -119,3 +119,18 @@ def test_the_api_and_the_command_give_the_same_sample(client):
     assert re.search(r"judge_yes_human_no\s+FN\s+5\n", out.getvalue())
     with pytest.raises(CommandError, match="threshold must be between 0 and 1"):
         call_command("reannotation_sample", "--project", project.slug, "--judge", "tok", "--threshold", "0")
+
+
+def test_the_validation_page_shows_the_curve_for_the_judge_asked(client):
+    project = _project()
+    client.force_login(MembershipFactory(project=project, role=Membership.Role.ADMIN).user)
+    url = reverse("labeling:validation", args=[project.slug])
+    page = client.get(url).content.decode()
+    assert "data-reannotation-judge" in page and "data-reannotation-curve" not in page  # computed when asked
+    page = client.get(url, {"reannotation_judge": "tok"}).content.decode()
+    assert 'data-reannotation-curve="tok"' in page
+    row = re.search(r'<tr data-threshold="0.9">(.*?)</tr>', page, re.DOTALL)[1]
+    # judge Yes from 0.9: 4 pairs, 4/7 remaining, 1 of 4 agree (counted in the curve test above)
+    assert re.findall(r'<td class="num">([^<]*)</td>', row)[:2] == ["4", "0.57"]
+    assert '<td class="num" data-agreement>0.250</td>' in row
+    assert "data-reannotation-error" in client.get(url, {"reannotation_judge": "nobody"}).content.decode()
