@@ -21,7 +21,17 @@ from labeling.selectors.reannotation import (
 )
 from models_llm.metrics.reannotation import CELLS
 
-_NUMBER = r"0?\.[0-9]+|0|1(\.0*)?"
+MAX_PER_BAND = 100_000
+MAX_SEED = 2**32 - 1
+
+
+def _unit_number(text: str) -> float | None:
+    """`text` as a number strictly between 0 and 1, else None."""
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if 0.0 < value < 1.0 else None
 
 
 class ReannotationView(APIView):
@@ -35,9 +45,10 @@ class ReannotationView(APIView):
     @extend_schema(
         parameters=[
             OpenApiParameter("judge", str, description="the judge (default: the first with judgments)"),
-            OpenApiParameter("per_band", {"type": "integer", "minimum": 1},
+            OpenApiParameter("per_band", {"type": "integer", "minimum": 1, "maximum": MAX_PER_BAND},
                              description=f"pairs per cell, query and band (default {DEFAULT_PER_BAND})"),
-            OpenApiParameter("seed", {"type": "integer", "minimum": 0}, description="the draw's seed (default 0)"),
+            OpenApiParameter("seed", {"type": "integer", "minimum": 0, "maximum": MAX_SEED},
+                             description="the draw's seed (default 0)"),
             OpenApiParameter("threshold", {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1},
                              description="the judge says Yes from this P (default 0.5)"),
             OpenApiParameter("cell", str, many=True, enum=list(CELLS.values()), description="only these cells"),
@@ -52,11 +63,11 @@ class ReannotationView(APIView):
         per_band, seed = params.get("per_band", str(DEFAULT_PER_BAND)), params.get("seed", "0")
         threshold = params.get("threshold", "0.5")
         cells = params.getlist("cell")
-        if not re.fullmatch(r"[0-9]{1,6}", per_band) or int(per_band) < 1:
-            refused["per_band"] = [f"a whole number from 1, got {per_band!r}"]
-        if not re.fullmatch(r"[0-9]{1,9}", seed):
-            refused["seed"] = [f"a whole number from 0, got {seed!r}"]
-        if not re.fullmatch(_NUMBER, threshold) or not 0 < float(threshold) < 1:
+        if not re.fullmatch(r"[0-9]{1,7}", per_band) or not 1 <= int(per_band) <= MAX_PER_BAND:
+            refused["per_band"] = [f"a whole number from 1 to {MAX_PER_BAND}, got {per_band!r}"]
+        if not re.fullmatch(r"[0-9]{1,10}", seed) or int(seed) > MAX_SEED:
+            refused["seed"] = [f"a whole number from 0 to {MAX_SEED}, got {seed!r}"]
+        if _unit_number(threshold) is None:
             refused["threshold"] = [f"a number between 0 and 1 (exclusive), got {threshold!r}"]
         unknown = [cell for cell in cells if cell not in CELLS.values()]
         if unknown:
