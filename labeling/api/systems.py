@@ -12,6 +12,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from labeling.api.fields import query_flag
+from labeling.api.schema import NO_NUL
 from labeling.selectors.coverage import INCLUDE_PARTIAL
 from labeling.selectors.pair_tau import default_pair_tau_judge, pair_tau_json, pair_tau_report
 from labeling.selectors.projects import READ_REPORTS, project_for_user
@@ -158,7 +159,8 @@ class SystemsPairTauView(APIView):
     @extend_schema(
         parameters=[
             OpenApiParameter("judge", str, description="the judge whose P the runs are compared with"),
-            OpenApiParameter("run", str, many=True, description="only these runs (repeat; default: all)"),
+            OpenApiParameter("run", {"type": "array", "items": {"type": "string", "pattern": NO_NUL}}, style="form",
+                             explode=True, description="only these runs (repeat; default: all)"),
         ],
         responses={200: OpenApiTypes.OBJECT},
     )
