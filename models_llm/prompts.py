@@ -211,14 +211,15 @@ PRESETS: dict[str, Preset] = {preset.name: preset for preset in (
     ),
     Preset(
         name="diras-no-definition",
-        label="DIRAS pointwise, without the relevance definition (Fig. 11)",
+        label="DIRAS pointwise, without the relevance definition (Fig. 11 as printed; the code has none)",
         use_definition=False,
         template={
-            **_DIRAS_SLOTS, "role": _DIRAS_SYSTEM,
-            "intro": "You will be provided with a <question> the analyst seeks to answer and a <paragraph> extracted "
-                     "from a lengthy report. Your job is to assess whether the <paragraph> is useful in answering "
-                     "the <question>.\n\n",
-            **_DIRAS_GUESS_CONFIDENCE,
+            # Fig. 11: its own task description, then "{Same output requirements}" as Fig. 9.
+            **_DIRAS_PAPER_SLOTS, "role": _DIRAS_SYSTEM,
+            "intro": "You will be provided with a <question> the analyst seeks to answer, and a <paragraph> "
+                     "extracted from a lengthy report. Your job is to assess whether the <paragraph> is useful in "
+                     "answering the <question>.\n\n",
+            **_DIRAS_PAPER_GUESS_CONFIDENCE,
         },
     ),
     Preset(

@@ -81,6 +81,11 @@ def test_the_no_definition_preset_is_figure_11_without_background_information():
     user = build_prompt(PAIR, _config("diras-no-definition")).user
     assert "background_information" not in user and PAIR.definition not in user
     assert f'<question>: "{PAIR.query}"' in user and "[Guess]:" in user
+    # Fig. 11 as printed, then Fig. 9's output requirements ("{Same output requirements}")
+    assert user.startswith("You will be provided with a <question> the analyst seeks to answer, and a <paragraph> "
+                           "extracted from a lengthy report. Your job is to assess whether the <paragraph> is useful "
+                           "in answering the <question>.\n\n")
+    assert user.endswith(FIG9_ASK + FIG9_GUESS + FIG9_CONFIDENCE)
 
 
 # The paper's sentences, copied from /work/shared/papers/diras.txt (Fig. 9, Fig. 10) and joined where the
