@@ -13,6 +13,7 @@ from labeling.exceptions import DomainError
 from labeling.models import Pair, Project
 from labeling.selectors.lookups import judge_by_name
 from labeling.selectors.scoring import judges_with_judgments
+from labeling.selectors.streams import external_ids
 from labeling.selectors.validation import ReportOptions, gold_set, judge_arrays
 from models_llm.metrics.reannotation import (
     CELLS,
@@ -89,8 +90,12 @@ def reannotation_report(*, project: Project, judge: str, threshold: float = 0.5,
     at = np.searchsorted(gold.pair_ids, arrays.pair_ids)
     grades = gold.gold[at]
     human_yes = grades >= project.label_scale.relevant_from
-    names = {pair_id: (query, doc) for pair_id, query, doc in Pair.objects.filter(id__in=arrays.pair_ids.tolist())
-             .values_list("id", "query__external_id", "passage__external_id").iterator()}
+    # The pool's pairs read once by project, not `id IN (...)`: a large gold set passes SQLite's variable limit.
+    judged = set(arrays.pair_ids.tolist())
+    queries, passages = external_ids(project)
+    names = {pair_id: (queries[query_id], passages[passage_id]) for pair_id, query_id, passage_id in
+             Pair.objects.filter(project=project).values_list("id", "query_id", "passage_id").iterator(chunk_size=20_000)
+             if pair_id in judged}
     query = np.array([names[int(pair_id)][0] for pair_id in arrays.pair_ids], dtype=object)
     drawn = reannotation_sample(query, arrays.p, human_yes, threshold=threshold, per_band=per_band, seed=seed,
                                 cells=cells)
