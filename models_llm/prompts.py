@@ -114,6 +114,10 @@ def build_prompt(pair: PairInput, config: JudgeConfig) -> PromptText:
 
 
 # -- DIRAS's published prompts (Ni et al., 2024) as presets ------------------------------------------------
+# Two sources word them differently: the paper's figures (Fig. 9, 10, 11) and the released code
+# (github.com/EdisonNi-hku/DIRAS, code/get_training_data.py: USER_PROMPT with [Reason], TRAIN_PROMPT without).
+# Where they differ there is a preset for each; the *-paper presets are the figures as printed, typos included
+# ("even it only" in Fig. 10). The code has no [Probability Helpful] prompt: that preset is Fig. 10 alone.
 
 _DIRAS_SYSTEM = ("You are a helpful assistant who assists human analysts in identifying useful information within "
                  "sustainability reports for their analysis.")
@@ -121,17 +125,21 @@ _DIRAS_ASK = ("Is <paragraph> helpful for answering <question>? Note that the <p
               "only addresses part of the <question> without fully answering it. ")
 _DIRAS_REASON = ("[Reason]: <Reason why and how the paragraph is helpful or not helpful for answering the question. "
                  "Clearly indicate your stance.>\n")
+_DIRAS_GUESS = '[Guess]: <Your most likely guess, should be one of "Yes" or "No".>\n'
 _DIRAS_CONFIDENCE = ("[Confidence]: <Give your honest confidence score between 0.0 and 1.0 about the correctness "
                      "of your guess. 0 means your previous guess is very likely to be wrong, and 1 means you are "
                      "very confident about the guess.>")
+# Fig. 10 as printed: the guess stays, and the probability is explained at both ends.
 _DIRAS_PROBABILITY = ("[Probability Helpful]: <The probability between 0.0 and 1.0 that the <paragraph> is helpful "
-                      "for answering the <question>.>")
+                      "to the <question>. 0.0 is completely unhelpful and 1.0 is completely helpful.>")
 _DIRAS_SLOTS = {
     "definition": '<background_information>: "{definition}"\n',
     "question": '<question>: "{question}"\n',
     "paragraph": '<paragraph>: "{paragraph}"\n\n\n',
     "layout": "paragraph_first",
 }
+# The figures print one blank line between the paragraph and the ask (the code has two).
+_DIRAS_PAPER_SLOTS = {**_DIRAS_SLOTS, "paragraph": '<paragraph>: "{paragraph}"\n\n'}
 _DIRAS_WITH_DEFINITION = (
     "You will be provided with a <question> the analyst seeks to answer, a <paragraph> extracted from a lengthy "
     "report, and <background_information> that explains the <question>. <background_information> first explains "
@@ -150,46 +158,68 @@ class Preset:
     use_definition: bool = True
 
 
-# The ask and answer format of DIRAS's guess-and-confidence prompts (with and without the definition).
+# The ask and answer format of DIRAS's guess-and-confidence prompts in the released code (with and without the
+# definition): without [Reason] the code's TRAIN_PROMPT words the guess line differently from its CoT prompt.
 _DIRAS_GUESS_CONFIDENCE = {
     "ask": _DIRAS_ASK + "Provide your best guess for this question and your confidence that the guess is correct. "
            "Reply in the following format:\n",
     "format": '[Guess]: <Your most likely guess whether the paragraph is helpful or not helpful for answering the '
               'question, should be one of "Yes" or "No".>\n' + _DIRAS_CONFIDENCE,
-    "format_cot": _DIRAS_REASON + '[Guess]: <Your most likely guess, should be one of "Yes" or "No".>\n'
-                  + _DIRAS_CONFIDENCE,
+    "format_cot": _DIRAS_REASON + _DIRAS_GUESS + _DIRAS_CONFIDENCE,
+}
+# Fig. 9 as printed: "even if it only", a line break after the question, and the non-CoT prompt is the CoT one
+# without its "[Reason]: ..." line (App. G: "The non-CoT setup just excludes the [Reason] part").
+_DIRAS_PAPER_ASK = ("Is <paragraph> helpful for answering <question>?\nNote that the <paragraph> can be helpful even "
+                    "if it only addresses part of the <question> without fully answering it. ")
+_DIRAS_PAPER_GUESS_CONFIDENCE = {
+    "ask": _DIRAS_PAPER_ASK + "Provide your best guess for this question and your confidence that the guess is "
+           "correct. Reply in the following format:\n",
+    "format": _DIRAS_GUESS + _DIRAS_CONFIDENCE,
+    "format_cot": _DIRAS_REASON + _DIRAS_GUESS + _DIRAS_CONFIDENCE,
 }
 
 PRESETS: dict[str, Preset] = {preset.name: preset for preset in (
     Preset(
         name="diras-definition",
-        label="DIRAS pointwise, with the relevance definition (Fig. 9; tick CoT for its [Reason])",
+        label="DIRAS pointwise, with the relevance definition (released code's wording of Fig. 9; tick CoT for "
+              "its [Reason])",
         template={
             **_DIRAS_SLOTS, "role": _DIRAS_SYSTEM, "intro": _DIRAS_WITH_DEFINITION,
             **_DIRAS_GUESS_CONFIDENCE,
         },
     ),
     Preset(
-        name="diras-probability",
-        label="DIRAS pointwise, asking for [Probability Helpful] (Fig. 10; Ask only)",
+        name="diras-definition-paper",
+        label="DIRAS pointwise, with the relevance definition (Fig. 9 as printed; tick CoT for its [Reason])",
         template={
-            **_DIRAS_SLOTS, "role": _DIRAS_SYSTEM, "intro": _DIRAS_WITH_DEFINITION, "answer": "probability",
-            "ask": _DIRAS_ASK + "Provide the probability that the <paragraph> is helpful for answering the "
-                   "<question>. Reply in the following format:\n",
-            "format": _DIRAS_PROBABILITY,
-            "format_cot": _DIRAS_REASON + _DIRAS_PROBABILITY,
+            **_DIRAS_PAPER_SLOTS, "role": _DIRAS_SYSTEM, "intro": _DIRAS_WITH_DEFINITION,
+            **_DIRAS_PAPER_GUESS_CONFIDENCE,
+        },
+    ),
+    Preset(
+        name="diras-probability",
+        label="DIRAS pointwise, asking for [Probability Helpful] (Fig. 10 as printed, P_prob; Ask only)",
+        template={
+            **_DIRAS_PAPER_SLOTS, "role": _DIRAS_SYSTEM, "intro": _DIRAS_WITH_DEFINITION, "answer": "probability",
+            "ask": "Is <paragraph> helpful for answering <question>?\nNote that the <paragraph> can be helpful even "
+                   "it only addresses part of the <question> without fully answering it. Provide your best guess "
+                   "for this question and the probability that the <paragraph> is helpful. Reply in the following "
+                   "format:\n",
+            "format": _DIRAS_GUESS + _DIRAS_PROBABILITY,
+            "format_cot": _DIRAS_REASON + _DIRAS_GUESS + _DIRAS_PROBABILITY,
         },
     ),
     Preset(
         name="diras-no-definition",
-        label="DIRAS pointwise, without the relevance definition (Fig. 11)",
+        label="DIRAS pointwise, without the relevance definition (Fig. 11 as printed; the code has none)",
         use_definition=False,
         template={
-            **_DIRAS_SLOTS, "role": _DIRAS_SYSTEM,
-            "intro": "You will be provided with a <question> the analyst seeks to answer and a <paragraph> extracted "
-                     "from a lengthy report. Your job is to assess whether the <paragraph> is useful in answering "
-                     "the <question>.\n\n",
-            **_DIRAS_GUESS_CONFIDENCE,
+            # Fig. 11: its own task description, then "{Same output requirements}" as Fig. 9.
+            **_DIRAS_PAPER_SLOTS, "role": _DIRAS_SYSTEM,
+            "intro": "You will be provided with a <question> the analyst seeks to answer, and a <paragraph> "
+                     "extracted from a lengthy report. Your job is to assess whether the <paragraph> is useful in "
+                     "answering the <question>.\n\n",
+            **_DIRAS_PAPER_GUESS_CONFIDENCE,
         },
     ),
     Preset(

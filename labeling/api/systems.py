@@ -12,7 +12,9 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from labeling.api.fields import query_flag
+from labeling.api.schema import NO_NUL
 from labeling.selectors.coverage import INCLUDE_PARTIAL
+from labeling.selectors.pair_tau import default_pair_tau_judge, pair_tau_json, pair_tau_report
 from labeling.selectors.projects import READ_REPORTS, project_for_user
 from labeling.selectors.qrels_sources import HUMAN
 from labeling.selectors.reusability import (
@@ -153,3 +155,25 @@ class SystemsReusabilityView(APIView):
             raise ValidationError(refused)
         found = pool_reusability(project=project, source=source, measure=measure, threshold=int(threshold))
         return Response(reusability_json(found))
+
+
+class SystemsPairTauView(APIView):
+    """DIRAS Table 5: for each run, per query, Kendall's tau-b between the run's retrieval scores and judge
+    `judge`'s P over the pairs the run retrieved and the judge scored, and the mean over the queries that have a
+    tau (`mean_tau`); `tau` is null for a query with fewer than two such pairs or all tied. Without `judge`, the
+    project's first judge with judgments. Admins and viewers only (judges' P of items experts have not labelled).
+    404 names a judge or run the project lacks; 422 a project without runs or judges."""
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("judge", str, description="the judge whose P the runs are compared with"),
+            OpenApiParameter("run", {"type": "array", "items": {"type": "string", "pattern": NO_NUL}}, style="form",
+                             explode=True, description="only these runs (repeat; default: all)"),
+        ],
+        responses={200: OpenApiTypes.OBJECT},
+    )
+    def get(self, request: Request, slug: str) -> Response:
+        project = project_for_user(user=request.user, slug=slug, need=READ_REPORTS)
+        judge = request.query_params.get("judge") or default_pair_tau_judge(project=project)
+        found = pair_tau_report(project=project, judge=judge, runs=request.query_params.getlist("run") or None)
+        return Response(pair_tau_json(found))

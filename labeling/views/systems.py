@@ -15,7 +15,7 @@ from django.views.decorators.csrf import csrf_exempt, csrf_protect
 from django.views.decorators.http import require_POST
 
 from labeling.charts import Scatter, scatter_chart
-from labeling.exceptions import NotFound
+from labeling.exceptions import DomainError, NotFound
 from labeling.forms import BeyondPoolForm, PoolForm, RetrievalForm, RunUploadForm
 from labeling.models import AuditJob, BundleImportJob, Membership, Project, Run
 from labeling.run_upload import run_import_upload, upload_refusal
@@ -23,11 +23,12 @@ from labeling.selectors.audits import beyond_pool_latest
 from labeling.selectors.coverage import include_partial_from
 from labeling.selectors.disclosure import BLIND_REPORTS, sees_reports
 from labeling.selectors.lookups import judge_by_name, retrieval_job_of_project, run_of_project
+from labeling.selectors.pair_tau import pair_tau_report
 from labeling.selectors.projects import admin_to, project_role
 from labeling.selectors.qrels_sources import HUMAN, JUDGE, qrels_sources, thresholded
 from labeling.selectors.retrieval_jobs import retrieval_jobs
 from labeling.selectors.runs import project_runs, run_by_name
-from labeling.selectors.scoring import judges_for_project
+from labeling.selectors.scoring import judges_for_project, judges_with_judgments
 from labeling.selectors.significance import (
     SignificanceOptionError,
     SignificanceOptions,
@@ -380,7 +381,21 @@ def _systems_context(request: HttpRequest, project: Project, **answer: object) -
             options = SignificanceOptions()
         context |= _evaluation(request, project, runs, options)
         context |= _beyond_pool_context(project, context.get("beyond_pool_form"))
+        context |= _pair_tau_context(request, project, runs)
     return context
+
+
+def _pair_tau_context(request: HttpRequest, project: Project, runs: list[Run]) -> dict:
+    """DIRAS Table 5 for the judge asked (`tau_judge`): computed only when asked, as it reads every run entry."""
+    judges = list(judges_with_judgments(project=project).values_list("name", flat=True))
+    context: dict = {"pair_tau_judges": judges}
+    asked = request.GET.get("tau_judge")
+    if not asked or not runs:
+        return context
+    try:
+        return context | {"pair_tau": pair_tau_report(project=project, judge=asked)}
+    except DomainError as exc:
+        return context | {"pair_tau_error": str(exc)}
 
 
 def _beyond_pool_judges(project: Project) -> list[str]:

@@ -19,6 +19,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from labeling.charts import f1_curve_chart, reliability_chart
+from labeling.exceptions import DomainError
 from labeling.models import Membership, Project, ValidationResult
 from labeling.selectors.completeness import completeness_cached
 from labeling.selectors.coverage import Coverage, include_partial_from, is_ranked
@@ -31,6 +32,7 @@ from labeling.selectors.definition_metrics import (
 from labeling.selectors.distill import student_comparisons
 from labeling.selectors.lookups import judge_by_name
 from labeling.selectors.projects import READ_REPORTS, admin_to, project_role
+from labeling.selectors.reannotation import reannotation_report
 from labeling.selectors.scoring import judges_with_judgments
 from labeling.selectors.validation import (
     DEFAULT_OPTIONS,
@@ -216,7 +218,25 @@ def validation_dashboard(request: HttpRequest, project: Project) -> HttpResponse
         return render(request, "labeling/validation.html#validation-body", context)
     context |= _by_definition_context(project, result, request.GET.get("judge"), options,
                                       options_context["options_query"])
+    context |= _reannotation_context(request, project, options)
     return render(request, "labeling/validation.html", context)
+
+
+def _reannotation_context(request: HttpRequest, project: Project, options: ReportOptions) -> dict:
+    """DIRAS App. M's agreement-vs-confidence curves for the judge asked (`reannotation_judge`), with the report's
+    all-pairs option; computed only when asked, as it reads every gold pair."""
+    context: dict = {"reannotation_judges": list(judges_with_judgments(project=project).values_list("name", flat=True)),
+                     "reannotation_threshold": 0.5}
+    asked = request.GET.get("reannotation_judge")
+    if not asked:
+        return context
+    try:
+        found = reannotation_report(project=project, judge=asked, all_pairs=options.all_pairs)
+    except DomainError as exc:
+        return context | {"reannotation_error": str(exc)}
+    sides = list(found.curves.values())
+    rows = [{"threshold": f"{points[0].threshold:g}", "points": points} for points in zip(*sides)]
+    return context | {"reannotation": found, "reannotation_rows": rows}
 
 
 @login_required

@@ -5,6 +5,7 @@ from models_llm.metrics.human_agreement import human_agreement, is_uncertain
 from models_llm.metrics.judge_data import JudgeData, ScaleSpec
 from models_llm.metrics.judge_report import judge_report
 from models_llm.metrics.ranking import DEFAULT_CUTOFFS, MAX_CUTOFF, cutoffs_check
+from models_llm.metrics.reannotation import agreement_curve, reannotation_sample
 from models_llm.metrics.registry import METRICS, JudgedPairs, Metric, MetricValue, metric_values, metrics_for
 
 __all__ = [
@@ -19,6 +20,7 @@ __all__ = [
     "MetricValue",
     "ReliabilityBin",
     "ScaleSpec",
+    "agreement_curve",
     "brier",
     "cutoffs_check",
     "ece",
@@ -30,5 +32,6 @@ __all__ = [
     "metric_table",
     "metric_values",
     "metrics_for",
+    "reannotation_sample",
     "reliability_bins",
 ]

@@ -17,6 +17,7 @@ from models_llm.retrieval.evaluation import (
     trec_order,
 )
 from models_llm.retrieval.hits import Hits, ProgressFn
+from models_llm.retrieval.pair_tau import PairTau, QueryTau, pair_kendall_tau
 from models_llm.retrieval.rerank import judge_rerank
 
 __all__ = [
@@ -30,15 +31,18 @@ __all__ = [
     "ExpectedEvaluator",
     "ExpectedScores",
     "Hits",
+    "PairTau",
     "ProgressFn",
     "QrelsEvaluator",
     "QueryScores",
+    "QueryTau",
     "bm25_retrieve",
     "cascade_rerank",
     "dense_search",
     "evaluate_expected",
     "evaluate_run",
     "judge_rerank",
+    "pair_kendall_tau",
     "query_text",
     "system_agreement",
     "tau_ap",

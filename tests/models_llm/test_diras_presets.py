@@ -31,8 +31,8 @@ def _rows(name: str) -> list[dict[str, str]]:
 
 
 def _config(preset: str, **overrides) -> JudgeConfig:
-    values = dict(backend="hf", model="m", method="ask", template=PRESETS[preset].template,
-                  use_definition=PRESETS[preset].use_definition)
+    values = {"backend": "hf", "model": "m", "method": "ask", "template": PRESETS[preset].template,
+              "use_definition": PRESETS[preset].use_definition}
     values.update(overrides)
     return JudgeConfig(**values)
 
@@ -81,16 +81,71 @@ def test_the_no_definition_preset_is_figure_11_without_background_information():
     user = build_prompt(PAIR, _config("diras-no-definition")).user
     assert "background_information" not in user and PAIR.definition not in user
     assert f'<question>: "{PAIR.query}"' in user and "[Guess]:" in user
+    # Fig. 11 as printed, then Fig. 9's output requirements ("{Same output requirements}")
+    assert user.startswith("You will be provided with a <question> the analyst seeks to answer, and a <paragraph> "
+                           "extracted from a lengthy report. Your job is to assess whether the <paragraph> is useful "
+                           "in answering the <question>.\n\n")
+    assert user.endswith(FIG9_ASK + FIG9_GUESS + FIG9_CONFIDENCE)
 
 
-def test_the_probability_preset_is_figure_10_and_asks_for_probability_helpful():
-    prompt = build_prompt(PAIR, _config("diras-probability"))
+# The paper's sentences, copied from /work/shared/papers/diras.txt (Fig. 9, Fig. 10) and joined where the
+# two-column print wraps them.
+FIG9_ASK = ("Is <paragraph> helpful for answering <question>?\nNote that the <paragraph> can be helpful even if it "
+            "only addresses part of the <question> without fully answering it. Provide your best guess for this "
+            "question and your confidence that the guess is correct. Reply in the following format:\n")
+FIG9_REASON = ("[Reason]: <Reason why and how the paragraph is helpful or not helpful for answering the question. "
+               "Clearly indicate your stance.>\n")
+FIG9_GUESS = '[Guess]: <Your most likely guess, should be one of "Yes" or "No".>\n'
+FIG9_CONFIDENCE = ("[Confidence]: <Give your honest confidence score between 0.0 and 1.0 about the correctness of "
+                   "your guess. 0 means your previous guess is very likely to be wrong, and 1 means you are very "
+                   "confident about the guess.>")
+FIG10_ASK = ("Is <paragraph> helpful for answering <question>?\nNote that the <paragraph> can be helpful even it "
+             "only addresses part of the <question> without fully answering it. Provide your best guess for this "
+             "question and the probability that the <paragraph> is helpful. Reply in the following format:\n")
+FIG10_PROBABILITY = ("[Probability Helpful]: <The probability between 0.0 and 1.0 that the <paragraph> is helpful to "
+                     "the <question>. 0.0 is completely unhelpful and 1.0 is completely helpful.>")
+
+
+def test_the_paper_preset_is_figure_9_as_printed_with_and_without_cot():
+    cot = build_prompt(PAIR, _config("diras-definition-paper", cot=True)).user
+    assert cot.endswith(f'<paragraph>: "{PAIR.passage}"\n\n' + FIG9_ASK + FIG9_REASON + FIG9_GUESS + FIG9_CONFIDENCE)
+    # App. G: "The non-CoT setup just excludes the [Reason] part of the prompt."
+    plain = build_prompt(PAIR, _config("diras-definition-paper")).user
+    assert plain == cot.replace(FIG9_REASON, "")
+    # The released code's wording differs: "even it only", and its non-CoT guess line is longer.
+    code = build_prompt(PAIR, _config("diras-definition")).user
+    assert "can be helpful even it only" in code and FIG9_GUESS not in code
+    assert "[Guess]: <Your most likely guess whether the paragraph is helpful or not helpful" in code
+
+
+def test_the_probability_preset_is_figure_10_as_printed_guess_kept():
+    prompt = build_prompt(PAIR, _config("diras-probability", cot=True))
     assert prompt.answer == "probability"
-    assert prompt.user.endswith("[Probability Helpful]: <The probability between 0.0 and 1.0 that the <paragraph> "
-                                "is helpful for answering the <question>.>")
-    assert "[Guess]" not in prompt.user and "[Confidence]" not in prompt.user
+    assert prompt.user.endswith(FIG10_ASK + FIG9_REASON + FIG9_GUESS + FIG10_PROBABILITY)
+    plain = build_prompt(PAIR, _config("diras-probability")).user
+    assert plain.endswith(FIG10_ASK + FIG9_GUESS + FIG10_PROBABILITY)
+    assert "[Confidence]" not in plain and "[Reason]" not in plain
+    # Table 1 runs P_prob with Ask only ("Point-Ask-Prob-D"): Tok is refused.
     with pytest.raises(ValueError, match="probability answer format .* is read by the ask method"):
         _config("diras-probability", method="tok")
+
+
+def test_the_parsers_read_the_answers_the_paper_prompts_ask_for():
+    # Fig. 9: [Reason], [Guess], [Confidence] (Ask); Tok reads P(Yes) where the prompt puts "[Guess]:".
+    fig9 = parse_answer("[Reason]: It names the 2030 target.\n[Guess]: No\n[Confidence]: 0.8")
+    assert fig9.guess is False and fig9.p_relevant == pytest.approx(1 - 0.8)
+    tok = build_prompt(PAIR, _config("diras-definition-paper", method="tok"))
+    assert tok.answer_prefix == "[Guess]:" and tok.answer_prefix in tok.user and not tok.reason_first
+    tok_cot = build_prompt(PAIR, _config("diras-definition-paper", method="tok", cot=True))
+    assert tok_cot.reason_first and tok_cot.user.index("[Reason]:") < tok_cot.user.index(tok_cot.answer_prefix)
+    # Fig. 10: the guess and [Probability Helpful]; the probability is P, whatever the guess says.
+    fig10 = parse_answer("[Reason]: Partly.\n[Guess]: No\n[Probability Helpful]: 0.35", "probability")
+    assert fig10.p_relevant == pytest.approx(0.35) and fig10.guess is False
+    fig10 = parse_answer("[Guess]: Yes\n[Probability Helpful]: 0.9", "probability")
+    assert fig10.p_relevant == pytest.approx(0.9) and fig10.guess is True
+    # A model that echoes the format back has given no probability.
+    with pytest.raises(AnswerParseError):
+        parse_answer(FIG9_GUESS + FIG10_PROBABILITY, "probability")
 
 
 @pytest.mark.parametrize("preset", list(PRESETS))
