@@ -7,10 +7,14 @@ final reranking, we keep only the top 10% of the documents." The first re-rankin
 sentence-transformers' CrossEncoder (tests.services.test_retrieval_rerank.sigmoid_reranked)."""
 from __future__ import annotations
 
+import io
 import math
+import re
 
 import pytest
+from django.core.management import CommandError, call_command
 
+from labeling.models import Run
 from labeling.services.judges import judge_create
 from labeling.services.retrieval import RetrievalError, retrieval_create, retrieval_run
 from tests.scoring_fixtures import small_scoring_project
@@ -110,3 +114,21 @@ def test_plain_runs_record_their_stage_times(project):
 def test_a_crisis_cascade_that_cannot_run_is_refused_naming_why(project, arguments, message):
     with pytest.raises(RetrievalError, match=message):
         retrieval_create(project=project, name="x", **arguments)
+
+
+def test_the_command_runs_the_preset_and_prints_each_stages_time(project):
+    out = io.StringIO()
+    call_command("retrieve", "--project", project.slug, "--preset", "crisis-double-cascade", "--judge", "rerank",
+                 "--name", "crisis cli", "--first-depth", "10", "--keep", "4", "--dense-depth", "3",
+                 "--dense-fraction", "0.5", "--inline", stdout=out)
+    run = Run.objects.get(project=project, name="crisis cli")
+    assert run.kind == "cascade" and run.parameters["crisis"]["dense_fraction"] == 0.5
+    assert run.parameters["crisis"]["final_fraction"] == 0.1  # left out: the paper's
+    assert re.search(r"Stages: bm25 [\d.]+ s, cross-encoder re-rank [\d.]+ s, dense over the filtered corpus "
+                     r"[\d.]+ s, final cross-encoder re-rank [\d.]+ s", out.getvalue())
+    with pytest.raises(CommandError, match="needs --judge"):
+        call_command("retrieve", "--project", project.slug, "--preset", "crisis-double-cascade", "--name", "y",
+                     "--inline", stdout=io.StringIO())
+    with pytest.raises(CommandError, match="give --preset"):
+        call_command("retrieve", "--project", project.slug, "--retriever", "bm25", "--judge", "rerank", "--name",
+                     "z", "--inline", stdout=io.StringIO())
