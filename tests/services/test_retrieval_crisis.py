@@ -13,10 +13,13 @@ import re
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.urls import reverse
+from rest_framework.test import APIClient
 
-from labeling.models import Run
+from labeling.models import Membership, RetrievalJob, Run
 from labeling.services.judges import judge_create
 from labeling.services.retrieval import RetrievalError, retrieval_create, retrieval_run
+from tests.factories import MembershipFactory, UserFactory
 from tests.scoring_fixtures import small_scoring_project
 from tests.services.test_retrieval_rerank import MAX_LENGTH, ranked, sigmoid_reranked
 
@@ -132,3 +135,36 @@ def test_the_command_runs_the_preset_and_prints_each_stages_time(project):
     with pytest.raises(CommandError, match="give --preset"):
         call_command("retrieve", "--project", project.slug, "--retriever", "bm25", "--judge", "rerank", "--name",
                      "z", "--inline", stdout=io.StringIO())
+
+
+def test_the_api_and_the_systems_form_start_the_preset(project, client, django_capture_on_commit_callbacks):
+    admin = UserFactory()
+    MembershipFactory(project=project, user=admin, role=Membership.Role.ADMIN)
+    api = APIClient()
+    api.force_authenticate(admin)
+    where = reverse("api:retrieval-list", args=[project.slug])
+    with django_capture_on_commit_callbacks():
+        started = api.post(where, {"retriever": "cascade", "name": "api", "first_depth": 10, "keep": 4,
+                                   "crisis": {"judge": "rerank", "dense_fraction": 0.5}}, format="json")
+    assert started.status_code == 202, started.content
+    stored = started.json()["parameters"]["crisis"]
+    assert (stored["judge"], stored["dense_depth"], stored["dense_fraction"], stored["final_fraction"]) == (
+        "rerank", 200, 0.5, 0.1)
+    refused = api.post(where, {"retriever": "cascade", "name": "x", "crisis": {"judge": "rerank",
+                                                                             "final_fraction": 2}}, format="json")
+    assert refused.status_code == 422 and "final fraction" in refused.json()["message"]
+
+    client.force_login(admin)
+    form = {"retriever": "cascade", "name": "form", "depth": 8, "first_depth": 10, "keep": 4, "rerank_judge": "rerank",
+            "rerank_keep": 2, "preset": "crisis-double-cascade", "dense_depth": 3, "dense_fraction": 0.5,
+            "final_fraction": 0.5}
+    with django_capture_on_commit_callbacks():
+        assert client.post(reverse("labeling:retrieval_start", args=[project.slug]), form).status_code == 302
+    job = RetrievalJob.objects.get(name="form")
+    assert "rerank" not in job.parameters and job.parameters["crisis"]["dense_depth"] == 3
+    wrong = client.post(reverse("labeling:retrieval_start", args=[project.slug]),
+                        form | {"name": "form 2", "retriever": "bm25"})
+    assert wrong.status_code == 400 and "choose the cascade retriever" in wrong.content.decode()
+    estimate = client.post(reverse("labeling:retrieval_start", args=[project.slug]),
+                           form | {"name": "", "estimate": "1"})
+    assert estimate.status_code == 400 and "does not cover the crisis double cascade" in estimate.content.decode()
