@@ -16,12 +16,14 @@ from django.core.management import CommandError, call_command
 from django.urls import reverse
 from rest_framework.test import APIClient
 
-from labeling.models import Membership, RetrievalJob, Run
+from labeling.models import Membership, Project, RetrievalJob, Run
+from labeling.services.bundle_import import bundle_import
 from labeling.services.judges import judge_create
 from labeling.services.retrieval import RetrievalError, retrieval_create, retrieval_run
 from tests.factories import MembershipFactory, UserFactory
-from tests.scoring_fixtures import small_scoring_project
+from tests.scoring_fixtures import SAMPLE, small_scoring_project
 from tests.services.test_retrieval_rerank import MAX_LENGTH, ranked, sigmoid_reranked
+from tests.test_systems_pages import _cells
 
 pytestmark = pytest.mark.django_db
 
@@ -168,3 +170,36 @@ def test_the_api_and_the_systems_form_start_the_preset(project, client, django_c
     estimate = client.post(reverse("labeling:retrieval_start", args=[project.slug]),
                            form | {"name": "", "estimate": "1"})
     assert estimate.status_code == 400 and "does not cover the crisis double cascade" in estimate.content.decode()
+
+
+def test_the_systems_page_shows_each_runs_time_beside_its_measures(client, settings, reranker_root):
+    """Table 5 of the paper: each retriever's time beside its effectiveness (and the significance marks)."""
+    settings.MODEL_ROOTS = [reranker_root]
+    bundle_import(path=SAMPLE, project_slug="cr")
+    project = Project.objects.get(slug="cr")
+    judge_create(project=project, name="ce", backend="crossencoder", model=str(reranker_root / "reranker"),
+                 max_length=MAX_LENGTH)
+    runs = {"lexical": {"retriever": "bm25", "depth": 8},
+            "multi-stage": {"retriever": "cascade", "first_depth": 8, "keep": 4,
+                            "crisis": {"judge": "ce", "dense_fraction": 0.5}}}
+    for name, options in runs.items():
+        done = retrieval_run(job_id=retrieval_create(project=project, name=name, **options).id)
+        assert done.status == "done", done.error
+    viewer = UserFactory()
+    MembershipFactory(project=project, user=viewer, role=Membership.Role.VIEWER)
+    client.force_login(viewer)
+    html = client.get(reverse("labeling:systems", args=["cr"]), {"source": ["human"]}).content.decode()
+    board = _cells(html, "human")
+    for name in runs:
+        run = Run.objects.get(project=project, name=name)
+        total = sum(stage["seconds"] for stage in run.parameters["stage_seconds"])
+        # Shown to 2 decimals (Django rounds halves up, Python's format to even: compare within half a unit).
+        assert float(board[name][-1]) == pytest.approx(total, abs=0.0051), name
+        row = re.search(rf'<tr data-run="{name}">.*?<td class="num" data-seconds[^>]*>(.*?)</td>', html, re.DOTALL)
+        shown = " ".join(re.sub(r"<[^>]+>", " ", row.group(1)).split()).split()[0]
+        assert float(shown) == pytest.approx(total, abs=0.0051), name
+    crisis = Run.objects.get(project=project, name="multi-stage").parameters["crisis"]
+    assert (f"crisis double cascade: BM25 8, re-ranked by ce to 4, filtered corpus {crisis['filtered_corpus']}, "
+            f"dense {crisis['dense_cut']}, re-ranked to {crisis['final_keep']}") in html
+    assert crisis["dense_cut"] == min(200, crisis["filtered_corpus"] // 2)
+    assert crisis["final_keep"] == math.ceil(crisis["dense_cut"] / 10)
