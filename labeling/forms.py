@@ -15,6 +15,8 @@ from labeling.selectors.distill import STUDENT_NAME_MAX_LENGTH
 from labeling.selectors.queue_settings import queue_mix_percentages
 from labeling.services.projects import LABELS_PER_ITEM_MAX, LEASE_MINUTES_MAX
 from labeling.services.retrieval import DEFAULT_DEPTH, DEFAULT_FIRST_DEPTH, DEFAULT_KEEP, MAX_DEPTH
+from labeling.services.retrieval_crisis import DEFAULTS as CRISIS_DEFAULTS
+from labeling.services.retrieval_crisis import PRESET as CRISIS_PRESET
 from labeling.services.training_sets import MAX_HELD_OUT
 from models_llm.audit.multicondition import PAPER_FILLER
 from models_llm.audit.types import PAD_WORDS, PERTURBATION_TESTS
@@ -277,6 +279,20 @@ class RetrievalForm(forms.Form):
     rerank_keep = forms.IntegerField(min_value=1, max_value=MAX_DEPTH, initial=DEFAULT_KEEP, required=False,
                                      label="Re-rank: kept (K)",
                                      help_text="the judge's K best by P are the run (K <= depth, or M)")
+    preset = forms.ChoiceField(choices=[("", "(none)"), (CRISIS_PRESET, "crisis double cascade (the crisis paper)")],
+                               required=False, label="Preset",
+                               help_text="crisis double cascade: a cascade whose N BM25 candidates the judge above "
+                                         "re-ranks, keeping M; the kept passages of all queries are searched densely "
+                                         "and re-ranked by the judge again (the re-rank K is not used)")
+    dense_depth = forms.IntegerField(min_value=1, max_value=MAX_DEPTH, initial=CRISIS_DEFAULTS.dense_depth,
+                                     required=False, label="Crisis: dense depth",
+                                     help_text="passages per query ranked over the filtered corpus, or the share "
+                                               "below of it when smaller")
+    dense_fraction = forms.FloatField(min_value=0.001, max_value=1, initial=CRISIS_DEFAULTS.dense_fraction,
+                                      required=False, label="Crisis: share of the filtered corpus")
+    final_fraction = forms.FloatField(min_value=0.001, max_value=1, initial=CRISIS_DEFAULTS.final_fraction,
+                                      required=False, label="Crisis: share kept at the end",
+                                      help_text="of each query's dense ranking, after the final re-ranking")
 
     def __init__(self, *args, judges: list[str], **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -284,14 +300,22 @@ class RetrievalForm(forms.Form):
 
     def clean(self) -> dict:
         data = super().clean()
-        if data.get("rerank_judge") and data.get("rerank_keep") is None:
+        if data.get("preset"):
+            if data.get("retriever") != RunKind.CASCADE:
+                self.add_error("preset", "the crisis double cascade is a cascade: choose the cascade retriever")
+            if not data.get("rerank_judge"):
+                self.add_error("rerank_judge", "the crisis double cascade re-ranks twice with this judge: choose one")
+        elif data.get("rerank_judge") and data.get("rerank_keep") is None:
             self.add_error("rerank_keep", "say how many passages per query the judge keeps")
         return data
 
     def service_arguments(self) -> dict:
         data = self.cleaned_data
         arguments = {"retriever": data["retriever"], "name": data["name"], "use_definition": data["use_definition"]}
-        if data["rerank_judge"]:
+        if data["preset"]:
+            arguments["crisis"] = {"judge": data["rerank_judge"]} | {
+                key: data[key] for key in ("dense_depth", "dense_fraction", "final_fraction") if data[key] is not None}
+        elif data["rerank_judge"]:
             arguments["rerank"] = [{"judge": data["rerank_judge"], "keep": data["rerank_keep"]}]
         if data["retriever"] == RunKind.CASCADE:
             return arguments | {"first_depth": data["first_depth"], "keep": data["keep"]}

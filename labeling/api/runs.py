@@ -74,6 +74,16 @@ class RerankStageSerializer(serializers.Serializer):
                               help_text="passages per query kept, by the judge's P; at most the previous stage's")
 
 
+class CrisisSerializer(serializers.Serializer):
+    judge = StrictCharField(help_text="the judge of both re-rankings (crossencoder, embedding or hf)")
+    dense_depth = StrictIntegerField(min_value=1, max_value=MAX_DEPTH, required=False,
+                                     help_text="passages per query dense retrieval ranks over the filtered corpus "
+                                               "(default 200), or dense_fraction of it when smaller")
+    dense_fraction = StrictFloatField(required=False, help_text="share of the filtered corpus (default 0.1)")
+    final_fraction = StrictFloatField(required=False,
+                                      help_text="share of the dense ranking the final re-ranking keeps (default 0.1)")
+
+
 class RetrievalCreateSerializer(serializers.Serializer):
     retriever = serializers.ChoiceField(choices=RETRIEVERS)
     name = StrictCharField(max_length=200, help_text="the run it writes, new in the project")
@@ -99,6 +109,11 @@ class RetrievalCreateSerializer(serializers.Serializer):
         child=RerankStageSerializer(), required=False, default=list,
         help_text="re-ranking stages after the retriever, in order: each scores the previous stage's ranking per query "
                   "with the judge and keeps the `keep` best by P (the run's score: the last stage's P)")
+    crisis = CrisisSerializer(
+        required=False, allow_null=True, default=None,
+        help_text="cascade: run it as the crisis paper's double cascade (preset crisis-double-cascade): BM25's "
+                  "first_depth re-ranked by the judge keeping `keep`, the kept passages of all queries searched "
+                  "densely, re-ranked by the judge again; each stage's time is recorded in the run's parameters")
 
 
 class PoolSerializer(serializers.Serializer):
@@ -191,7 +206,8 @@ class RetrievalJobListView(APIView):
         body = RetrievalCreateSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         options = {**body.validated_data, "model": body.validated_data["model"] or None,
-                   "rerank": [dict(stage) for stage in body.validated_data["rerank"]]}
+                   "rerank": [dict(stage) for stage in body.validated_data["rerank"]],
+                   "crisis": dict(body.validated_data["crisis"]) if body.validated_data["crisis"] else None}
         job = retrieval_request(project=project, user=request.user, **options)
         return Response(RetrievalJobSerializer(retrieval_job_row(job, show_errors=True)).data, status=202)
 

@@ -22,6 +22,7 @@ from labeling.models import MAX_ERROR_CHARS, Passage, Project, Query, RelevanceD
 from labeling.names import NameRefused
 from labeling.services.embeddings import passage_embeddings
 from labeling.services.jobs import job_fail, job_heartbeat, job_take
+from labeling.services.retrieval_crisis import crisis_parameters, crisis_progress_sizes, crisis_retrieve
 from labeling.services.retrieval_errors import RetrievalConflict, RetrievalError
 from labeling.services.retrieval_rerank import rerank_parameters, retrieval_rerank
 from labeling.services.runs import RunImportError, run_name_clean, run_store
@@ -69,12 +70,14 @@ class _Corpus:
 def retrieval_parameters(
     *, retriever: str, depth: int | None = None, use_definition: bool = False, k1: float | None = None,
     b: float | None = None, first_depth: int | None = None, keep: int | None = None, model: str | None = None,
-    project: Project | None = None, rerank: Sequence[dict] | None = None,
+    project: Project | None = None, rerank: Sequence[dict] | None = None, crisis: dict | None = None,
 ) -> dict:
     """The job's parameters as stored on its row, checked (RetrievalError names what is wrong); only those the
     retriever uses, the sizes it was not given at their defaults. A parameter given to a retriever that does not
     use it is refused: dropped, it would write a run other than the one asked for. `rerank`: stages after the
-    retriever, each {"judge": a name in `project`, "keep": N} (retrieval_rerank.rerank_parameters)."""
+    retriever, each {"judge": a name in `project`, "keep": N} (retrieval_rerank.rerank_parameters). `crisis`: the
+    crisis paper's double cascade, a cascade preset (retrieval_crisis.crisis_parameters) whose lexical step is
+    BM25's first_depth re-ranked by its judge, keep kept."""
     if retriever not in RETRIEVERS:
         raise RetrievalError(f"unknown retriever {retriever!r}; one of {', '.join(RETRIEVERS)}")
     sparse, dense = retriever in (RunKind.BM25, RunKind.CASCADE), retriever in (RunKind.DENSE, RunKind.CASCADE)
@@ -108,6 +111,12 @@ def retrieval_parameters(
         _encoder_folder(model)
         if model:
             parameters["model"] = model
+    if crisis is not None:
+        if retriever != RunKind.CASCADE or rerank:
+            raise RetrievalError("the crisis double cascade is a cascade preset with its own two re-rankings: give "
+                                 "it the cascade retriever and no further re-rank stages")
+        parameters["crisis"] = crisis_parameters(project=project, crisis=crisis, first_depth=parameters["first_depth"],
+                                                 keep=parameters["keep"])
     if rerank:
         first = parameters["keep"] if retriever == RunKind.CASCADE else parameters["depth"]
         parameters["rerank"] = rerank_parameters(project=project, rerank=rerank, depth=first)
@@ -119,17 +128,20 @@ def retrieval_create(
     *, project: Project, retriever: str, name: str, user: AbstractBaseUser | None = None, depth: int | None = None,
     use_definition: bool = False, k1: float | None = None, b: float | None = None, first_depth: int | None = None,
     keep: int | None = None, model: str | None = None, rerank: Sequence[dict] | None = None,
+    crisis: dict | None = None,
 ) -> RetrievalJob:
     """Record a request for the run `name` by `retriever`, without running it: retrieval_run does. BM25 and dense
     rank `depth` (None: DEFAULT_DEPTH) passages per query; a cascade ranks `keep` (None: DEFAULT_KEEP), BM25's
     `first_depth` (None: DEFAULT_FIRST_DEPTH) best re-ranked by the encoder; each is refused by the others.
     `use_definition`: the query text is the question and its current definition; `k1`, `b`: BM25's (None: its
     defaults); `model`: an encoder folder under a model root (None: the bundled MiniLM); `rerank`: judges that
-    re-rank the retriever's ranking in turn, each {"judge": name, "keep": N} (the run's score: the last one's P).
+    re-rank the retriever's ranking in turn, each {"judge": name, "keep": N} (the run's score: the last one's P);
+    `crisis`: a cascade as the crisis paper's double cascade ({"judge": name, ...}: retrieval_crisis).
     RetrievalError names what is refused, the name included when the project has a run of that name or an
     unfinished job writing one."""
     parameters = retrieval_parameters(retriever=retriever, depth=depth, use_definition=use_definition, k1=k1, b=b,
-                                     first_depth=first_depth, keep=keep, model=model, project=project, rerank=rerank)
+                                     first_depth=first_depth, keep=keep, model=model, project=project, rerank=rerank,
+                                      crisis=crisis)
     try:
         name = run_name_clean(name)
     except NameRefused as exc:
@@ -150,11 +162,12 @@ def retrieval_request(
     *, project: Project, retriever: str, name: str, user: AbstractBaseUser | None = None, depth: int | None = None,
     use_definition: bool = False, k1: float | None = None, b: float | None = None, first_depth: int | None = None,
     keep: int | None = None, model: str | None = None, rerank: Sequence[dict] | None = None,
+    crisis: dict | None = None,
 ) -> RetrievalJob:
     """retrieval_create, then a worker runs the job once this commits."""
     job = retrieval_create(project=project, retriever=retriever, name=name, user=user, depth=depth,
                            use_definition=use_definition, k1=k1, b=b, first_depth=first_depth, keep=keep, model=model,
-                           rerank=rerank)
+                           rerank=rerank, crisis=crisis)
     transaction.on_commit(lambda: retrieval_task.delay(job.id))
     return job
 
@@ -236,6 +249,9 @@ def _retrieve(job: RetrievalJob) -> tuple[Iterator[tuple[int, list[int], list[fl
     stages = params.get("rerank", [])
     sizes = [params["keep"] if job.retriever == RunKind.CASCADE else params["depth"]] + [s["keep"] for s in stages]
     reranking = [n_queries * min(size, n_passages) for size in sizes[:-1]]
+    started = time.perf_counter()
+    if "crisis" in params:
+        return _crisis(job, corpus, recorded)
     if job.retriever == RunKind.BM25:
         progress = _Progress(job.id, [n_queries, *reranking])
         bm25 = retrieval_bm25_params(params)
@@ -275,10 +291,32 @@ def _retrieve(job: RetrievalJob) -> tuple[Iterator[tuple[int, list[int], list[fl
         local = Hits(indices=[position[indices] for indices in found.indices], scores=found.scores)
         hits = cascade_rerank(local, passages, queries, keep=params["keep"])
         passage_ids, first = [corpus.passage_ids[i] for i in candidates], 3
+    # Wall time per stage (the retriever, then each re-ranking: its model's loading included), as the Systems page
+    # shows it beside the measures.
+    recorded["stage_seconds"] = [{"stage": job.retriever, "seconds": round(time.perf_counter() - started, 4)}]
     if stages:
         hits, recorded["rerank"] = retrieval_rerank(
             project=job.project, stages=stages, hits=hits, query_ids=corpus.query_ids, passage_ids=passage_ids,
             progress=[progress.stage(first + index) for index in range(len(stages))])
+        recorded["stage_seconds"] += [{"stage": f"re-rank by {stage['judge']}", "seconds": stage["seconds"]}
+                                      for stage in recorded["rerank"]]
+    return _rankings(corpus, hits, passage_ids), recorded
+
+
+def _crisis(job: RetrievalJob, corpus: _Corpus, recorded: dict) -> tuple[Iterator, dict]:
+    """The crisis double cascade's rankings and record (retrieval_crisis), with the stage times under
+    stage_seconds as every retriever's."""
+    params = job.parameters
+    progress = _Progress(job.id, crisis_progress_sizes(params, len(corpus.query_ids), len(corpus.passage_ids)))
+    bm25, encoder = retrieval_bm25_params(params), retrieval_encoder(params.get("model"))
+    recorded["bm25"] = bm25.recorded()
+    recorded["encoder"] = {"name": encoder.name, "folder": params.get("model") or "bundled all-MiniLM-L6-v2"}
+    hits, passage_ids, recorded["crisis"] = crisis_retrieve(
+        project=job.project, params=params, query_ids=corpus.query_ids, query_texts=corpus.query_texts,
+        passage_ids=corpus.passage_ids, passage_texts=corpus.passage_texts, bm25=bm25, encoder=encoder,
+        progress=progress.stage)
+    recorded["stage_seconds"] = [{"stage": stage["stage"], "seconds": stage["seconds"]}
+                                 for stage in recorded["crisis"]["stages"]]
     return _rankings(corpus, hits, passage_ids), recorded
 
 

@@ -34,6 +34,7 @@ from labeling.services.retrieval import (
     retrieval_encoder,
     retrieval_parameters,
 )
+from labeling.services.retrieval_errors import RetrievalError
 from labeling.services.retrieval_rerank import RerankTexts, rerank_judge, rerank_p, rerank_scorer
 from models_llm.retrieval.bm25 import bm25_retrieve
 
@@ -81,10 +82,14 @@ def _bm25_seconds(texts: list[str], queries: list[str], params: dict, depth: int
 def retrieval_estimate(
     *, project: Project, retriever: str, depth: int | None = None, use_definition: bool = False,
     k1: float | None = None, b: float | None = None, first_depth: int | None = None, keep: int | None = None,
-    model: str | None = None, rerank: list[dict] | None = None,
+    model: str | None = None, rerank: list[dict] | None = None, crisis: dict | None = None,
 ) -> RetrievalEstimate:
     """The expected wall time of retrieval_create's job with these arguments (RetrievalError for what it would
-    refuse), from probes timed here; nothing is stored."""
+    refuse, and for the crisis double cascade, which it does not cover), from probes timed here; nothing is
+    stored."""
+    if crisis is not None:
+        raise RetrievalError("the estimate does not cover the crisis double cascade yet: run it on a sample "
+                             "project, whose run records each stage's time")
     params = retrieval_parameters(retriever=retriever, depth=depth, use_definition=use_definition, k1=k1, b=b,
                                  first_depth=first_depth, keep=keep, model=model, project=project, rerank=rerank)
     corpus = retrieval_corpus(project, use_definition=use_definition)

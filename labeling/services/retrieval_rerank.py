@@ -4,6 +4,7 @@ best `keep` by P. The judge's scorer is the one a scoring job loads (llm_adapter
 a remote (openai) judge is refused: re-ranking sends every query's candidates, a cost no estimate asked for."""
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from functools import partial
 
@@ -155,6 +156,7 @@ def retrieval_rerank(
     texts = RerankTexts(query_ids)
     recorded = []
     for stage, report in zip(stages, progress, strict=True):
+        started = time.perf_counter()
         judge, config = rerank_judge(project=project, stage=stage)
         scorer = rerank_scorer(judge, config)
         try:
@@ -164,7 +166,8 @@ def retrieval_rerank(
         finally:
             scorer.close()
         entry = {**stage, "judge": judge.name, "model": judge.model, "method": config.method,
-                 "use_definition": config.use_definition, **({"scorer": described} if described else {})}
+                 "use_definition": config.use_definition, **({"scorer": described} if described else {}),
+                 "seconds": round(time.perf_counter() - started, 4)}
         if config.use_definition:
             entry["definition_versions"] = texts.definition_versions()
         recorded.append(entry)

@@ -87,6 +87,7 @@ class LeaderboardRow:
     cells: list[Cell]  # one per measure of the board
     judged: float | None
     mark: str = ""  # on the lead measure: "best", "tied" (indistinguishable from the best) or ""
+    seconds: float | None = None  # the built-in retriever's wall time, its stages summed (None: not recorded)
 
     @property
     def low_judged(self) -> bool:
@@ -100,12 +101,15 @@ class ScatterCard:
     chart: Scatter
 
 
-def _leaderboards(report: SystemsReport, significance: dict[str, dict[str, Comparison]] | None = None) -> list[dict]:
+def _leaderboards(report: SystemsReport, significance: dict[str, dict[str, Comparison]] | None = None,
+                  seconds: dict[str, float] | None = None) -> list[dict]:
     """Per source: its runs x measures (judged@10 apart, as the warning column), best first on the first measure
     (nDCG@10), runs without a value last; a source partial on that measure (coverage within the depth it reads)
     that is not ranked keeps the runs in name order. A measure the source is partial on carries its own mark and
     its values are shown muted (a judge that has scored the runs' top 10 ranks them on nDCG@10 while AP, which
-    reads every rank, waits for the rest)."""
+    reads every rank, waits for the rest). `seconds`: each run's recorded retrieval time, shown beside its measures
+    (the crisis paper's Table 5: time and effectiveness of each retriever, with the significance marks)."""
+    seconds = seconds or {}
     asked = [measure for measure in report.measures if measure != JUDGED]
     boards = []
     for source in report.sources:
@@ -126,7 +130,7 @@ def _leaderboards(report: SystemsReport, significance: dict[str, dict[str, Compa
                      for measure, mute in zip(measures, muted)]
             mark = "" if lead is None else "best" if run == lead.best else "tied" if run in lead.tied_with_best else ""
             rows.append(LeaderboardRow(run=run, cells=cells, judged=scores[JUDGED].mean if JUDGED in scores else None,
-                                       mark=mark))
+                                       mark=mark, seconds=seconds.get(run)))
         if ranked:
             rows.sort(key=lambda row: (row.cells[first].mean is None, -(row.cells[first].mean or 0.0), row.run))
         lead_coverage = by_measure.get(report.lead_measure)
@@ -312,7 +316,8 @@ def _evaluation(request: HttpRequest, project: Project, runs: list[Run], options
     report = bundle.report
     context |= {"reusability": bundle.reusability} if bundle.reusability is not None else {}
     context |= {"reusability_error": bundle.reusability_error} if bundle.reusability_error else {}
-    return {**context, "report": report, "leaderboards": _leaderboards(report, bundle.significance),
+    return {**context, "report": report, "leaderboards": _leaderboards(report, bundle.significance, {
+                run.name: total for run in runs if (total := _stage_total(run.parameters)) is not None}),
             "needed_words": _needed_words(report),
             "agreement_rows": _agreement_rows(report), "left_out_deeper": _left_out_deeper(report),
             "too_few_runs": len(report.runs) < MIN_SYSTEMS, "scatters": _scatters(report)}
@@ -326,11 +331,32 @@ def _parameters_summary(parameters: dict) -> str:
     rerank = parameters.get("rerank")
     stages = [f"re-ranked by {stage.get('judge')} to {stage.get('keep')}" for stage in rerank
               if isinstance(stage, dict)] if isinstance(rerank, list) else []
+    crisis = parameters.get("crisis")
+    if isinstance(crisis, dict) and "filtered_corpus" in crisis:
+        stages.append(f"crisis double cascade: BM25 {crisis.get('lexical_depth')}, re-ranked by {crisis.get('judge')} "
+                      f"to {crisis.get('lexical_keep')}, filtered corpus {crisis.get('filtered_corpus')}, dense "
+                      f"{crisis.get('dense_cut')}, re-ranked to {crisis.get('final_keep')}")
     return ", ".join(scalars + stages)
 
 
+def _stage_seconds(parameters: dict) -> list[tuple[str, float]]:
+    """The run's recorded wall time per stage (a built-in retriever's: each stage, its re-rankings included), in
+    order; empty for an imported run or one written before times were recorded."""
+    stages = parameters.get("stage_seconds")
+    if not isinstance(stages, list):
+        return []
+    return [(str(stage["stage"]), float(stage["seconds"])) for stage in stages
+            if isinstance(stage, dict) and isinstance(stage.get("seconds"), int | float)]
+
+
+def _stage_total(parameters: dict) -> float | None:
+    stages = _stage_seconds(parameters)
+    return sum(seconds for _, seconds in stages) if stages else None
+
+
 def _run_rows(runs: list[Run]) -> list[dict]:
-    return [{"run": run, "summary": _parameters_summary(run.parameters),
+    return [{"run": run, "summary": _parameters_summary(run.parameters), "stages": _stage_seconds(run.parameters),
+             "seconds": _stage_total(run.parameters),
              "parameters": json.dumps(run.parameters, indent=2, sort_keys=True) if run.parameters else ""}
             for run in runs]
 

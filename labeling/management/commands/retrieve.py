@@ -1,4 +1,5 @@
 """`manage.py retrieve --project SLUG --retriever bm25|dense|cascade --name NAME [...] [--rerank JUDGE:KEEP ...]
+[--preset crisis-double-cascade --judge JUDGE [--dense-depth N --dense-fraction F --final-fraction F]]
 [--wait | --inline | --estimate]`: a built-in retriever, then the judges that re-rank its ranking, writes the run
 NAME, on the workers or (--inline) in this process."""
 import argparse
@@ -22,9 +23,11 @@ from labeling.services.retrieval import (
     retrieval_request,
     retrieval_run,
 )
+from labeling.services.retrieval_crisis import PRESET
 from labeling.services.retrieval_estimate import retrieval_estimate
 
 CHOICES = ("depth", "use_definition", "k1", "b", "first_depth", "keep", "model", "rerank")
+CRISIS = ("dense_depth", "dense_fraction", "final_fraction")
 
 
 def rerank_stage(value: str) -> dict:
@@ -43,7 +46,7 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--project", required=True)
-        parser.add_argument("--retriever", required=True, choices=RETRIEVERS)
+        parser.add_argument("--retriever", choices=RETRIEVERS, help="required unless --preset names one")
         parser.add_argument("--name", required=True, help="the run's name, new in the project")
         parser.add_argument("--depth", type=int, help=f"bm25, dense: passages per query, 1 to {MAX_DEPTH} "
                                                       f"(default {DEFAULT_DEPTH})")
@@ -59,6 +62,16 @@ class Command(BaseCommand):
         parser.add_argument("--rerank", type=rerank_stage, action="append", default=[], metavar="JUDGE:KEEP",
                             help="after the retriever, re-rank each query's ranking by this judge's P (crossencoder, "
                                  "embedding or hf) and keep the KEEP best; repeat for more stages, in order")
+        parser.add_argument("--preset", choices=(PRESET,),
+                            help="crisis-double-cascade: the crisis paper's double cascade (a cascade: BM25's "
+                                 "--first-depth, re-ranked by --judge keeping --keep, their union searched densely, "
+                                 "re-ranked by --judge again)")
+        parser.add_argument("--judge", help="crisis-double-cascade: the re-ranking judge (crossencoder, embedding, hf)")
+        parser.add_argument("--dense-depth", type=int, help="crisis-double-cascade: the dense depth (default 200)")
+        parser.add_argument("--dense-fraction", type=float,
+                            help="crisis-double-cascade: or this share of the filtered corpus when smaller (0.1)")
+        parser.add_argument("--final-fraction", type=float,
+                            help="crisis-double-cascade: the share of the dense ranking kept at the end (0.1)")
         how = parser.add_mutually_exclusive_group()
         how.add_argument("--wait", action="store_true", help="show progress until the job is finished")
         how.add_argument("--inline", action="store_true", help="run the job in this process, not on a worker")
@@ -67,16 +80,29 @@ class Command(BaseCommand):
         parser.add_argument("--skip-existing", action="store_true",
                             help="a run of that name exists: say so and exit 0 (re-running a setup script)")
 
-    def handle(self, *args, project: str, retriever: str, name: str, wait: bool, inline: bool, skip_existing: bool,
-               estimate: bool, **options) -> None:
+    def handle(self, *args, project: str, retriever: str | None, name: str, wait: bool, inline: bool,
+               skip_existing: bool, estimate: bool, preset: str | None, **options) -> None:
         found = command_project(project)
+        crisis = {"judge": options.pop("judge"), **{key: options.pop(key) for key in CRISIS}}
+        if preset:
+            retriever = retriever or "cascade"
+            if crisis["judge"] is None:
+                raise CommandError("--preset crisis-double-cascade needs --judge: the judge of its two re-rankings")
+            if estimate:
+                raise CommandError("--estimate does not cover the crisis double cascade yet: run it on a sample")
+            options["crisis"] = {key: value for key, value in crisis.items() if value is not None}
+        elif any(value is not None for value in crisis.values()):
+            raise CommandError("--judge, --dense-depth, --dense-fraction and --final-fraction are the crisis "
+                               "double cascade's: give --preset crisis-double-cascade")
+        if retriever is None:
+            raise CommandError("give --retriever (bm25, dense, cascade) or --preset")
         if estimate:
             self._estimate(found, retriever, options)
             return
         if skip_existing and Run.objects.filter(project=found, name=name.strip()).exists():
             self.stdout.write(f"Run {name!r} exists, skipped.")
             return
-        choices = {key: options[key] for key in CHOICES}
+        choices = {key: options[key] for key in CHOICES} | {"crisis": options.get("crisis")}
         try:
             if inline:
                 job = retrieval_create(project=found, retriever=retriever, name=name, **choices)
@@ -132,3 +158,6 @@ class Command(BaseCommand):
         run, seconds = job.run, (job.finished_at - job.started_at).total_seconds()
         self.stdout.write(f"Job {job.id} done: run {run.name!r}, {run.queries:,} queries, {run.entries:,} entries, "
                           f"depth {run.depth:,}, {seconds:.1f} s.")
+        stages = run.parameters.get("stage_seconds") or []
+        if stages:
+            self.stdout.write("Stages: " + ", ".join(f"{stage['stage']} {stage['seconds']:.2f} s" for stage in stages))
