@@ -40,7 +40,8 @@ class JudgeForm(forms.Form):
     prompts = forms.ChoiceField(
         choices=[("", "(default: paper)")] + [(name, name) for name in PROMPT_PRESETS], required=False,
         label="Ensemble prompts",
-        help_text="ensemble method: paper (DisastIR App. C as printed) or legacy (this product's first prompts)",
+        help_text="ensemble method: paper (DisastIR App. C as printed), released-code (the paper's words, the "
+                  "released code's cot criteria after a No) or legacy (this product's first prompts)",
     )
     members = forms.CharField(max_length=2000, required=False,
                               help_text="ensemble backend: member judge names, separated by commas")

@@ -126,7 +126,8 @@ class JudgeCreateSerializer(serializers.Serializer):
     strategies = serializers.ListField(child=StrictCharField(max_length=32), required=False, max_length=8)
     prompts = serializers.ChoiceField(
         choices=list(PROMPT_PRESETS), required=False,
-        help_text="ensemble method: paper (DisastIR App. C as printed, the default) or legacy")
+        help_text="ensemble method: paper (DisastIR App. C as printed, the default), released-code (the paper's "
+                  "words, the released code's cot criteria after a No) or legacy (stored judges without the key)")
     members = serializers.ListField(child=StrictCharField(max_length=200), required=False, max_length=20)
     max_new_tokens = StrictIntegerField(min_value=1, max_value=4096, required=False)
     max_length = StrictIntegerField(min_value=16, max_value=8192, required=False,

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from models_llm.cost import CountTokens, TokenEstimate, approximate_token_count, scaled
 from models_llm.ensembles.driver import strategies_for
 from models_llm.ensembles.intents import EnsembleConfigError, intent_get
-from models_llm.ensembles.strategies import LEGACY, PAPER, Attributes, Criteria, steps_for
+from models_llm.ensembles.strategies import LEGACY, PAPER, RELEASED, Attributes, Criteria, steps_for
 from models_llm.types import PairInput
 
 # The earlier answers a later step's prompt quotes, for building it without having run the step before.
@@ -21,6 +21,7 @@ TYPICAL_EARLIER: dict[str, dict[str, tuple]] = {
         "multi": (Attributes(exactness=2, coverage=2, topicality=2, contextual_fit=2),),
     },
     PAPER: {"cot": (True, 2, 2), "multi": (2, 2, 2, 2)},
+    RELEASED: {"cot": (True, 2, 2), "multi": (2, 2, 2, 2)},
 }
 # Completion tokens of a typical JSON answer per (strategy, step): a score object is about 8 tokens, the cot
 # reason one or two sentences. Replaced by a judge's observed means when it has answered before.
@@ -29,6 +30,7 @@ TYPICAL_COMPLETION: dict[tuple[str, str], float] = {
     ("multi", "attributes"): 28, ("multi", "score"): 8,
     # the paper preset: every answer is a one-key JSON object ({"has_answer": "Yes"}, {"criterion_score": 2}...)
     ("cot", "has_answer"): 8, ("cot", "exactness"): 8, ("cot", "coverage"): 8,
+    ("cot", "criterion_1"): 8, ("cot", "criterion_2"): 8,
     ("multi", "exactness"): 8, ("multi", "coverage"): 8, ("multi", "topicality"): 8, ("multi", "contextual_fit"): 8,
 }
 

@@ -107,7 +107,8 @@ def ensemble_score(
     """Judge `pair` under `intent` with each of `strategies` (default: all the intent uses; STS uses direct
     only) through `generate`, and combine the final scores of the strategies that parsed. A strategy whose
     answer does not parse counts for nothing; if none parses, the result is a parse error, never a label.
-    `prompts` is the prompt preset: paper (App. C as printed, the default) or legacy."""
+    `prompts` is the prompt preset: paper (App. C as printed, the default),
+    released-code or legacy (models_llm.ensembles.strategies)."""
     chosen = intent_get(intent)
     names = strategies_check(chosen, tuple(strategies) if strategies is not None else chosen.strategies)
     outcomes = tuple(strategy_run(chosen, name, pair, generate, prompts=prompts) for name in names)

@@ -272,6 +272,27 @@ def cot_criterion_step(criterion: str):
     return build
 
 
+# The released code's cot (github.com/KaiYin97/Disaster_IR, cot_rater.py: phase2_criteria_alt) rates Contextual Fit
+# then Topicality after a No, where the paper names Exactness and Coverage only. The `released-code` preset asks
+# them in the paper's words (Table 10-12's cot criterion prompts, the multi strategy's definitions).
+CRITERIA_AFTER_NO_RELEASED = ("contextual_fit", "topicality")
+
+
+def released_criteria(holds: bool) -> tuple[str, ...]:
+    """The two criteria the released code's cot rates after its phase 1 answer."""
+    return CRITERIA_COT if holds else CRITERIA_AFTER_NO_RELEASED
+
+
+def released_criterion_step(index: int):
+    def build(intent: Intent, pair: PairInput, earlier: tuple[Any, ...]) -> Messages:
+        table = table_for(intent)
+        holds = earlier[0]
+        definitions = table.cot_definitions if holds else table.multi_definitions
+        return _criterion_messages(table.criterion_system, table.criterion_user, definitions,
+                                   released_criteria(holds)[index], pair)
+    return build
+
+
 def cot_final_build(intent: Intent, pair: PairInput, earlier: tuple[Any, ...]) -> Messages:
     holds = earlier[0]
     table = table_for(intent)

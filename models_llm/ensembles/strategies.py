@@ -227,8 +227,11 @@ STEPS: dict[str, tuple[Step, ...]] = {
 # steps above, this product's first prompts (a judge stored without a `prompts` key keeps them, so its stored
 # judgments stay reproducible). docs/ensembles.md compares both with the paper and DisastIR's released code.
 PAPER = "paper"
+# `released-code`: the paper's words with the one step of DisastIR's released code that differs in structure: cot
+# rates Contextual Fit then Topicality after a No (phase2_criteria_alt); its steps are criterion_1, criterion_2.
+RELEASED = "released-code"
 LEGACY = "legacy"
-PROMPT_PRESETS = (PAPER, LEGACY)
+PROMPT_PRESETS = (PAPER, RELEASED, LEGACY)
 DEFAULT_PROMPTS = PAPER
 
 
@@ -248,6 +251,16 @@ def _paper_steps() -> dict[str, tuple[Step, ...]]:
 
 
 PAPER_STEPS: dict[str, tuple[Step, ...]] = _paper_steps()
+RELEASED_STEPS: dict[str, tuple[Step, ...]] = {
+    **PAPER_STEPS,
+    "cot": (
+        PAPER_STEPS["cot"][0],
+        Step("criterion_1", paper.released_criterion_step(0), paper.criterion_parse),
+        Step("criterion_2", paper.released_criterion_step(1), paper.criterion_parse),
+        PAPER_STEPS["cot"][-1],
+    ),
+}
+_PRESET_STEPS = {PAPER: PAPER_STEPS, RELEASED: RELEASED_STEPS, LEGACY: STEPS}
 
 
 def prompts_check(prompts: str) -> str:
@@ -258,5 +271,5 @@ def prompts_check(prompts: str) -> str:
 
 
 def steps_for(strategy: str, prompts: str = DEFAULT_PROMPTS) -> tuple[Step, ...]:
-    """The steps of `strategy` under the prompt preset `prompts` (paper or legacy)."""
-    return (PAPER_STEPS if prompts_check(prompts) == PAPER else STEPS)[strategy]
+    """The steps of `strategy` under the prompt preset `prompts` (paper, released-code or legacy)."""
+    return _PRESET_STEPS[prompts_check(prompts)][strategy]

@@ -263,4 +263,36 @@ def test_the_estimate_counts_the_papers_calls():
     legacy = ensemble_token_estimate(sample, total_pairs=2, max_new_tokens=64, prompts="legacy")
     assert paper.calls == (1 + 4 + 5) + 1
     assert legacy.calls == (1 + 3 + 2) + 1
+    released = ensemble_token_estimate(sample, total_pairs=2, max_new_tokens=64, prompts="released-code")
+    assert released.calls == paper.calls
     assert len(PAPER_STEPS["cot"]) == 4 and len(PAPER_STEPS["multi"]) == 5
+
+
+@pytest.mark.parametrize(("intent", "after_no"), [
+    # The released code's phase2_criteria_alt, in the paper's words: Table 10's and Table 11's multi definitions.
+    ("QA", [("Contextual Fit criterion in relation to the query. The output should be a single score (0–3) "
+            "indicating presence of relevant background information"),
+            ("Topicality criterion in relation to the query. The output should be a single score (0–3) indicating "
+            "subject alignment between passage and query")]),
+    ("FC", [("Contextual Fit criterion in relation to the claim. The output should be a single score (0–3) "
+            "indicating how much relevant background/context is provided to verify the claim"),
+            ("Topicality criterion in relation to the claim. The output should be a single score (0–3) indicating "
+            "how closely the subject matter aligns with the claim topic")]),
+])
+def test_released_code_cot_rates_contextual_fit_then_topicality_after_no_and_the_papers_two_after_yes(
+        intent, after_no):
+    no = Script(has_answer="No", final=0)
+    outcome = strategy_run(intent_get(intent), "cot", PAIR, no, prompts="released-code")
+    assert len(no.prompts) == 4 and outcome.score == 0
+    assert after_no[0] in _text(no.prompts[1]) and after_no[1] in _text(no.prompts[2])
+    yes = Script(has_answer="Yes", final=2)
+    strategy_run(intent_get(intent), "cot", PAIR, yes, prompts="released-code")
+    paper = Script(has_answer="Yes", final=2)
+    strategy_run(intent_get(intent), "cot", PAIR, paper, prompts="paper")
+    assert yes.prompts == paper.prompts  # after a Yes the two presets send the same four prompts
+    # direct and multi are the paper's.
+    for strategy in ("direct", "multi"):
+        released, printed = Script(), Script()
+        strategy_run(intent_get(intent), strategy, PAIR, released, prompts="released-code")
+        strategy_run(intent_get(intent), strategy, PAIR, printed, prompts="paper")
+        assert released.prompts == printed.prompts

@@ -82,9 +82,9 @@ def test_add_judge_takes_prompts_and_refuses_an_unknown_preset(project):
     call_command("add_judge", "legacy-judge", project=project.slug, backend="openai", model="m",
                  endpoint=declare_endpoint("http://127.0.0.1:9/v1"), method="ensemble", prompts="legacy")
     assert Judge.objects.get(name="legacy-judge").parameters["prompts"] == "legacy"
-    with pytest.raises(CommandError, match="prompts must be paper or legacy, got 'released'"):
+    with pytest.raises(CommandError, match="prompts must be paper, released-code or legacy, got 'released'"):
         call_command("add_judge", "x", project=project.slug, backend="openai", model="m", method="ensemble",
                      endpoint=declare_endpoint("http://127.0.0.1:9/v1"), prompts="released")
-    with pytest.raises(JudgeError, match="prompts must be paper or legacy, got 'PAPER'"):
+    with pytest.raises(JudgeError, match="prompts must be paper, released-code or legacy, got 'PAPER'"):
         judge_create(project=project, name="y", backend="openai", model="m", method="ensemble",
                      endpoint=declare_endpoint("http://127.0.0.1:9/v1"), prompts="PAPER")

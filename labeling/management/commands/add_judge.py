@@ -27,7 +27,8 @@ class Command(BaseCommand):
         parser.add_argument("--members", help="ensemble backend: member judge names, comma-separated")
         parser.add_argument("--strategies", help="ensemble method: direct,cot,multi (default: all the intent uses)")
         parser.add_argument("--prompts", choices=list(PROMPT_PRESETS),
-                            help="ensemble method: paper (DisastIR App. C as printed, the default) or legacy (this "
+                            help="ensemble method: paper (DisastIR App. C as printed, the default), released-code (the "
+                                 "paper's words, the released code's cot criteria after a No) or legacy (this "
                                  "product's first prompts); see docs/ensembles.md")
         parser.add_argument("--max-new-tokens", type=int, help="answer budget in tokens (ask, ensemble)")
         parser.add_argument("--price-in", type=float, help="USD per million prompt tokens, for cost figures")
