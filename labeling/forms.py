@@ -20,7 +20,7 @@ from labeling.services.retrieval_crisis import PRESET as CRISIS_PRESET
 from labeling.services.training_sets import MAX_HELD_OUT
 from models_llm.audit.multicondition import PAPER_FILLER
 from models_llm.audit.types import PAD_WORDS, PERTURBATION_TESTS
-from models_llm.ensembles import STRATEGIES
+from models_llm.ensembles import PROMPT_PRESETS, STRATEGIES
 from models_llm.prompts import PRESETS
 
 
@@ -38,6 +38,12 @@ class JudgeForm(forms.Form):
     strategies = forms.MultipleChoiceField(
         choices=[(name, name) for name in STRATEGIES], required=False, widget=forms.CheckboxSelectMultiple,
         help_text="ensemble method: the prompt strategies (none ticked: all the query's intent uses)",
+    )
+    prompts = forms.ChoiceField(
+        choices=[("", "(default: paper)")] + [(name, name) for name in PROMPT_PRESETS], required=False,
+        label="Ensemble prompts",
+        help_text="ensemble method: paper (DisastIR App. C as printed), released-code (the paper's words, the "
+                  "released code's cot criteria after a No) or legacy (this product's first prompts)",
     )
     members = forms.CharField(max_length=2000, required=False,
                               help_text="ensemble backend: member judge names, separated by commas")
@@ -104,6 +110,7 @@ class JudgeForm(forms.Form):
         return {
             **prices,
             "strategies": data["strategies"] or None,
+            "prompts": data["prompts"] or None,
             "max_new_tokens": data["max_new_tokens"],
             "max_length": data["max_length"],
             "name": data["name"],

@@ -26,7 +26,7 @@ from models_llm.types import JudgeConfig, PairInput, Verdict
 # holding its key come from there, never from the judge.
 PARAMETER_FIELDS = (
     "method", "cot", "use_definition", "adapter", "device", "dtype", "batch_size", "max_new_tokens", "endpoint",
-    "timeout_s", "max_retries", "concurrency", "strategies", "adapter_storage", "max_length", "separator",
+    "timeout_s", "max_retries", "concurrency", "strategies", "prompts", "adapter_storage", "max_length", "separator",
 )
 
 

@@ -50,6 +50,10 @@ class JudgeConfig:
     template: dict[str, str] = field(default_factory=dict)  # prompt template override (see prompts.py)
     # ensemble: the DisastIR prompt strategies to run (empty: every strategy the query's intent uses)
     strategies: tuple[str, ...] = ()
+    # ensemble: the prompt preset, "paper" (DisastIR App. C as printed), "released-code" (the paper's words, the
+    # released code's cot criteria after a No) or "legacy" (this product's first prompts);
+    # empty: legacy, what a judge stored before the choice existed runs (models_llm.ensembles.strategies)
+    prompts: str = ""
     max_length: int = 512  # crossencoder: tokens of query and passage together (the rest is cut)
     separator: str = CROSSENCODER_SEPARATOR  # crossencoder: between the definition and the question
 
@@ -65,6 +69,10 @@ class JudgeConfig:
         if self.strategies and self.method != "ensemble":
             raise ValueError("strategies are for the ensemble method")
         object.__setattr__(self, "strategies", tuple(self.strategies))
+        if self.prompts and self.method != "ensemble":
+            raise ValueError("prompts (a prompt preset) are for the ensemble method")
+        if self.prompts not in ("", "paper", "released-code", "legacy"):
+            raise ValueError(f"prompts must be paper, released-code or legacy, got {self.prompts!r}")
         if self.prefill and self.backend != "openai":
             raise ValueError("prefill is a capability of an openai endpoint")
         for name in ("yes_token_ids", "no_token_ids"):

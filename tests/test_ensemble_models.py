@@ -61,7 +61,7 @@ def test_the_ensemble_on_smollm2_in_process_and_the_dry_run_after_a_pilot(tmp_pa
     project = small_scoring_project(tmp_path / "b", queries=1, passages=3)
     folder = str(smollm2_folder(settings.VAR_DIR))
     judge = judge_create(project=project, name="smollm2-ensemble", backend="hf", model=folder, method="ensemble",
-                         max_new_tokens=MAX_NEW_TOKENS)
+                         max_new_tokens=MAX_NEW_TOKENS, prompts="legacy")
     before = scoring_job_estimate(project=project, judge=judge)
     # Before any answer the dry run assumes every step of every strategy runs: 6 calls per QA pair.
     assert before.tokens.exact_prompt_tokens and before.tokens.pairs == 3 and before.tokens.calls == 18
@@ -98,7 +98,7 @@ def test_the_ensemble_over_http_against_transformers_serve(tmp_path, served_smol
     project = small_scoring_project(tmp_path / "b", queries=1, passages=1)
     judge = judge_create(project=project, name="served-ensemble", backend="openai", model=str(folder),
                          method="ensemble", endpoint=declare_endpoint(base_url), max_new_tokens=MAX_NEW_TOKENS, timeout_s=120.0,
-                         max_retries=1, concurrency=1, price_in=0.15, price_out=0.60)
+                         prompts="legacy", max_retries=1, concurrency=1, price_in=0.15, price_out=0.60)
     job = _score(project, judge)
     _check_stored(judge, [job], 1)
     progress = job_progress(job)

@@ -90,16 +90,17 @@ def test_admin_creates_ensemble_judges_and_gets_a_dry_run_estimate(client, proje
     assert response.status_code == 302
     judge = Judge.objects.get(project=project, name="disastir")
     assert judge.parameters["strategies"] == ["direct", "cot"] and judge.price_in == 0.15
+    assert judge.parameters["prompts"] == "paper"  # none chosen in the form: the paper's App. C prompts
     response = client.post(create, {"name": "both", "backend": "ensemble", "members": "disastir, ghost"})
     assert response.status_code == 400 and "member &#x27;ghost&#x27; is not a judge" in response.content.decode()
     minilm_judge(project)
     assert client.post(create, {"name": "both", "backend": "ensemble", "members": "disastir, minilm"}).status_code == 302
     html = client.get(reverse("labeling:judges", args=[project.slug])).content.decode()
-    assert "mean P of disastir, minilm" in html and "(direct, cot)" in html and "$0.15 / $0.6 per M tokens" in html
+    assert "mean P of disastir, minilm" in html and "(direct, cot), paper prompts" in html and "$0.15 / $0.6 per M tokens" in html
     estimate = client.get(reverse("labeling:judge_estimate", args=[project.slug, "disastir"]), {"scope": "missing"},
                           headers={"HX-Request": "true"}).content.decode()
-    # 6 QA pairs x (direct 1 call + cot 3 calls), prompts counted by SmolLM2's tokenizer.
-    assert "Dry run for disastir" in estimate and "<span data-calls>24</span>" in estimate
+    # 6 QA pairs x (direct 1 call + the paper's cot 1 + 2 + 1 calls), prompts counted by SmolLM2's tokenizer.
+    assert "Dry run for disastir" in estimate and "<span data-calls>30</span>" in estimate
     assert "with the model's tokenizer" in estimate and "data-cost" in estimate and "DisastIR" in estimate
     embedding = client.get(reverse("labeling:judge_estimate", args=[project.slug, "minilm"])).content.decode()
     # An embedding judge costs time, not tokens: its time comes from a timed probe of one part.

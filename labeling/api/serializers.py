@@ -6,6 +6,7 @@ from rest_framework import serializers
 
 from labeling.api.fields import IdField, StrictBooleanField, StrictCharField, StrictFloatField, StrictIntegerField
 from labeling.models import Judge, Pair, PairSource, Passage, Query, RelevanceDefinition, ScoringJob
+from models_llm.ensembles import PROMPT_PRESETS
 
 
 class GradeSerializer(serializers.Serializer):
@@ -125,6 +126,10 @@ class JudgeCreateSerializer(serializers.Serializer):
     use_definition = StrictBooleanField(required=False)
     adapter = StrictCharField(max_length=300, required=False)
     strategies = serializers.ListField(child=StrictCharField(max_length=32), required=False, max_length=8)
+    prompts = serializers.ChoiceField(
+        choices=list(PROMPT_PRESETS), required=False,
+        help_text="ensemble method: paper (DisastIR App. C as printed, the default), released-code (the paper's "
+                  "words, the released code's cot criteria after a No) or legacy (stored judges without the key)")
     members = serializers.ListField(child=StrictCharField(max_length=200), required=False, max_length=20)
     max_new_tokens = StrictIntegerField(min_value=1, max_value=4096, required=False)
     max_length = StrictIntegerField(min_value=16, max_value=8192, required=False,

@@ -13,7 +13,7 @@ from labeling.llm_adapter import judge_method, judge_relevance_rule
 from labeling.models import Judge, Judgment, MemberOutput, Project, Query, ScoringChunk, ScoringJob
 from labeling.selectors.job_states import JobState, scoring_job_state
 from models_llm.cost import usd_cost
-from models_llm.ensembles import STEPS
+from models_llm.ensembles import LEGACY, PROMPT_PRESETS, STRATEGIES, steps_for
 
 # What viewers and experts read instead of a failure's text: a remote server's answer is for project admins
 # (and the server log) only.
@@ -153,9 +153,13 @@ def observed_answers(judge: Judge, *, limit: int = 2000) -> ObservedAnswers | No
             reached[key] = reached.get(key, 0) + 1
             if step.get("completion_tokens") is not None:
                 tokens.setdefault(key, []).append(step["completion_tokens"])
+    prompts = (judge.parameters or {}).get("prompts") or LEGACY
+    if prompts not in PROMPT_PRESETS:
+        prompts = LEGACY  # judge_config refuses such a judge before it is estimated
     reach = {
         (member, step.name): reached.get((member, step.name), 0) / count
-        for member, count in per_strategy.items() if member in STEPS for step in STEPS[member]
+        for member, count in per_strategy.items() if member in STRATEGIES
+        for step in steps_for(member, prompts)
     }
     completion = {key: sum(values) / len(values) for key, values in tokens.items() if values}
     return ObservedAnswers(pairs=max(per_strategy.values()), reach=reach, completion=completion)

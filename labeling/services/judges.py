@@ -11,7 +11,7 @@ from labeling.exceptions import DomainError
 from labeling.llm_adapter import PARAMETER_FIELDS, JudgeConfigError, judge_check, judge_config
 from labeling.models import Judge, Project
 from labeling.names import NameRefused, clean_name
-from models_llm.ensembles import DEFAULT_INTENT, EnsembleConfigError, strategies_for
+from models_llm.ensembles import DEFAULT_INTENT, DEFAULT_PROMPTS, EnsembleConfigError, strategies_for
 
 
 class JudgeError(DomainError):
@@ -38,11 +38,12 @@ UNUSED_BY_BACKEND: dict[str, tuple[frozenset[str], str]] = {
     Judge.Backend.OPENAI: (frozenset({"adapter", "adapter_storage", "device", "dtype", "batch_size"}),
                            "an openai judge's model runs at its endpoint: it takes no local model settings"),
     Judge.Backend.EMBEDDING: (
-        frozenset({"method", "cot", "template", "max_new_tokens", "strategies", "adapter", "adapter_storage",
+        frozenset({"method", "cot", "template", "max_new_tokens", "strategies", "prompts", "adapter",
+                   "adapter_storage",
                    "timeout_s", "max_retries", "concurrency", "price_in", "price_out"}),
         "an embedding judge compares embeddings: it sends no prompt, writes no text and costs no tokens"),
     Judge.Backend.CROSSENCODER: (
-        frozenset({"method", "cot", "template", "max_new_tokens", "strategies", "adapter",
+        frozenset({"method", "cot", "template", "max_new_tokens", "strategies", "prompts", "adapter",
                    "timeout_s", "max_retries", "concurrency", "price_in", "price_out"}),
         "a crossencoder judge reads query and passage with its own head: it sends no prompt, writes no text and "
         "costs no tokens"),
@@ -81,7 +82,7 @@ def judge_create(
     **parameters,
 ) -> Judge:
     """Create judge `name` in `project`. `parameters` are JudgeConfig fields (method, cot, use_definition,
-    adapter, device, dtype, batch_size, strategies...) and, for an openai judge, the `endpoint` the operator
+    adapter, device, dtype, batch_size, strategies, prompts...) and, for an openai judge, the `endpoint` the operator
     declared (settings.LLM_ENDPOINTS); local model folders must be under a model root and hold a model. Backend
     `ensemble` makes a judges ensemble of the `members` (judge names; no model of its own).
     `price_in` / `price_out` (USD per million prompt / completion tokens) price the judge's jobs. A field the
@@ -113,6 +114,10 @@ def judge_create(
     _unused_refused(backend, {**params, "template": template or None, "price_in": price_in, "price_out": price_out})
     if backend in Judge.Backend.promptless():
         params["method"] = Judge.Method(backend).value
+    if params.get("method") == Judge.Method.ENSEMBLE and "prompts" not in params:
+        # A new ensemble judge asks the paper's prompts (App. C as printed); a judge stored without the key keeps
+        # the legacy ones, so its stored judgments stay reproducible.
+        params["prompts"] = DEFAULT_PROMPTS
     judge = Judge(project=project, name=name, backend=backend, model=model,
                   prompt=json.dumps(template, indent=2) if template else "", parameters=params, **prices)
     try:

@@ -22,6 +22,7 @@ from labeling.llm_adapter import (
 from labeling.models import Judge, Judgment, MemberOutput, Pair, RelevanceDefinition
 from models_llm.ensembles import (
     DEFAULT_INTENT,
+    LEGACY,
     EnsembleConfigError,
     StepOutput,
     StrategyOutcome,
@@ -124,7 +125,8 @@ def _strategy_ensemble(
             row = stored.get((pair.id, name))
             if row is None:
                 scorer = scorer or scorer_for(judge)
-                outcome = strategy_run(intent, name, pair_input, scorer.generate_chat)
+                outcome = strategy_run(intent, name, pair_input, scorer.generate_chat,
+                                       prompts=config.prompts or LEGACY)
                 row = _row_from_outcome(judge, pair, definition, intent.name, outcome)
                 # Stored at once and on its own: a worker killed after this strategy does not run it again.
                 with transaction.atomic():

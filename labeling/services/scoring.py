@@ -38,6 +38,7 @@ from labeling.services.scoring_dispatch import (  # noqa: F401
 )
 from labeling.services.throughput import throughput_probe
 from models_llm.cost import TokenEstimate, diras_token_estimate
+from models_llm.ensembles import LEGACY
 from models_llm.ensembles.cost import ensemble_token_estimate
 
 
@@ -296,6 +297,7 @@ def scoring_job_estimate(
             total_pairs=len(rows), strategies=config.strategies, count_tokens=count,
             max_new_tokens=config.max_new_tokens,
             completion=observed.completion if observed else None, reach=observed.reach if observed else None,
+            prompts=config.prompts or LEGACY,
         )
     else:
         tokens = diras_token_estimate(inputs, config=config, total_pairs=len(rows), count_tokens=count)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from models_llm.ensembles.intents import DEFAULT_INTENT, EnsembleConfigError, Intent, intent_get, strategies_check
-from models_llm.ensembles.strategies import STEPS, Messages
+from models_llm.ensembles.strategies import DEFAULT_PROMPTS, Messages, steps_for
 from models_llm.parsing import AnswerParseError
 from models_llm.relevance_rule import SCORE_ABOVE_ZERO
 from models_llm.types import Generation, PairInput, Status
@@ -73,11 +73,14 @@ def _generation(answer: str | Generation) -> Generation:
     return answer if isinstance(answer, Generation) else Generation(text=answer)
 
 
-def strategy_run(intent: Intent, strategy: str, pair: PairInput, generate: Generate) -> StrategyOutcome:
-    """Run `strategy`'s steps on `pair` in order, each prompt built from the answers parsed before it."""
+def strategy_run(
+    intent: Intent, strategy: str, pair: PairInput, generate: Generate, *, prompts: str = DEFAULT_PROMPTS,
+) -> StrategyOutcome:
+    """Run `strategy`'s steps under the prompt preset `prompts` (paper, legacy) on `pair` in order, each prompt
+    built from the answers parsed before it."""
     outputs: list[StepOutput] = []
     values: list[Any] = []
-    for step in STEPS[strategy]:
+    for step in steps_for(strategy, prompts):
         earlier = tuple(values)
         answer = _generation(generate(step.build(intent, pair, earlier)))
         counts = {"prompt_tokens": answer.prompt_tokens, "completion_tokens": answer.completion_tokens}
@@ -100,13 +103,16 @@ def ensemble_score(
     generate: Generate,
     intent: str = DEFAULT_INTENT,
     strategies: Sequence[str] | None = None,
+    prompts: str = DEFAULT_PROMPTS,
 ) -> EnsembleResult:
     """Judge `pair` under `intent` with each of `strategies` (default: all the intent uses; STS uses direct
     only) through `generate`, and combine the final scores of the strategies that parsed. A strategy whose
-    answer does not parse counts for nothing; if none parses, the result is a parse error, never a label."""
+    answer does not parse counts for nothing; if none parses, the result is a parse error, never a label.
+    `prompts` is the prompt preset: paper (App. C as printed, the default),
+    released-code or legacy (models_llm.ensembles.strategies)."""
     chosen = intent_get(intent)
     names = strategies_check(chosen, tuple(strategies) if strategies is not None else chosen.strategies)
-    outcomes = tuple(strategy_run(chosen, name, pair, generate) for name in names)
+    outcomes = tuple(strategy_run(chosen, name, pair, generate, prompts=prompts) for name in names)
     return ensemble_combine(pair.pair_id, chosen.name, outcomes)
 
 

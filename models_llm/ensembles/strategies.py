@@ -17,12 +17,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import Any
 
+from models_llm.ensembles import paper
 from models_llm.ensembles.answers import json_object, score_read, yes_no_read
-from models_llm.ensembles.intents import Intent
+from models_llm.ensembles.intents import EnsembleConfigError, Intent
 from models_llm.types import PairInput
 
 Messages = list[dict[str, str]]
-CRITERION_SCALE = range(0, 4)
+CRITERION_SCALE = range(4)
 ALLOWED_AFTER_YES = (2, 3)
 ALLOWED_AFTER_NO = (0, 1)
 
@@ -219,3 +220,56 @@ STEPS: dict[str, tuple[Step, ...]] = {
         Step("score", _aggregate_build, _final_score_parse),
     ),
 }
+
+
+# -- presets -------------------------------------------------------------------------------------------
+# `paper`: App. C's templates as printed (models_llm.ensembles.paper), the default of new judges. `legacy`: the
+# steps above, this product's first prompts (a judge stored without a `prompts` key keeps them, so its stored
+# judgments stay reproducible). docs/ensembles.md compares both with the paper and DisastIR's released code.
+PAPER = "paper"
+# `released-code`: the paper's words with the one step of DisastIR's released code that differs in structure: cot
+# rates Contextual Fit then Topicality after a No (phase2_criteria_alt); its steps are criterion_1, criterion_2.
+RELEASED = "released-code"
+LEGACY = "legacy"
+PROMPT_PRESETS = (PAPER, RELEASED, LEGACY)
+DEFAULT_PROMPTS = PAPER
+
+
+def _paper_steps() -> dict[str, tuple[Step, ...]]:
+    return {
+        "direct": (Step("score", paper.direct_build, paper.direct_parse),),
+        "cot": (
+            Step("has_answer", paper.has_answer_build, paper.has_answer_parse),
+            *(Step(name, paper.cot_criterion_step(name), paper.criterion_parse) for name in paper.CRITERIA_COT),
+            Step("score", paper.cot_final_build, paper.cot_final_parse),
+        ),
+        "multi": (
+            *(Step(name, paper.multi_criterion_step(name), paper.criterion_parse) for name in paper.CRITERIA_MULTI),
+            Step("score", paper.aggregate_build, paper.aggregate_parse),
+        ),
+    }
+
+
+PAPER_STEPS: dict[str, tuple[Step, ...]] = _paper_steps()
+RELEASED_STEPS: dict[str, tuple[Step, ...]] = {
+    **PAPER_STEPS,
+    "cot": (
+        PAPER_STEPS["cot"][0],
+        Step("criterion_1", paper.released_criterion_step(0), paper.criterion_parse),
+        Step("criterion_2", paper.released_criterion_step(1), paper.criterion_parse),
+        PAPER_STEPS["cot"][-1],
+    ),
+}
+_PRESET_STEPS = {PAPER: PAPER_STEPS, RELEASED: RELEASED_STEPS, LEGACY: STEPS}
+
+
+def prompts_check(prompts: str) -> str:
+    """`prompts` if it names a preset, else EnsembleConfigError naming the presets."""
+    if prompts not in PROMPT_PRESETS:
+        raise EnsembleConfigError(f"unknown prompt preset {prompts!r}; the presets are {list(PROMPT_PRESETS)}")
+    return prompts
+
+
+def steps_for(strategy: str, prompts: str = DEFAULT_PROMPTS) -> tuple[Step, ...]:
+    """The steps of `strategy` under the prompt preset `prompts` (paper, released-code or legacy)."""
+    return _PRESET_STEPS[prompts_check(prompts)][strategy]

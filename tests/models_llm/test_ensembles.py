@@ -4,17 +4,27 @@ and one through the openai backend's wire format."""
 from __future__ import annotations
 
 import json
+from functools import partial
 from pathlib import Path
 
 import pytest
 import torch
 
-from models_llm import EnsembleConfigError, ensemble_score
+from models_llm import EnsembleConfigError
+from models_llm import ensemble_score as _ensemble_score
 from models_llm.backends.hf import HFScorer
 from models_llm.backends.openai import OpenAIScorer
 from models_llm.bundled import smollm2_folder
 from models_llm.ensembles import (
-    INTENTS, STEPS, Attributes, Criteria, allowed_final_scores, intent_get, json_object, score_read, yes_no_read,
+    INTENTS,
+    STEPS,
+    Attributes,
+    Criteria,
+    allowed_final_scores,
+    intent_get,
+    json_object,
+    score_read,
+    yes_no_read,
 )
 from models_llm.parsing import AnswerParseError
 from models_llm.types import Generation, JudgeConfig, PairInput
@@ -32,6 +42,10 @@ BARE_PAIR = PairInput(pair_id=43, query="Wildfire evacuation routes in Maui", pa
 
 # Plausible parsed answers of the earlier steps, by step name, to build any step's prompt.
 EARLIER = {"holds": True, "criteria": Criteria(exactness=2, coverage=3), "attributes": Attributes(1, 2, 3, 0)}
+
+# These tests pin the legacy prompt preset (the product's first prompts); tests/models_llm/test_disastir_paper.py
+# checks the paper preset.
+ensemble_score = partial(_ensemble_score, prompts="legacy")
 
 
 def _all_steps():

@@ -65,9 +65,10 @@ def project(tmp_path):
     return small_scoring_project(tmp_path / "b", queries=2, passages=3)
 
 
-def ensemble_judge(project, server, name="disastir", **extra):
+def ensemble_judge(project, server, name="disastir", prompts="legacy", **extra):
+    # The scripted answers below are the legacy preset's; tests/services/test_ensemble_paper.py runs the paper's.
     return judge_create(project=project, name=name, backend="openai", model="judge", method="ensemble",
-                        endpoint=declare_endpoint(server.base_url), max_new_tokens=64, **extra)
+                        endpoint=declare_endpoint(server.base_url), max_new_tokens=64, prompts=prompts, **extra)
 
 
 def test_each_strategy_is_stored_and_the_judgment_holds_the_mean_p_and_spread(project):

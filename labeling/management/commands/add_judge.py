@@ -9,6 +9,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from labeling.management.lookup import command_project
 from labeling.models import Judge
 from labeling.services.judges import JudgeError, judge_create
+from models_llm.ensembles import PROMPT_PRESETS
 
 
 class Command(BaseCommand):
@@ -25,6 +26,10 @@ class Command(BaseCommand):
                             help="local model folder (hf, embedding, crossencoder) or model name (openai)")
         parser.add_argument("--members", help="ensemble backend: member judge names, comma-separated")
         parser.add_argument("--strategies", help="ensemble method: direct,cot,multi (default: all the intent uses)")
+        parser.add_argument("--prompts", choices=list(PROMPT_PRESETS),
+                            help="ensemble method: paper (DisastIR App. C as printed, the default), released-code (the "
+                                 "paper's words, the released code's cot criteria after a No) or legacy (this "
+                                 "product's first prompts); see docs/ensembles.md")
         parser.add_argument("--max-new-tokens", type=int, help="answer budget in tokens (ask, ensemble)")
         parser.add_argument("--price-in", type=float, help="USD per million prompt tokens, for cost figures")
         parser.add_argument("--price-out", type=float, help="USD per million completion tokens")
@@ -76,7 +81,7 @@ class Command(BaseCommand):
                 method=method, cot=options["cot"] or None, use_definition=False if options["no_definition"] else None,
                 adapter=options["adapter"], device=options["device"], dtype=options["dtype"],
                 batch_size=options["batch_size"], endpoint=options["endpoint"],
-                concurrency=options["concurrency"], strategies=strategies, max_new_tokens=options["max_new_tokens"],
+                concurrency=options["concurrency"], strategies=strategies, prompts=options["prompts"], max_new_tokens=options["max_new_tokens"],
                 max_length=options["max_length"], separator=options["separator"], **prices,
             )
         except JudgeError as exc:
