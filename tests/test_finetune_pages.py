@@ -195,7 +195,7 @@ def test_a_training_set_is_sampled_from_a_run(client):
     world = build_world()
     client.force_login(world.users[ADMIN])
     response = client.post(reverse("labeling:training_set_sample", args=[world.project.slug]),
-                           {"name": "sampled", "run": "run-a", "top": 2, "random": 1, "seed": 0, "held_out": 0})
+                           {"name": "sampled", "run": "run-a", "top": 2, "inside": 2, "outside": 1, "seed": 0, "held_out": 0})
     assert response.status_code == 302
     training_set = TrainingSet.objects.get(project=world.project, name="sampled")
     # run-a ranks the query's three passages: the top 2 with their ranks, and the one left drawn at random.
@@ -204,14 +204,18 @@ def test_a_training_set_is_sampled_from_a_run(client):
         "pair__passage__text", "origin", "rank", "split"))
     assert examples == {(ranked[0], "top", 1, "train"), (ranked[1], "top", 2, "train"),
                         (ranked[2], "random", None, "train")}
-    assert "Stored training set sampled" in client.get(page(world.project)).content.decode()
+    shown = client.get(page(world.project)).content.decode()
+    assert "Stored training set sampled" in shown
+    assert ("Drew 2 passage(s) inside the top 2 (asked 2 per query) and 1 outside it (asked 1) over 1 query, "
+            "seed 0; held-out share 0 (as given).") in shown
+    assert "2 inside top 2, 1 outside, seed 0" in shown
 
 
 def test_a_refused_sample_says_why_and_stores_nothing(client):
     world = build_world()
     client.force_login(world.users[ADMIN])
     response = client.post(reverse("labeling:training_set_sample", args=[world.project.slug]),
-                           {"name": "set-a", "run": "run-a", "top": 2, "random": 1, "seed": 0, "held_out": 0.2})
+                           {"name": "set-a", "run": "run-a", "top": 2, "inside": 2, "outside": 1, "seed": 0, "held_out": 0.2})
     assert response.status_code == 400
     assert "already has a training set &#x27;set-a&#x27;" in response.content.decode()
     assert TrainingSet.objects.filter(project=world.project).count() == 2
@@ -225,7 +229,7 @@ def test_a_training_set_name_that_is_not_one_line_is_refused_and_the_page_still_
     client.force_login(world.users[ADMIN])
     name = "nl\r\nSet-Cookie: x=1"
     sampled = client.post(reverse("labeling:training_set_sample", args=[world.project.slug]),
-                          {"name": name, "run": "run-a", "top": 2, "random": 1, "seed": 0, "held_out": 0})
+                          {"name": name, "run": "run-a", "top": 2, "inside": 2, "outside": 1, "seed": 0, "held_out": 0})
     assert sampled.status_code == 400
     assert "the training set name holds a control character (U+000D) at position 3" in sampled.content.decode()
     content = (DATA / "rag_bench_train_data.csv").read_bytes()
@@ -240,7 +244,7 @@ def test_a_training_set_name_keeps_its_inner_spaces_and_accents_and_can_be_delet
     world = build_world()
     client.force_login(world.users[ADMIN])
     response = client.post(reverse("labeling:training_set_sample", args=[world.project.slug]),
-                           {"name": "BM25 re\u0301gle\u0301", "run": "run-a", "top": 2, "random": 1, "seed": 0,
+                           {"name": "BM25 re\u0301gle\u0301", "run": "run-a", "top": 2, "inside": 2, "outside": 1, "seed": 0,
                             "held_out": 0})
     assert response.status_code == 302
     delete = reverse("labeling:training_set_delete", args=[world.project.slug, "BM25 réglé"])
