@@ -356,7 +356,7 @@ class FinetuneForm(forms.Form):
     service checks their ranges."""
 
     SETTINGS = ("r", "alpha", "dropout", "learning_rate", "warmup_ratio", "batch_size", "micro_batch", "epochs",
-                "max_steps", "max_length", "save_steps")
+                "max_steps", "source_max_length", "target_max_length", "save_steps")
     LORA_FIELDS = ("base_model", *SETTINGS)
     # The cross-encoder's fields and the CrossEncoderSettings field each one sets.
     CROSSENCODER_SETTINGS: ClassVar[dict[str, str]] = {"ce_epochs": "epochs", "ce_learning_rate": "learning_rate",
@@ -381,7 +381,10 @@ class FinetuneForm(forms.Form):
     micro_batch = forms.IntegerField(required=False, help_text="examples per forward pass")
     epochs = forms.FloatField(required=False)
     max_steps = forms.IntegerField(required=False, help_text="0: as many as the epochs take")
-    max_length = forms.IntegerField(required=False, help_text="longest example in tokens")
+    source_max_length = forms.IntegerField(required=False, label="Source max length",
+                                           help_text="the prompt's tokens at most; a longer one has its passage cut")
+    target_max_length = forms.IntegerField(required=False, label="Target max length",
+                                           help_text="the answer's tokens at most (never cut)")
     save_steps = forms.IntegerField(required=False, help_text="a checkpoint every this many steps")
     ce_base_model = forms.CharField(
         max_length=300, required=False, label="Base encoder folder",

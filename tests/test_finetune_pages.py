@@ -299,7 +299,8 @@ def _finetune_post(project, **changes) -> dict:
     data = {"training_set": "rule", "teacher": "teacher", "student": "lora", "base_model": base_folder(),
             "student_name": "pupil",
             "r": 8, "alpha": 16, "dropout": 0.1, "learning_rate": 2e-4, "warmup_ratio": 0.03, "batch_size": 32,
-            "micro_batch": 4, "epochs": 2, "max_steps": 0, "max_length": 512, "save_steps": 20, "device": "cpu"}
+            "micro_batch": 4, "epochs": 2, "max_steps": 0, "source_max_length": 1024, "target_max_length": 64,
+            "save_steps": 20, "device": "cpu"}
     return data | changes
 
 
@@ -312,7 +313,8 @@ def test_a_fine_tuning_request_is_stored_as_a_pending_job(client, tmp_path):
     # 8 train examples in micro batches of 4 make 2 micro batches, one optimizer step of 32 per epoch: 2 steps.
     assert (job.status, job.examples, job.total_steps, job.teacher, job.training_set) == (
         "pending", 8, 2, teacher, training_set)
-    assert job.hyperparameters["r"] == 8 and job.hyperparameters["max_length"] == 512
+    assert job.hyperparameters["r"] == 8 and job.hyperparameters["source_max_length"] == 1024
+    assert job.hyperparameters["target_max_length"] == 64 and "max_length" not in job.hyperparameters
     assert job.hyperparameters["device"] == "cpu"
 
 

@@ -193,8 +193,9 @@ class FineTuneCreateSerializer(serializers.Serializer):
     hyperparameters = serializers.DictField(required=False, default=dict,
                                             help_text="the student kind's settings, the rest keeping their defaults: "
                                                       "lora: r, alpha, dropout, learning_rate, batch_size, "
-                                                      "micro_batch, epochs, max_steps, max_length, ... (DIRAS's "
-                                                      "values); crossencoder: learning_rate, warmup_ratio, scheduler, "
+                                                      "micro_batch, epochs, max_steps, source_max_length (2048), "
+                                                      "target_max_length (512), ... (DIRAS's values; a job shows "
+                                                      "truncated_examples once its worker encoded them); crossencoder: learning_rate, warmup_ratio, scheduler, "
                                                       "weight_decay, batch_size, epochs, max_steps, max_length, "
                                                       "save_steps, seed, expert_weight, use_definition, separator")
     device = StrictCharField(max_length=32, required=False, allow_blank=True, default="",
