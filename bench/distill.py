@@ -76,11 +76,11 @@ def score(base: str, adapter: str | None, examples: list[ChatExample]) -> tuple[
 
 
 def fits(tokenizer, example: ChatExample, max_length: int) -> bool:
+    """The whole example (prompt and answer, uncut) is at most max_length tokens: a CPU budget keeps short ones."""
     try:
-        encode(tokenizer, example, max_length)
+        return len(encode(tokenizer, example, source_max=10**9).input_ids) <= max_length
     except DistillFormatError:
         return False
-    return True
 
 
 def describe(label: str, p: list[float], reference: list[int]) -> dict:
@@ -124,7 +124,8 @@ def main() -> None:
     tokenizer = AutoTokenizer.from_pretrained(base, local_files_only=True)
     fitting = [row for row in train if fits(tokenizer, ChatExample(row.system, row.user, row.answer), args.max_length)]
     print(f"{len(fitting)} of {len(train)} training examples fit in {args.max_length} tokens")
-    lora = LoraSettings(micro_batch=args.micro_batch, batch_size=args.batch_size, epochs=1.0, max_length=args.max_length, save_steps=1_000_000,
+    lora = LoraSettings(micro_batch=args.micro_batch, batch_size=args.batch_size, epochs=1.0, source_max_length=args.max_length,
+                        save_steps=1_000_000,
                         seed=args.seed)
     print(f"settings: {lora.as_dict()}")
     curve: list[tuple[int, float]] = []

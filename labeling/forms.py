@@ -11,6 +11,7 @@ from django.db.models import QuerySet
 from labeling.models import FineTuneJob, Judge, Project, RunKind
 from labeling.models.project import QUEUE_STRATEGIES
 from labeling.scale import DEFAULT_SCALE, LabelScale
+from labeling.selectors.diras_sample import DIRAS_INSIDE, DIRAS_OUTSIDE, DIRAS_TOP
 from labeling.selectors.distill import STUDENT_NAME_MAX_LENGTH
 from labeling.selectors.queue_settings import queue_mix_percentages
 from labeling.services.projects import LABELS_PER_ITEM_MAX, LEASE_MINUTES_MAX
@@ -344,16 +345,21 @@ class PoolForm(forms.Form):
 
 
 class TrainingSetSampleForm(forms.Form):
-    """DIRAS's sample of a run as a training set (the Fine-tuning page): each query's top passages in the run and
-    passages drawn at random from the rest of the corpus, split train / held-out by query."""
+    """DIRAS's sample of a run as a training set (the Fine-tuning page): per query, passages drawn at random from
+    within the run's top and from outside it, split train / held-out by query."""
 
     name = forms.CharField(max_length=200, help_text="the training set's name in this project")
-    run = forms.ChoiceField(choices=[], help_text="the run whose top passages are sampled")
-    top = forms.IntegerField(min_value=0, initial=30, help_text="the run's best-ranked passages per query")
-    random = forms.IntegerField(min_value=0, initial=30, help_text="passages per query drawn at random (seeded)")
+    run = forms.ChoiceField(choices=[], help_text="the run whose top is sampled")
+    top = forms.IntegerField(min_value=1, initial=DIRAS_TOP, label="Top",
+                             help_text="the top per query (each report's top when passages name their report)")
+    inside = forms.IntegerField(min_value=0, initial=DIRAS_INSIDE, label="Inside",
+                                help_text="passages per query drawn at random from within the top")
+    outside = forms.IntegerField(min_value=0, initial=DIRAS_OUTSIDE, label="Outside",
+                                 help_text="passages per query drawn at random from outside the top")
     seed = forms.IntegerField(min_value=0, initial=0, help_text="the draw's and the split's seed")
-    held_out = forms.FloatField(min_value=0.0, max_value=MAX_HELD_OUT, initial=0.2, label="Held-out share",
-                                help_text="share of the queries kept out of training, for the comparison")
+    held_out = forms.FloatField(min_value=0.0, max_value=MAX_HELD_OUT, required=False, label="Held-out share",
+                                help_text="share of the queries kept out of training; empty: DIRAS's 11 of 31 for "
+                                          "report data, else 0.2")
 
     def __init__(self, *args, runs: list[str], default_run: str | None, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -381,7 +387,7 @@ class FinetuneForm(forms.Form):
     service checks their ranges."""
 
     SETTINGS = ("r", "alpha", "dropout", "learning_rate", "warmup_ratio", "batch_size", "micro_batch", "epochs",
-                "max_steps", "max_length", "save_steps")
+                "max_steps", "source_max_length", "target_max_length", "save_steps")
     LORA_FIELDS = ("base_model", *SETTINGS)
     # The cross-encoder's fields and the CrossEncoderSettings field each one sets.
     CROSSENCODER_SETTINGS: ClassVar[dict[str, str]] = {"ce_epochs": "epochs", "ce_learning_rate": "learning_rate",
@@ -406,7 +412,10 @@ class FinetuneForm(forms.Form):
     micro_batch = forms.IntegerField(required=False, help_text="examples per forward pass")
     epochs = forms.FloatField(required=False)
     max_steps = forms.IntegerField(required=False, help_text="0: as many as the epochs take")
-    max_length = forms.IntegerField(required=False, help_text="longest example in tokens")
+    source_max_length = forms.IntegerField(required=False, label="Source max length",
+                                           help_text="the prompt's tokens at most; a longer one has its passage cut")
+    target_max_length = forms.IntegerField(required=False, label="Target max length",
+                                           help_text="the answer's tokens at most (never cut)")
     save_steps = forms.IntegerField(required=False, help_text="a checkpoint every this many steps")
     ce_base_model = forms.CharField(
         max_length=300, required=False, label="Base encoder folder",

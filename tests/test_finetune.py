@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import torch
 from django.conf import settings as django_settings
+from django.urls import reverse
 
 from labeling.llm_adapter import judge_config, scorer_for
 from labeling.models import FineTuneJob, Judge
@@ -24,6 +25,7 @@ from labeling.services.finetune import (
 )
 from models_llm.distill.finetune import LoraSettings
 from tests.distill_fixtures import base_folder, rule_inputs, rule_project, teacher_p
+from tests.factories import MembershipFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
 ROOT = Path(__file__).resolve().parents[1]
@@ -141,8 +143,38 @@ def test_diras_app_f_settings_are_the_defaults_and_the_step_count_is_the_trainer
     assert (s.r, s.alpha, s.dropout, s.target_modules) == (64, 16, 0.1, "all-linear")
     assert (s.learning_rate, s.scheduler, s.warmup_ratio, s.adam_beta2) == (2e-4, "constant_with_warmup", 0.03, 0.999)
     assert (s.max_grad_norm, s.weight_decay, s.batch_size, s.epochs) == (0.3, 0.0, 32, 2.0)
+    assert (s.source_max_length, s.target_max_length) == (2048, 512)
     # 100 examples, micro batches of 4 accumulated 8 times: 25 micro batches -> 4 optimizer steps per epoch.
     assert s.total_steps(100) == 8 and LoraSettings(max_steps=5).total_steps(100) == 5
+
+
+def test_a_job_counts_the_examples_whose_passage_it_cut_to_the_source_length(tmp_path, client):
+    """DIRAS App. F's source max length: a prompt over it has its passage cut, counted on the job, not an error."""
+    from transformers import AutoTokenizer
+
+    from labeling.selectors.distill import teacher_examples
+    from models_llm.distill.chat import render
+
+    project, teacher, training_set = rule_project(tmp_path / "bundle")
+    tokenizer = AutoTokenizer.from_pretrained(base_folder(), local_files_only=True)
+    examples = teacher_examples(training_set, teacher=teacher).examples
+    full = [len(tokenizer(render(tokenizer, e)[0], add_special_tokens=False)["input_ids"]) for e in examples]
+    bare = [len(tokenizer(render(tokenizer, e)[0].replace(e.passage, ""), add_special_tokens=False)["input_ids"])
+            for e in examples]
+    limit = sorted(full)[len(full) // 2] - 1  # by hand: about half the prompts are over it, none without passage
+    assert max(bare) < limit and 0 < sum(length > limit for length in full) < len(full)
+    job = finetune_create(project=project, training_set=training_set, teacher=teacher, base_model=base_folder(),
+                          student_name="student", hyperparameters={**QUICK, "max_steps": 1,
+                                                                   "source_max_length": limit})
+    job = finetune_run(job_id=job.id)
+    assert job.status == FineTuneJob.Status.DONE, job.error
+    cut = sum(length > limit for length in full)
+    assert job.hyperparameters["truncated_examples"] == cut
+    admin = UserFactory()
+    MembershipFactory(project=project, user=admin, role="admin")
+    client.force_login(admin)
+    page = client.get(reverse("labeling:finetune", args=[project.slug])).content.decode()
+    assert f"{cut} with the passage cut to {limit} prompt tokens" in page
 
 
 def test_a_job_cancelled_while_it_trains_stops_and_writes_no_adapter_or_judge(tmp_path, monkeypatch):

@@ -55,11 +55,16 @@ def test_admins_sample_a_run_and_errors_are_400_with_the_reason():
     world = build_world()
     api = api_as(world.users[ADMIN])
     created = api.post(url(world.project, "training-set-list"),
-                       {"name": "sampled", "run": "run-a", "top": 2, "random": 1, "held_out": 0}, format="json")
+                       {"name": "sampled", "run": "run-a", "top": 2, "inside": 2, "outside": 1, "held_out": 0}, format="json")
     assert created.status_code == 201, created.json()
     # run-a ranks the query's three passages: its top 2, and the third drawn at random.
     assert (created.json()["top_count"], created.json()["random_count"], created.json()["train_count"]) == (2, 1, 3)
     assert created.json()["parameters"]["run"] == "run-a" and created.json()["created_by"] == ADMIN
+    assert {key: created.json()["parameters"][key] for key in ("inside_drawn", "outside_drawn", "short_queries")} == {
+        "inside_drawn": 2, "outside_drawn": 1, "short_queries": 0}
+    renamed = api.post(url(world.project, "training-set-list"), {"name": "old", "run": "run-a", "random": 1},
+                       format="json")
+    assert renamed.status_code == 400 and "renamed: `inside`" in str(renamed.json())
     taken = api.post(url(world.project, "training-set-list"), {"name": "sampled", "run": "run-a"}, format="json")
     assert taken.status_code == 409
     assert taken.json()["message"] == f"project {world.project.slug!r} already has a training set 'sampled': choose " \

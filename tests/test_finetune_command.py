@@ -24,9 +24,12 @@ def run(*args) -> str:
 def test_inline_from_the_teachers_judgments_makes_the_student_judge(tmp_path):
     project, _, _ = rule_project(tmp_path / "bundle")
     out = run("--project", project.slug, "--training-set", "rule", "--teacher", "teacher", "--base", base_folder(),
-              "--name", "student", "--inline", *ONE_STEP)
+              "--name", "student", "--inline", "--max-length", "1500", "--target-max-length", "64", *ONE_STEP)
     job = FineTuneJob.objects.get()
     assert job.status == FineTuneJob.Status.DONE and job.step == 1 and job.hyperparameters["r"] == 4
+    # A LoRA student's --max-length is DIRAS App. F's source max length; none of these short prompts is cut.
+    assert (job.hyperparameters["source_max_length"], job.hyperparameters["target_max_length"]) == (1500, 64)
+    assert job.hyperparameters["truncated_examples"] == 0
     assert f"Judge 'student' made (adapter {job.adapter})" in out
     assert Judge.objects.filter(project=project, name__in=["student", "student (base)"]).count() == 2
 
@@ -77,6 +80,10 @@ def test_inline_a_crossencoder_student_becomes_a_crossencoder_judge(tmp_path, se
     (["--training-set", "x", "--from-file", "nowhere.csv"], "nowhere.csv: no such file"),
     (["--training-set", "rule", "--teacher", "teacher", "--student", "crossencoder", "--lora-r", "4",
       "--micro-batch", "2"], r"^--lora-r, --micro-batch: not a setting of a crossencoder student$"),
+    (["--training-set", "rule", "--teacher", "teacher", "--student", "crossencoder", "--target-max-length", "64"],
+     r"^--target-max-length: not a setting of a crossencoder student$"),
+    (["--training-set", "rule", "--teacher", "teacher", "--max-length", "8"],
+     "the source max length must be 16 to 131072 tokens"),
     (["--training-set", "rule", "--teacher", "teacher", "--expert-weight", "2"],
      r"^--expert-weight: not a setting of a lora student$"),
     (["--training-set", "rule", "--teacher", "teacher", "--student", "crossencoder", "--max-length", "8"],

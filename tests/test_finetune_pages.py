@@ -195,7 +195,7 @@ def test_a_training_set_is_sampled_from_a_run(client):
     world = build_world()
     client.force_login(world.users[ADMIN])
     response = client.post(reverse("labeling:training_set_sample", args=[world.project.slug]),
-                           {"name": "sampled", "run": "run-a", "top": 2, "random": 1, "seed": 0, "held_out": 0})
+                           {"name": "sampled", "run": "run-a", "top": 2, "inside": 2, "outside": 1, "seed": 0, "held_out": 0})
     assert response.status_code == 302
     training_set = TrainingSet.objects.get(project=world.project, name="sampled")
     # run-a ranks the query's three passages: the top 2 with their ranks, and the one left drawn at random.
@@ -204,14 +204,18 @@ def test_a_training_set_is_sampled_from_a_run(client):
         "pair__passage__text", "origin", "rank", "split"))
     assert examples == {(ranked[0], "top", 1, "train"), (ranked[1], "top", 2, "train"),
                         (ranked[2], "random", None, "train")}
-    assert "Stored training set sampled" in client.get(page(world.project)).content.decode()
+    shown = client.get(page(world.project)).content.decode()
+    assert "Stored training set sampled" in shown
+    assert ("Drew 2 passage(s) inside the top 2 (asked 2 per query) and 1 outside it (asked 1) over 1 query, "
+            "seed 0; held-out share 0 (as given).") in shown
+    assert "2 inside top 2, 1 outside, seed 0" in shown
 
 
 def test_a_refused_sample_says_why_and_stores_nothing(client):
     world = build_world()
     client.force_login(world.users[ADMIN])
     response = client.post(reverse("labeling:training_set_sample", args=[world.project.slug]),
-                           {"name": "set-a", "run": "run-a", "top": 2, "random": 1, "seed": 0, "held_out": 0.2})
+                           {"name": "set-a", "run": "run-a", "top": 2, "inside": 2, "outside": 1, "seed": 0, "held_out": 0.2})
     assert response.status_code == 400
     assert "already has a training set &#x27;set-a&#x27;" in response.content.decode()
     assert TrainingSet.objects.filter(project=world.project).count() == 2
@@ -225,7 +229,7 @@ def test_a_training_set_name_that_is_not_one_line_is_refused_and_the_page_still_
     client.force_login(world.users[ADMIN])
     name = "nl\r\nSet-Cookie: x=1"
     sampled = client.post(reverse("labeling:training_set_sample", args=[world.project.slug]),
-                          {"name": name, "run": "run-a", "top": 2, "random": 1, "seed": 0, "held_out": 0})
+                          {"name": name, "run": "run-a", "top": 2, "inside": 2, "outside": 1, "seed": 0, "held_out": 0})
     assert sampled.status_code == 400
     assert "the training set name holds a control character (U+000D) at position 3" in sampled.content.decode()
     content = (DATA / "rag_bench_train_data.csv").read_bytes()
@@ -240,7 +244,7 @@ def test_a_training_set_name_keeps_its_inner_spaces_and_accents_and_can_be_delet
     world = build_world()
     client.force_login(world.users[ADMIN])
     response = client.post(reverse("labeling:training_set_sample", args=[world.project.slug]),
-                           {"name": "BM25 re\u0301gle\u0301", "run": "run-a", "top": 2, "random": 1, "seed": 0,
+                           {"name": "BM25 re\u0301gle\u0301", "run": "run-a", "top": 2, "inside": 2, "outside": 1, "seed": 0,
                             "held_out": 0})
     assert response.status_code == 302
     delete = reverse("labeling:training_set_delete", args=[world.project.slug, "BM25 réglé"])
@@ -295,7 +299,8 @@ def _finetune_post(project, **changes) -> dict:
     data = {"training_set": "rule", "teacher": "teacher", "student": "lora", "base_model": base_folder(),
             "student_name": "pupil",
             "r": 8, "alpha": 16, "dropout": 0.1, "learning_rate": 2e-4, "warmup_ratio": 0.03, "batch_size": 32,
-            "micro_batch": 4, "epochs": 2, "max_steps": 0, "max_length": 512, "save_steps": 20, "device": "cpu"}
+            "micro_batch": 4, "epochs": 2, "max_steps": 0, "source_max_length": 1024, "target_max_length": 64,
+            "save_steps": 20, "device": "cpu"}
     return data | changes
 
 
@@ -308,7 +313,8 @@ def test_a_fine_tuning_request_is_stored_as_a_pending_job(client, tmp_path):
     # 8 train examples in micro batches of 4 make 2 micro batches, one optimizer step of 32 per epoch: 2 steps.
     assert (job.status, job.examples, job.total_steps, job.teacher, job.training_set) == (
         "pending", 8, 2, teacher, training_set)
-    assert job.hyperparameters["r"] == 8 and job.hyperparameters["max_length"] == 512
+    assert job.hyperparameters["r"] == 8 and job.hyperparameters["source_max_length"] == 1024
+    assert job.hyperparameters["target_max_length"] == 64 and "max_length" not in job.hyperparameters
     assert job.hyperparameters["device"] == "cpu"
 
 

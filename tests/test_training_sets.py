@@ -1,6 +1,6 @@
-"""Training sets: DIRAS's sample of a run (each query's top with the run's ranks, random passages from outside it,
-seeded, pooled with provenance) and the report rule, checked against rankings worked out by hand; the split by
-query; imports of DIRAS's three files; errors that store nothing; the JSONL in SmolLM2's template with a teacher's
+"""Training sets: DIRAS's sample of a run (per query, passages drawn from within its top with the run's ranks and
+from outside it, seeded, pooled with provenance) and the report rule, checked against rankings worked out by hand;
+the split by query (DIRAS's 11 of 31 questions by default for report data); imports of DIRAS's three files; errors that store nothing; the JSONL in SmolLM2's template with a teacher's
 answers; and the command."""
 import csv
 import io
@@ -81,42 +81,46 @@ def sampled(training_set) -> set[tuple[str, str, str, int | None, str]]:
         "pair__query__external_id", "pair__passage__external_id", "origin", "rank", "split"))
 
 
-def test_each_query_gets_the_runs_top_with_its_ranks_and_random_passages_from_outside_it(project, dense):
+def test_each_query_gets_passages_drawn_inside_its_top_with_their_ranks_and_outside_it(project, dense):
     run, by_hand = dense
-    training_set = training_set_create(project=project, name="s", run=run, top=5, random=4, seed=1)
+    training_set = training_set_create(project=project, name="s", run=run, top=5, inside=3, outside=4, seed=1)
     rows = sampled(training_set)
     for query in QUERIES:
-        top = {(d, rank) for q, d, origin, rank, _ in rows if q == query and origin == "top"}
-        drawn = [d for q, d, origin, rank, _ in rows if q == query and origin == "random" and rank is None]
-        assert top == {(d, rank) for rank, d in enumerate(by_hand[query][:5], start=1)}
-        assert len(drawn) == len(set(drawn)) == 4 and not set(drawn) & set(by_hand[query][:5])
-    assert len(rows) == len(QUERIES) * 9
-    # The pairs are the pool's, with who found them: the run with its rank, the draw without one.
+        inside = {(d, rank) for q, d, origin, rank, _ in rows if q == query and origin == "top"}
+        outside = [d for q, d, origin, rank, _ in rows if q == query and origin == "random" and rank is None]
+        # By hand: 3 of the 5 best, each with its rank; 4 distinct passages of the 35 outside the 5 best.
+        assert len(inside) == 3 and inside <= {(d, rank) for rank, d in enumerate(by_hand[query][:5], start=1)}
+        assert len(outside) == len(set(outside)) == 4 and not set(outside) & set(by_hand[query][:5])
+    assert len(rows) == len(QUERIES) * 7
+    # The pairs are the pool's, with who found them: the run with its rank, the outside draw without one.
     sources = set(PairSource.objects.filter(pair__project=project).values_list(
         "pair__query__external_id", "pair__passage__external_id", "system", "rank"))
     assert sources == {(q, d, "dense" if origin == "top" else "random:1", rank) for q, d, origin, rank, _ in rows}
     assert training_set.parameters | {"run_id": None} == {
-        "run": "dense", "run_id": None, "top": 5, "random": 4, "seed": 1, "held_out": 0.2, "report_rule": False,
-        "report_depth": None, "random_system": "random:1", "pooled": {"pairs": 72, "pool sources": 72}}
+        "run": "dense", "run_id": None, "top": 5, "inside": 3, "outside": 4, "seed": 1, "held_out": 0.2,
+        "held_out_rule": "default", "report_rule": False, "random_system": "random:1",
+        "pooled": {"pairs": 56, "pool sources": 56}, "queries": 8, "inside_drawn": 24, "outside_drawn": 32,
+        "short_queries": 0, "short": []}
 
 
 def test_the_same_seed_draws_the_same_pairs_and_another_seed_others(project, dense):
-    run, _ = dense
-    first = training_set_create(project=project, name="a", run=run, top=3, random=5, seed=11)
-    again = training_set_create(project=project, name="b", run=run, top=3, random=5, seed=11)
-    other = training_set_create(project=project, name="c", run=run, top=3, random=5, seed=12)
+    run, by_hand = dense
+    first = training_set_create(project=project, name="a", run=run, top=5, inside=3, outside=5, seed=11)
+    again = training_set_create(project=project, name="b", run=run, top=5, inside=3, outside=5, seed=11)
+    other = training_set_create(project=project, name="c", run=run, top=5, inside=3, outside=5, seed=12)
     assert sampled(first) == sampled(again)
     assert again.parameters["pooled"] == {"pairs": 0, "pool sources": 0}
-    drawn = {seed: {row[:2] for row in sampled(s) if row[2] == "random"} for seed, s in ((11, first), (12, other))}
-    assert drawn[11] != drawn[12]
-    assert {row[:4] for row in sampled(first) if row[2] == "top"} == {row[:4] for row in sampled(other)
-                                                                      if row[2] == "top"}
+    rows = {seed: {row[:3] for row in sampled(s)} for seed, s in ((11, first), (12, other))}
+    assert rows[11] != rows[12]
+    for drawn in rows.values():
+        assert all((d in by_hand[q][:5]) == (origin == "top") for q, d, origin in drawn)
 
 
 @pytest.mark.parametrize(("share", "held"), [(0.25, 2), (0.5, 4), (0.0, 0), (0.9, 7)])
 def test_the_split_is_by_query(project, dense, share, held):
     run, _ = dense
-    training_set = training_set_create(project=project, name="s", run=run, top=2, random=2, seed=3, held_out=share)
+    training_set = training_set_create(project=project, name="s", run=run, top=2, inside=2, outside=2, seed=3,
+                                       held_out=share)
     sides: dict[str, set[str]] = {}
     for query, _, _, _, split in sampled(training_set):
         sides.setdefault(query, set()).add(split)
@@ -127,20 +131,77 @@ def test_the_split_is_by_query(project, dense, share, held):
         QUERIES)
 
 
-def test_the_report_rule_takes_each_reports_five_best_then_the_top(project):
+def in_reports(project) -> None:
+    """d1-d20 are report R1's paragraphs, d21-d30 R2's, d31-d40 R3's."""
     for number in range(1, 41):
         report = "R1" if number <= 20 else "R2" if number <= 30 else "R3"
         Passage.objects.filter(project=project, external_id=f"d{number}").update(metadata={"report": report})
-    ranking = ["d1", "d2", "d3", "d4", "d5", "d6", "d7", "d21", "d8", "d31", "d22", "d23"]
-    run = store_run(project, "dense", {"q1": ranking, "q2": list(reversed(ranking))})
-    training_set = training_set_create(project=project, name="s", run=run, top=7, random=0, seed=0, held_out=0)
-    top = {(q, d, rank) for q, d, _, rank, _ in sampled(training_set)}
-    # q1: d6, d7 and d8 are R1's 6th to 8th, left out; q2 (reversed): no report has 6 in its 7 best, so its top 7.
-    assert top == {("q1", d, rank) for d, rank in (("d1", 1), ("d2", 2), ("d3", 3), ("d4", 4), ("d5", 5),
-                                                   ("d21", 8), ("d31", 10))} | {
-        ("q2", d, rank) for d, rank in (("d23", 1), ("d22", 2), ("d31", 3), ("d8", 4), ("d21", 5), ("d7", 6),
-                                         ("d6", 7))}
-    assert training_set.parameters["report_rule"] is True and training_set.parameters["report_depth"] == 5
+
+
+REPORT_RANKING = ["d1", "d2", "d3", "d4", "d5", "d6", "d7", "d21", "d8", "d31", "d22", "d23"]
+
+
+def test_diras_sample_draws_30_inside_each_reports_top_5_and_30_outside(project):
+    in_reports(project)
+    run = store_run(project, "dense", {"q1": REPORT_RANKING, "q2": list(reversed(REPORT_RANKING))})
+    # DIRAS's sizes are the defaults: 30 drawn from within the top 5, 30 from outside it.
+    training_set = training_set_create(project=project, name="s", run=run, seed=7)
+    rank = {q: {d: i for i, d in enumerate(docs, start=1)} for q, docs in
+            (("q1", REPORT_RANKING), ("q2", list(reversed(REPORT_RANKING))))}
+    # By hand, each report's 5 best-ranked paragraphs: q1 R1 d1-d5 (d6, d7, d8 are its 6th to 8th), R2 d21 d22 d23,
+    # R3 d31; q2 (reversed) R1 d8 d7 d6 d5 d4, R2 d23 d22 d21, R3 d31. 9 inside each top; the other 31 outside.
+    top = {"q1": {"d1", "d2", "d3", "d4", "d5", "d21", "d22", "d23", "d31"},
+           "q2": {"d8", "d7", "d6", "d5", "d4", "d23", "d22", "d21", "d31"}}
+    rows = sampled(training_set)
+    for query in ("q1", "q2"):
+        inside = {(d, r) for q, d, origin, r, _ in rows if q == query and origin == "top"}
+        outside = [d for q, d, origin, r, _ in rows if q == query and origin == "random"]
+        assert inside == {(d, rank[query][d]) for d in top[query]}  # fewer than 30: all 9 taken
+        assert len(outside) == len(set(outside)) == 30 and not set(outside) & top[query]  # 30 of the 31 outside
+    assert training_set.parameters["top"] == 5 and training_set.parameters["report_rule"] is True
+    assert (training_set.parameters["inside_drawn"], training_set.parameters["outside_drawn"]) == (18, 60)
+    assert training_set.parameters["short_queries"] == 2
+    assert training_set.parameters["short"] == [{"query": "q1", "inside": 9, "outside": 31},
+                                                {"query": "q2", "inside": 9, "outside": 31}]
+
+
+def test_a_report_sample_is_seeded_and_its_outside_draw_never_falls_inside_the_top(project):
+    in_reports(project)
+    run = store_run(project, "dense", {"q1": REPORT_RANKING})
+    top = {"d1", "d2", "d3", "d4", "d5", "d21", "d22", "d23", "d31"}  # as above
+    drawn = {}
+    for name, seed in (("a", 3), ("b", 3), ("c", 4)):
+        training_set = training_set_create(project=project, name=name, run=run, top=5, inside=4, outside=6,
+                                           seed=seed, held_out=0)
+        rows = sampled(training_set)
+        assert len({d for _, d, origin, _, _ in rows if origin == "top"} & top) == 4
+        outside = {d for _, d, origin, _, _ in rows if origin == "random"}
+        assert len(outside) == 6 and not outside & top
+        # d6, d7 and d8 are ranked by the run but are R1's 6th to 8th: outside the top, so they may be drawn there.
+        assert not {d for _, d, origin, _, _ in rows if origin == "top"} & {"d6", "d7", "d8"}
+        drawn[name] = rows
+    assert drawn["a"] == drawn["b"] and drawn["a"] != drawn["c"]
+
+
+def test_diras_data_holds_out_11_of_31_questions_by_default(project):
+    in_reports(project)
+    for number in range(9, 32):
+        QueryFactory(project=project, external_id=f"q{number}")
+    questions = [f"q{i}" for i in range(1, 32)]
+    run = store_run(project, "dense", {q: REPORT_RANKING for q in questions})
+    training_set = training_set_create(project=project, name="s", run=run, inside=2, outside=2)
+    sides: dict[str, set[str]] = {}
+    for query, _, _, _, split in sampled(training_set):
+        sides.setdefault(query, set()).add(split)
+    # DIRAS section 3: "We split the questions into 11 for testing and 20 for training".
+    assert sorted(len(side) for side in sides.values()) == [1] * 31
+    assert sum(side == {"held_out"} for side in sides.values()) == 11
+    assert training_set.parameters["held_out_rule"] == "diras"
+    # Without reports the product's default share stays 0.2; a given share is taken as given.
+    Passage.objects.filter(project=project).update(metadata={})
+    plain = training_set_create(project=project, name="p", run=run, inside=2, outside=2)
+    held = {q for q, _, _, _, split in sampled(plain) if split == "held_out"}
+    assert len(held) == round(0.2 * 31) and plain.parameters["held_out_rule"] == "default"
 
 
 def test_the_default_run_is_the_newest_dense_run(project):
@@ -149,21 +210,23 @@ def test_the_default_run_is_the_newest_dense_run(project):
     store_run(project, "old", {"q1": ["d1", "d2"]})
     store_run(project, "new", {"q2": ["d3", "d4"]})
     store_run(project, "bm25", {"q3": ["d5", "d6"]}, kind="bm25")
-    training_set = training_set_create(project=project, name="s", top=1, random=0)
+    training_set = training_set_create(project=project, name="s", top=1, inside=1, outside=0)
     assert training_set.parameters["run"] == "new" and sampled(training_set) == {("q2", "d3", "top", 1, "train")}
 
 
 @pytest.mark.parametrize(("options", "message"), [
-    ({"top": -1}, "at least one passage"), ({"top": 0, "random": 0}, "at least one passage"),
+    ({"top": 0}, "the top must be at least 1"), ({"inside": -1}, "at least one passage"),
+    ({"inside": 0, "outside": 0}, "at least one passage"), ({"outside": 1.5}, "must be integers"),
     ({"held_out": 0.95}, "held-out share"), ({"held_out": -0.1}, "held-out share"), ({"seed": -3}, "seed"),
     ({"name": "taken"}, "already has a training set 'taken'"), ({"name": "  "}, "name"),
 ])
 def test_a_refused_sample_stores_nothing(project, dense, options, message):
     run, _ = dense
-    training_set_create(project=project, name="taken", run=run, top=1, random=0)
+    training_set_create(project=project, name="taken", run=run, top=1, inside=1, outside=0)
     before = TrainingSet.objects.count(), TrainingExample.objects.count(), Pair.objects.count()
     with pytest.raises(TrainingSetError, match=message):
-        training_set_create(project=project, run=run, **({"name": "new", "top": 2, "random": 2} | options))
+        training_set_create(project=project, run=run, **({"name": "new", "top": 2, "inside": 2, "outside": 2}
+                                                          | options))
     assert (TrainingSet.objects.count(), TrainingExample.objects.count(), Pair.objects.count()) == before
 
 
@@ -228,7 +291,7 @@ def test_an_oversized_or_undecodable_file_is_refused(project, settings):
 
 def test_a_set_in_use_by_a_fine_tuning_job_is_not_deleted(project, dense):
     run, _ = dense
-    training_set = training_set_create(project=project, name="s", run=run, top=2, random=1)
+    training_set = training_set_create(project=project, name="s", run=run, top=2, inside=2, outside=1)
     pairs = Pair.objects.count()
     job = FineTuneJob.objects.create(project=project, training_set=training_set, base_model="m", student_name="st")
     with pytest.raises(TrainingSetError, match="used by 1 fine-tuning job"):
@@ -241,7 +304,7 @@ def test_a_set_in_use_by_a_fine_tuning_job_is_not_deleted(project, dense):
 
 def test_the_selectors_count_and_find(project, dense):
     run, _ = dense
-    training_set_create(project=project, name="s", run=run, top=3, random=2, held_out=0.25)
+    training_set_create(project=project, name="s", run=run, top=3, inside=3, outside=2, held_out=0.25)
     with (DATA / "asqa_train_data.csv").open("rb") as handle:
         training_set_import(project=project, name="f", file=handle, filename="asqa.csv", held_out=0.25)
     counted = {s.name: (s.train_count, s.held_out_count, s.top_count, s.random_count, s.file_count)
@@ -269,7 +332,7 @@ def test_the_jsonl_teaches_the_teachers_answers_in_the_students_template(project
         RelevanceDefinitionFactory(query=query, text=f"old meaning of {query.external_id}")
         RelevanceDefinitionFactory(query=query, text=f"what {query.external_id} looks for")
     run = store_run(project, "dense", {"q1": ["d1", "d2", "d3"], "q2": ["d4", "d5", "d6"]})
-    training_set = training_set_create(project=project, name="s", run=run, top=3, random=0, held_out=0.5, seed=4)
+    training_set = training_set_create(project=project, name="s", run=run, top=3, inside=3, outside=0, held_out=0.5, seed=4)
     pair = {(p.query.external_id, p.passage.external_id): p for p in Pair.objects.select_related("query", "passage")}
     imported = JudgeFactory(project=project, name="gpt4", backend="import")
     JudgmentFactory(pair=pair[("q1", "d1")], judge=imported, p_relevant=0.8)
@@ -303,7 +366,7 @@ def test_a_model_judge_teaches_only_under_the_current_definition(project, smollm
     old = RelevanceDefinitionFactory(query=query, text="old")
     new = RelevanceDefinitionFactory(query=query, text="new")
     run = store_run(project, "dense", {"q1": ["d1", "d2"]})
-    training_set = training_set_create(project=project, name="s", run=run, top=2, random=0, held_out=0)
+    training_set = training_set_create(project=project, name="s", run=run, top=2, inside=2, outside=0, held_out=0)
     d1, d2 = (Pair.objects.get(query=query, passage__external_id=d) for d in ("d1", "d2"))
     teacher = JudgeFactory(project=project, name="llama", backend="hf")
     JudgmentFactory(pair=d1, judge=teacher, definition=new, p_relevant=0.6)
@@ -331,8 +394,15 @@ def command(*args: str) -> str:
 
 
 def test_the_command_samples_imports_and_exports(project, dense, tmp_path, smollm2):
-    out = command("--name", "s", "--top", "2", "--random", "1", "--seed", "5", "--held-out", "0.25")
+    out = command("--name", "s", "--top", "2", "--inside", "2", "--outside", "1", "--seed", "5", "--held-out", "0.25")
     assert "Stored training set 's' (run dense): 18 train and 6 held-out example(s) (16 top, 8 random)." in out
+    assert ("Drew 16 passage(s) inside the top 2 (asked 2 per query) and 8 outside it (asked 1) over 8 queries, "
+            "seed 5; held-out share 0.25 (as given).") in out
+    out = command("--name", "t", "--top", "2", "--outside", "0")
+    assert ("Drew 16 passage(s) inside the top 2 (asked 30 per query) and 0 outside it (asked 0) over 8 queries, "
+            "seed 0; 8 queries had fewer than asked on a side and gave all they had; held-out share 0.2 "
+            "(the default).") in out
+    assert "  q1: 2 inside its top, 38 outside it: all taken" in out
     out = command("--name", "f", "--from-file", str(DATA / "rag_bench_train_data.csv"))
     assert "Stored training set 'f' (rag_bench_train_data.csv): 16 train and 4 held-out example(s) (20 file)." in out
     target = tmp_path / "f.jsonl"
@@ -352,7 +422,7 @@ def test_the_command_samples_imports_and_exports(project, dense, tmp_path, smoll
 
 @pytest.mark.parametrize(("args", "message"), [
     (("--name", "s", "--run", "nope"), "has no run 'nope'"),
-    (("--name", "s", "--top", "0", "--random", "0"), "at least one passage"),
+    (("--name", "s", "--inside", "0", "--outside", "0"), "at least one passage"),
     (("--name", "s", "--from-file", "missing.csv"), "cannot read missing.csv"),
     (("--name", "s", "--from-file", str(DATA / "asqa_train_data.csv"), "--top", "3"), "--top go with sampling"),
     (("--name", "nope", "--export", "x.jsonl", "--student", "/tmp"), "no training set 'nope'"),

@@ -23,6 +23,7 @@ from labeling.api.serializers import ScoringJobSerializer
 from labeling.exceptions import TooLarge
 from labeling.llm_adapter import model_folder
 from labeling.models import FineTuneJob, Membership, Project, TrainingSet
+from labeling.selectors.diras_sample import DIRAS_INSIDE, DIRAS_OUTSIDE, DIRAS_TOP
 from labeling.selectors.disclosure import sees_reports
 from labeling.selectors.distill import STUDENT_NAME_MAX_LENGTH, distill_comparison
 from labeling.selectors.finetune_jobs import FineTuneJobRow, finetune_job_of_project, finetune_job_row, finetune_jobs
@@ -71,8 +72,8 @@ class TrainingSetSerializer(serializers.ModelSerializer):
     created_by = StrictCharField(source="created_by.username", allow_null=True, default=None)
     train_count = StrictIntegerField(help_text="examples in the train split")
     held_out_count = StrictIntegerField(help_text="examples held out (the comparison's pairs)")
-    top_count = StrictIntegerField(help_text="examples from the run's top")
-    random_count = StrictIntegerField(help_text="examples drawn at random")
+    top_count = StrictIntegerField(help_text="examples drawn from within the run's top (origin top)")
+    random_count = StrictIntegerField(help_text="examples drawn from outside the run's top (origin random)")
     file_count = StrictIntegerField(help_text="examples imported from a file")
 
     class Meta:
@@ -85,12 +86,25 @@ class TrainingSetCreateSerializer(serializers.Serializer):
     name = StrictCharField(max_length=200)
     run = StrictCharField(required=False, allow_blank=True, default="",
                           help_text="the run to sample (default: the project's newest dense run)")
-    top = StrictIntegerField(min_value=0, required=False, help_text="the run's top N per query (default 30)")
-    random = StrictIntegerField(min_value=0, required=False,
-                                help_text="M passages per query drawn at random (default 30)")
+    top = StrictIntegerField(min_value=1, required=False,
+                             help_text=f"T: the top per query, each report's top T when the passages name their "
+                                       f"report (default {DIRAS_TOP}, DIRAS's)")
+    inside = StrictIntegerField(min_value=0, required=False,
+                                help_text=f"N passages per query drawn at random from within the top (default "
+                                          f"{DIRAS_INSIDE})")
+    outside = StrictIntegerField(min_value=0, required=False,
+                                 help_text=f"M passages per query drawn at random from outside the top (default "
+                                           f"{DIRAS_OUTSIDE})")
     seed = StrictIntegerField(min_value=0, required=False, help_text="the draw's and the split's seed")
     held_out = StrictFloatField(min_value=0.0, max_value=MAX_HELD_OUT, required=False,
-                                help_text="share of the queries held out (default 0.2)")
+                                help_text="share of the queries held out (default: DIRAS's 11 of 31 questions when "
+                                          "the passages name their report, else 0.2)")
+
+    def validate(self, attrs: dict) -> dict:
+        if "random" in self.initial_data:
+            raise serializers.ValidationError({"random": "renamed: `inside` (drawn within the top `top`) and "
+                                                         "`outside` (drawn outside it)"})
+        return attrs
 
 
 class TrainingSetImportSerializer(serializers.Serializer):
@@ -179,8 +193,9 @@ class FineTuneCreateSerializer(serializers.Serializer):
     hyperparameters = serializers.DictField(required=False, default=dict,
                                             help_text="the student kind's settings, the rest keeping their defaults: "
                                                       "lora: r, alpha, dropout, learning_rate, batch_size, "
-                                                      "micro_batch, epochs, max_steps, max_length, ... (DIRAS's "
-                                                      "values); crossencoder: learning_rate, warmup_ratio, scheduler, "
+                                                      "micro_batch, epochs, max_steps, source_max_length (2048), "
+                                                      "target_max_length (512), ... (DIRAS's values; a job shows "
+                                                      "truncated_examples once its worker encoded them); crossencoder: learning_rate, warmup_ratio, scheduler, "
                                                       "weight_decay, batch_size, epochs, max_steps, max_length, "
                                                       "save_steps, seed, expert_weight, use_definition, separator")
     device = StrictCharField(max_length=32, required=False, allow_blank=True, default="",
@@ -195,7 +210,8 @@ def _counted(project: Project, training_set: TrainingSet) -> dict:
 
 class TrainingSetListView(APIView):
     """GET the project's training sets with their examples per split and origin (any member). POST samples a run
-    as a new set (project admins; DIRAS's top-plus-random per query, the pairs pooled for the teacher): 201."""
+    as a new set (project admins; DIRAS's sample: per query `inside` drawn within the run's top `top`, `outside` drawn
+    outside it, the pairs pooled for the teacher; the draw's counts are in `parameters`): 201."""
 
     @extend_schema(responses={200: TrainingSetSerializer(many=True)})
     def get(self, request: Request, slug: str) -> Response:

@@ -23,6 +23,7 @@ from models_llm.backends.crossencoder import passage_side
 from models_llm.distill.chat import ChatExample, DistillFormatError, answer_p, pair_example, teacher_answer
 from models_llm.distill.crossencoder_student import CrossEncoderSettings, SoftPair, diras_fields, soft_pair_query
 from models_llm.distill.evaluation import Agreement, agreement
+from models_llm.distill.files import prompt_paragraph
 from models_llm.distill.finetune import FinetuneError
 
 BATCH = 2000
@@ -61,7 +62,8 @@ def chat_example(example: TrainingExample, answers: dict[int, float],
     pair with the teacher's answer in the product's judging prompt under the current definition; None for a pair
     the teacher has no answer on."""
     if example.pair_id is None:
-        return ChatExample(system=example.system, user=example.user, answer=example.answer)
+        return ChatExample(system=example.system, user=example.user, answer=example.answer,
+                           passage=prompt_paragraph(example.user))
     if example.pair_id not in answers:
         return None
     current = definitions.get(example.pair.query_id)

@@ -132,3 +132,21 @@ def training_set_jsonl(training_set: TrainingSet, *, tokenizer, teacher: Judge |
                 f"training set {training_set.name!r} holds pairs: name the teacher judge whose answers they learn"
             )
     return TrainingSetJsonl(training_set, tokenizer=tokenizer, teacher=teacher, split=split)
+
+
+def sample_summary(parameters: dict) -> str:
+    """What a sampled set's draw gave (its parameters, as training_set_create stores them), for the command and the
+    page: the passages drawn inside and outside the top, the queries that had fewer than asked, and the split."""
+    top, queries = parameters["top"], parameters["queries"]
+    where = f"each report's top {top}" if parameters.get("report_rule") else f"the top {top}"
+    short = parameters.get("short_queries", 0)
+    held = {"diras": "DIRAS's 11 of 31 questions", "default": "the default"}.get(parameters.get("held_out_rule"),
+                                                                                 "as given")
+    return (
+        f"Drew {parameters['inside_drawn']:,} passage(s) inside {where} (asked {parameters['inside']} per query) and "
+        f"{parameters['outside_drawn']:,} outside it (asked {parameters['outside']}) over {queries:,} "
+        f"quer{'y' if queries == 1 else 'ies'}, seed {parameters['seed']}"
+        + (f"; {short:,} quer{'y' if short == 1 else 'ies'} had fewer than asked on a side and gave all they had"
+           if short else "")
+        + f"; held-out share {parameters['held_out']:.3g} ({held})."
+    )

@@ -53,6 +53,9 @@ from models_llm.distill.finetune import (
 
 # Loss points kept on the job for the curve (the oldest are thinned out beyond this).
 MAX_LOSS_POINTS = 2000
+# The count of a LoRA job's training examples whose passage was cut to fit the source max length, kept with the
+# job's hyperparameters (the worker writes it once the examples are encoded).
+TRUNCATED_KEY = "truncated_examples"
 
 
 class FinetuneJobError(DomainError):
@@ -277,6 +280,7 @@ def finetune_run(*, job_id: int) -> FineTuneJob | None:
 def _train(job: FineTuneJob, scratch: Path) -> FineTuneJob | None:
     values = dict(job.hyperparameters)
     device = values.pop("device", "cpu")
+    values.pop(TRUNCATED_KEY, None)  # what a run found, not a setting
     recipe = _settings(job.student_kind, values)
     examples = _examples(job.student_kind, job.training_set, job.teacher, recipe)
     if not examples:
@@ -295,6 +299,11 @@ def _train(job: FineTuneJob, scratch: Path) -> FineTuneJob | None:
         return bool(running.update(step=progress.step, total_steps=progress.total_steps, loss_history=history,
                                    eta_s=progress.eta_s, examples_per_s=progress.examples_per_s,
                                    heartbeat_at=timezone.now()))
+
+    def on_encoded(encoded: int, truncated: int) -> None:
+        # DIRAS App. F's source max length: the examples whose passage was cut to fit, on the job as it runs.
+        FineTuneJob.objects.filter(id=job.id).update(
+            hyperparameters={**job.hyperparameters, TRUNCATED_KEY: truncated}, heartbeat_at=timezone.now())
 
     def on_checkpoint(step: int, folder: Path) -> None:
         prefix = f"{CHECKPOINT_PREFIX}{job.id}/checkpoint-{step}/"
@@ -327,7 +336,7 @@ def _train(job: FineTuneJob, scratch: Path) -> FineTuneJob | None:
         result = finetune(
             base_folder=base_folder, examples=examples, work_dir=str(scratch / "work"),
             adapter_dir=str(scratch / "adapter"), settings=recipe, device=device, resume_from=resume_from,
-            on_progress=on_progress, on_checkpoint=on_checkpoint,
+            on_progress=on_progress, on_checkpoint=on_checkpoint, on_encoded=on_encoded,
         )
         base_stored = ""
         judge = {"backend": Judge.Backend.HF, "model": job.base_model, "method": "tok", "cot": False,

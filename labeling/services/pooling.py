@@ -1,18 +1,23 @@
 """The candidate pool grows here: pairs new to the pool, and the provenance (PairSource) of every pair a system
-found, from runs (the union of their top k, or DIRAS's top-plus-random sample) and from bundle imports, through
+found, from runs (the union of their top k, or DIRAS's inside-and-outside-the-top sample) and from bundle imports, through
 one set-based insert (pool_insert)."""
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-import numpy as np
 from django.db import connection, transaction
 from django.db.models import Max
 
 from labeling.exceptions import DomainError
-from labeling.models import Judge, Pair, Passage, Project, Run, RunEntry, ScoringJob
-from labeling.selectors.runs import run_top
+from labeling.models import Judge, Pair, Project, Run, ScoringJob
+from labeling.selectors.diras_sample import (
+    DIRAS_INSIDE,
+    DIRAS_OUTSIDE,
+    DIRAS_TOP,
+    diras_sample,
+    sample_size_problem,
+)
 from labeling.services.scoring import JobEstimate, scoring_job_estimate
 from labeling.services.validation import validation_request_refresh
 from labeling.staging import StagingTable
@@ -177,50 +182,15 @@ def pool_add(*, project: Project, runs: Sequence[Run], depth: int) -> dict[str, 
 
 
 def random_system(seed: int) -> str:
-    """The PairSource system of the passages pool_sample draws at random."""
+    """The PairSource system of the passages pool_sample draws outside the top."""
     return f"random:{seed}"
-
-
-def _draw(rng: np.random.Generator, passages: np.ndarray, excluded: np.ndarray, size: int) -> np.ndarray:
-    """`size` of the sorted ids `passages` that are not in `excluded`, drawn without replacement: the same draw as
-    rng.choice(np.setdiff1d(passages, excluded), size, replace=False), without building that array per query."""
-    gone = np.sort(np.searchsorted(passages, excluded))
-    available = len(passages) - len(gone)
-    picks = rng.choice(available, size=min(size, available), replace=False)
-    # The k-th id left is k places on, plus one for each excluded place before it: gone[j] - j ids are left
-    # before the j-th excluded one.
-    return passages[picks + np.searchsorted(gone - np.arange(len(gone)), picks, side="right")]
-
-
-def sample_rows(*, project: Project, run: Run, tops: dict[int, list[tuple[int, int]]], random: int,
-                seed: int) -> Iterator[tuple[int, int, int | None]]:
-    """DIRAS's sample of `run`, as (query id, passage id, rank; None for a drawn passage): for each query of the run
-    (by id), its `tops` (passage id, rank) in the order given, then `random` passages drawn at random from the rest
-    of the project's corpus (all passages not in its tops). The draw is numpy's default_rng(seed), one generator
-    for all queries in id order, over the sorted passage ids: the same on every database. The database is read
-    here, before the rows are taken: the rows then go to a COPY, which has the connection to itself."""
-    passages = np.fromiter(Passage.objects.filter(project=project).order_by("id").values_list("id", flat=True)
-                           .iterator(chunk_size=50_000), dtype=np.int64)
-    query_ids = list(RunEntry.objects.filter(run=run).order_by("query_id").values_list("query_id", flat=True)
-                     .distinct())
-    return _sampled(passages, query_ids, tops, random, np.random.default_rng(seed))
-
-
-def _sampled(passages: np.ndarray, query_ids: list[int], tops: dict[int, list[tuple[int, int]]], random: int,
-             rng: np.random.Generator) -> Iterator[tuple[int, int, int | None]]:
-    for query_id in query_ids:
-        best = tops.get(query_id, [])
-        for passage_id, rank in best:
-            yield query_id, passage_id, rank
-        excluded = np.array([passage_id for passage_id, _ in best], dtype=np.int64)
-        for passage_id in _draw(rng, passages, excluded, random).tolist() if random else ():
-            yield query_id, passage_id, None
 
 
 def pool_sample_store(*, project: Project, run: Run, rows: Iterable[tuple[int, int, int | None]],
                       seed: int) -> dict[str, int]:
-    """Pool sample_rows' rows in their order; the caller holds the transaction. Sources: system=run name with its
-    rank for a ranked row, system=random_system(seed) with no rank for a drawn one. Returns pool_insert's counts."""
+    """Pool a DIRAS sample's rows (query id, passage id, rank or None) in their order; the caller holds the
+    transaction. Sources: system=run name with its rank for a ranked row (inside the top), system=random_system(seed)
+    with no rank for the others (drawn outside it). Returns pool_insert's counts."""
     _pool_lock(project)
     drawn_by = random_system(seed)
     table = StagingTable(connection, "pool_stage_sample", [
@@ -241,19 +211,21 @@ def pool_sample_store(*, project: Project, run: Run, rows: Iterable[tuple[int, i
 
 
 @transaction.atomic
-def pool_sample(*, project: Project, run: Run, top: int, random: int, seed: int) -> dict[str, int]:
-    """DIRAS's sampling for distillation: for each query of the run (by id), its top `top` passages and `random`
-    passages drawn at random from the rest of the project's corpus (sample_rows). Sources: system=run name with its
-    rank for the top ones, system=random_system(seed) with no rank for the drawn ones. New pairs enter by query,
-    the top in rank order then the draw in its order. Returns {"pairs": n, "pool sources": n}; the same sample
-    again writes nothing."""
+def pool_sample(*, project: Project, run: Run, top: int = DIRAS_TOP, inside: int = DIRAS_INSIDE,
+                outside: int = DIRAS_OUTSIDE, seed: int = 0) -> dict[str, int]:
+    """DIRAS's sampling for distillation (selectors.diras_sample): for each query of the run (by id), `inside`
+    passages drawn at random from within its top `top` (each report's top when the passages name reports) and
+    `outside` drawn at random from the corpus outside that top, seeded. Sources: system=run name with its rank for
+    the inside ones, system=random_system(seed) with no rank for the outside ones. New pairs enter by query, the
+    inside draw in rank order then the outside draw in its order. Returns {"pairs", "pool sources"} (the same sample
+    again writes nothing) with the draw's counts: "inside", "outside", and "short queries" (queries that had fewer
+    than asked on a side and gave all they had)."""
     runs = _checked_runs(project=project, runs=[run])
-    if top < 0 or random < 0 or top + random < 1:
-        raise PoolingError(f"sample at least one passage per query: top {top} and random {random}")
-    if seed < 0:
+    if problem := sample_size_problem(top, inside, outside):
+        raise PoolingError(problem)
+    if not isinstance(seed, int) or seed < 0:
         raise PoolingError(f"the seed must be a non-negative integer, got {seed}")
-    tops: dict[int, list[tuple[int, int]]] = {}
-    for query_id, passage_id, rank in run_top(runs[0], top) if top else ():
-        tops.setdefault(query_id, []).append((passage_id, rank))
-    rows = sample_rows(project=project, run=run, tops=tops, random=random, seed=seed)
-    return pool_sample_store(project=project, run=run, rows=rows, seed=seed)
+    sample = diras_sample(project=project, run=runs[0], top=top, inside=inside, outside=outside, seed=seed)
+    written = pool_sample_store(project=project, run=run, rows=sample.rows, seed=seed)
+    return {**written, "inside": sample.inside_drawn, "outside": sample.outside_drawn,
+            "short queries": sample.short_queries}

@@ -1,4 +1,4 @@
-"""Training sets for distillation (DIRAS section 3): DIRAS's top-plus-random sample of a run, whose pairs enter the
+"""Training sets for distillation (DIRAS section 3): DIRAS's sample of a run (inside and outside its top), whose pairs enter the
 pool so that the teacher judges them as any pair, or the examples of a DIRAS-layout file with the teacher's
 answers; either split into train and held-out by query (models_llm.distill.split)."""
 from __future__ import annotations
@@ -16,31 +16,35 @@ from labeling.models import (
     FineTuneJob,
     Judge,
     Pair,
-    Passage,
     Project,
     Query,
     Run,
-    RunEntry,
     ScoringJob,
     TrainingExample,
     TrainingSet,
 )
 from labeling.names import NameRefused, clean_name
 from labeling.selectors.definitions import current_definitions
+from labeling.selectors.diras_sample import (
+    DIRAS_INSIDE,
+    DIRAS_OUTSIDE,
+    DIRAS_TOP,
+    diras_sample,
+    sample_size_problem,
+)
 from labeling.selectors.distill import teacher_answers
-from labeling.selectors.runs import run_top
-from labeling.services.pooling import pool_sample_store, random_system, sample_rows
+from labeling.services.pooling import pool_sample_store, random_system
 from labeling.services.scoring import scoring_job_start
 from labeling.upload_limits import oversize_refusal
 from models_llm.distill.chat import DistillFormatError
 from models_llm.distill.files import read_file_examples
 from models_llm.distill.split import split_groups
 
-# DIRAS on ClimRetrieve: a query's candidates are each report's 5 best-ranked paragraphs, so that one long report
-# does not fill the top of every query.
-REPORT_DEPTH = 5
-REPORT_KEY = "report"
 MAX_HELD_OUT = 0.9
+DEFAULT_HELD_OUT = 0.2
+# DIRAS section 3: "We split the questions into 11 for testing and 20 for training": 11 of 31 held out (held_out_count
+# rounds 11/31 of 31 questions to 11).
+DIRAS_HELD_OUT = 11 / 31
 MAX_NAME = TrainingSet._meta.get_field("name").max_length
 MAX_GROUP = TrainingExample._meta.get_field("group").max_length
 SHOWN_SKIPPED = 20
@@ -115,44 +119,6 @@ def default_run(project: Project) -> Run:
     return run
 
 
-def _reports(project: Project) -> dict[int, str]:
-    """Passage id -> its report, for the passages whose metadata name one."""
-    rows = (Passage.objects.filter(project=project, metadata__has_key=REPORT_KEY)
-            .values_list("id", f"metadata__{REPORT_KEY}").iterator(chunk_size=50_000))
-    return {passage_id: str(report) for passage_id, report in rows}
-
-
-def _run_tops(run: Run, top: int) -> dict[int, list[tuple[int, int]]]:
-    tops: dict[int, list[tuple[int, int]]] = {}
-    for query_id, passage_id, rank in run_top(run, top) if top else ():
-        tops.setdefault(query_id, []).append((passage_id, rank))
-    return tops
-
-
-def _report_tops(run: Run, top: int, reports: dict[int, str]) -> dict[int, list[tuple[int, int]]]:
-    """DIRAS's report rule: per query, each report's REPORT_DEPTH best-ranked passages in the run are the
-    candidates, and the `top` best-ranked candidates are taken (a passage without a report is a report of its own).
-    The run is walked in rank order until a query has its `top`."""
-    tops: dict[int, list[tuple[int, int]]] = {}
-    if not top:
-        return tops
-    seen: dict[str, int] = {}
-    current = None
-    entries = (RunEntry.objects.filter(run=run).order_by("query_id", "rank")
-               .values_list("query_id", "passage_id", "rank").iterator(chunk_size=20_000))
-    for query_id, passage_id, rank in entries:
-        if query_id != current:
-            current, seen = query_id, {}
-            kept = tops.setdefault(query_id, [])
-        if len(kept) >= top:
-            continue
-        report = reports.get(passage_id, f"passage {passage_id}")
-        if seen.get(report, 0) < REPORT_DEPTH:
-            seen[report] = seen.get(report, 0) + 1
-            kept.append((passage_id, rank))
-    return tops
-
-
 def _pair_ids(project: Project, wanted: set[tuple[int, int]]) -> dict[tuple[int, int], int]:
     query_ids = sorted({query_id for query_id, _ in wanted})
     found: dict[tuple[int, int], int] = {}
@@ -163,41 +129,54 @@ def _pair_ids(project: Project, wanted: set[tuple[int, int]]) -> dict[tuple[int,
     return found
 
 
+def default_held_out(*, report_rule: bool) -> float:
+    """The held-out share when none is given: DIRAS's split (section 3: "We split the questions into 11 for testing
+    and 20 for training"), 11 of 31 questions, when the data is DIRAS's (the passages name their reports); else
+    DEFAULT_HELD_OUT."""
+    return DIRAS_HELD_OUT if report_rule else DEFAULT_HELD_OUT
+
+
 @transaction.atomic
 def training_set_create(
-    *, project: Project, name: str, run: Run | None = None, top: int = 30, random: int = 30, seed: int = 0,
-    held_out: float = 0.2, user=None,
+    *, project: Project, name: str, run: Run | None = None, top: int = DIRAS_TOP, inside: int = DIRAS_INSIDE,
+    outside: int = DIRAS_OUTSIDE, seed: int = 0, held_out: float | None = None, user=None,
 ) -> TrainingSet:
-    """DIRAS section 3's sample as a training set: for each query of `run` (default: the newest dense run), its
-    `top` best-ranked passages and `random` passages drawn at random (seeded) from the rest of the corpus, exactly
-    as pool_sample draws them. The pairs enter the pool with their provenance (the run's name and rank; the draw as
-    random_system(seed)), so that the teacher scores them as any pair, and become examples (origin top with the
-    run's rank, or random), split train / held-out by query with split_groups(query ids, held_out, seed).
-
-    Report rule: when the project's passages carry a `report` in their metadata, a query's top candidates are each
-    report's REPORT_DEPTH (5) best-ranked passages in the run, and its `top` best-ranked candidates are taken.
+    """DIRAS section 3's sample as a training set: for each query of `run` (default: the newest dense run), `inside`
+    passages drawn at random from within its top `top` and `outside` drawn at random from the corpus outside that
+    top, seeded (selectors.diras_sample, as pool_sample draws them; when the passages name their report, the top
+    is each report's top `top`, as DIRAS's code has it). A query with fewer than asked on a side gives all it has,
+    and the set's parameters count and list such queries. The pairs enter the pool with their provenance (the run's
+    name and rank inside the top; random_system(seed) outside), so that the teacher scores them as any pair, and
+    become examples (origin top with the run's rank, or random), split train / held-out by query with
+    split_groups(query ids, held_out, seed); `held_out` None: default_held_out (DIRAS's 11 of 31 questions for
+    report data).
 
     Everything or nothing is stored; TrainingSetError names what is wrong."""
     name = _checked_name(project, name)
-    if not all(isinstance(size, int) for size in (top, random)) or top < 0 or random < 0 or top + random < 1:
-        raise TrainingSetError(f"sample at least one passage per query: top {top!r} and random {random!r}")
-    seed, held_out = _checked_seed(seed), _checked_held_out(held_out)
+    if problem := sample_size_problem(top, inside, outside):
+        raise TrainingSetError(problem)
+    seed = _checked_seed(seed)
+    if held_out is not None:
+        held_out = _checked_held_out(held_out)
     run = run if run is not None else default_run(project)
     if run.project_id != project.id:
         raise TrainingSetError(f"run {run.name!r} is not a run of project {project.slug!r}")
-    reports = _reports(project)
-    tops = _report_tops(run, top, reports) if reports else _run_tops(run, top)
-    rows = list(sample_rows(project=project, run=run, tops=tops, random=random, seed=seed))
-    if not rows:
+    sample = diras_sample(project=project, run=run, top=top, inside=inside, outside=outside, seed=seed)
+    if not sample.rows:
         raise TrainingSetError(f"run {run.name!r} has no entries to sample")
-    pooled = pool_sample_store(project=project, run=run, rows=rows, seed=seed)
+    held_out_given = held_out is not None
+    if held_out is None:
+        held_out = default_held_out(report_rule=sample.report_rule)
+    pooled = pool_sample_store(project=project, run=run, rows=sample.rows, seed=seed)
     training_set = _stored(
         project, name=name, source=f"run {run.name}"[:500], created_by=user,
-        parameters={"run": run.name, "run_id": run.id, "top": top, "random": random, "seed": seed,
-                    "held_out": held_out, "report_rule": bool(reports),
-                    "report_depth": REPORT_DEPTH if reports else None, "random_system": random_system(seed),
-                    "pooled": pooled},
+        parameters={"run": run.name, "run_id": run.id, "top": top, "inside": inside, "outside": outside,
+                    "seed": seed, "held_out": held_out,
+                    "held_out_rule": "given" if held_out_given else "diras" if sample.report_rule else "default",
+                    "report_rule": sample.report_rule, "random_system": random_system(seed), "pooled": pooled,
+                    **sample.counts()},
     )
+    rows = sample.rows
     pair_of = _pair_ids(project, {(query_id, passage_id) for query_id, passage_id, _ in rows})
     query_names = dict(Query.objects.filter(project=project, id__in={row[0] for row in rows})
                        .values_list("id", "external_id"))

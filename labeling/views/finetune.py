@@ -25,7 +25,7 @@ from labeling.selectors.lookups import judge_by_name
 from labeling.selectors.projects import admin_to, project_role
 from labeling.selectors.runs import project_runs, run_by_name
 from labeling.selectors.scoring import judges_for_project
-from labeling.selectors.training_sets import training_set_by_name, training_sets_of_project
+from labeling.selectors.training_sets import sample_summary, training_set_by_name, training_sets_of_project
 from labeling.services.training_sets import (
     training_set_create,
     training_set_delete,
@@ -185,13 +185,14 @@ def training_set_sample_view(request: HttpRequest, project: Project) -> HttpResp
         try:
             run = run_by_name(project=project, name=data["run"])
             training_set = training_set_create(project=project, name=data["name"], run=run, top=data["top"],
-                                               random=data["random"], seed=data["seed"], held_out=data["held_out"],
-                                               user=request.user)
+                                               inside=data["inside"], outside=data["outside"], seed=data["seed"],
+                                               held_out=data["held_out"], user=request.user)
         except DomainError as exc:
             form.add_error(None, str(exc))
         else:
             messages.success(request, f"Stored training set {training_set.name} sampled from run {run.name}; its "
-                                      "pairs are in the pool for the teacher to judge.")
+                                      "pairs are in the pool for the teacher to judge. "
+                                      + sample_summary(training_set.parameters))
             return _back(project)
     return _page(request, project, status=400, sample_form=form)
 

@@ -23,11 +23,14 @@ class DistillFormatError(ValueError):
 
 @dataclass(frozen=True)
 class ChatExample:
-    """One training example: the system and user turns of the prompt, and the answer the student learns."""
+    """One training example: the system and user turns of the prompt, and the answer the student learns.
+    `passage`: the passage's text as the user turn holds it (its last occurrence there), the only part of the
+    prompt that may be cut to fit the source length; "" when unknown."""
 
     system: str
     user: str
     answer: str
+    passage: str = ""
 
     def messages(self) -> list[dict[str, str]]:
         turns = [{"role": "system", "content": self.system}] if self.system else []
@@ -36,10 +39,17 @@ class ChatExample:
 
 @dataclass(frozen=True)
 class EncodedExample:
-    """Token ids of prompt + answer, and labels: IGNORE on the prompt, the ids themselves on the answer."""
+    """Token ids of prompt + answer, and labels: IGNORE on the prompt, the ids themselves on the answer.
+    `truncated`: the passage was cut for the prompt to fit the source length."""
 
     input_ids: tuple[int, ...]
     labels: tuple[int, ...]
+    truncated: bool = False
+
+
+# DIRAS App. F (QLoRA's defaults): "a source max length of 2048, and a target max length of 512".
+SOURCE_MAX_LENGTH = 2048
+TARGET_MAX_LENGTH = 512
 
 
 def teacher_answer(p_relevant: float) -> str:
@@ -65,7 +75,7 @@ def pair_example(pair: PairInput, answer: str, template: dict[str, str] | None =
     CoT: the same system and user turns as every judge of the product) and the teacher's answer."""
     config = JudgeConfig(backend="hf", model="student", method="tok", template=template or {})
     prompt = build_prompt(pair, config)
-    return ChatExample(system=prompt.system, user=prompt.user, answer=answer)
+    return ChatExample(system=prompt.system, user=prompt.user, answer=answer, passage=pair.passage.strip())
 
 
 _LLAMA3_TURN = re.compile(r"<\|start_header_id\|>(system|user|assistant)<\|end_header_id\|>\n\n(.*?)(?:<\|eot_id\|>|$)",
@@ -105,16 +115,52 @@ def render(tokenizer, example: ChatExample) -> tuple[str, str]:
     return prompt, whole[len(prompt):]
 
 
-def encode(tokenizer, example: ChatExample, max_length: int) -> EncodedExample:
-    """Token ids of the rendered example (one tokenization of the whole text, so the ids are those the judge's
-    prompt gives), labels IGNORE on every token that ends inside the prompt. DistillFormatError when it is longer
-    than max_length tokens: a cut example would teach an answer to a prompt it never saw."""
+def _encoded(tokenizer, example: ChatExample) -> tuple[list[int], tuple[int, ...], int]:
+    """(ids, labels, prompt tokens) of the rendered example: one tokenization of the whole text (so the ids are
+    those the judge's prompt gives), labels IGNORE on every token that ends inside the prompt."""
     prompt, answer = render(tokenizer, example)
     encoding = tokenizer(prompt + answer, add_special_tokens=False, return_offsets_mapping=True)
     ids, offsets = encoding["input_ids"], encoding["offset_mapping"]
-    if len(ids) > max_length:
-        raise DistillFormatError(f"the example is {len(ids)} tokens, over the maximum length of {max_length}")
     labels = tuple(IGNORE if end <= len(prompt) else token for token, (_, end) in zip(ids, offsets))
-    if all(label == IGNORE for label in labels):
+    return ids, labels, sum(1 for label in labels if label == IGNORE)
+
+
+def _with_passage(example: ChatExample, passage: str) -> ChatExample:
+    at = example.user.rfind(example.passage)
+    user = example.user[:at] + passage + example.user[at + len(example.passage):]
+    return ChatExample(system=example.system, user=user, answer=example.answer, passage=passage)
+
+
+def encode(tokenizer, example: ChatExample, source_max: int = SOURCE_MAX_LENGTH,
+           target_max: int = TARGET_MAX_LENGTH) -> EncodedExample:
+    """Token ids and labels of the rendered example (_encoded). DIRAS App. F's lengths: the prompt (the source,
+    chat template included) at most `source_max` tokens, the answer (the target, its end-of-turn marker included) at
+    most `target_max`. A longer prompt has its passage's end cut, token by token of the passage, until it fits
+    (`truncated`); the answer is never cut. DistillFormatError when the answer is too long, or when the prompt does
+    not fit even with an empty passage (or its passage is unknown): cutting the question, the definition or the
+    instruction would teach an answer to a prompt the judge never sees."""
+    ids, labels, prompt_tokens = _encoded(tokenizer, example)
+    answer_tokens = len(ids) - prompt_tokens
+    if answer_tokens == 0:
         raise DistillFormatError("the example has no answer tokens to learn")
-    return EncodedExample(input_ids=tuple(ids), labels=labels)
+    if answer_tokens > target_max:
+        raise DistillFormatError(f"the answer is {answer_tokens} tokens, over the target max length of {target_max} "
+                                 "(an answer is never cut)")
+    if prompt_tokens <= source_max:
+        return EncodedExample(input_ids=tuple(ids), labels=labels)
+    if not example.passage or example.passage not in example.user:
+        raise DistillFormatError(f"the prompt is {prompt_tokens} tokens, over the source max length of {source_max}, "
+                                 "and its passage cannot be found to cut")
+    passage_ends = [end for _, end in tokenizer(example.passage, add_special_tokens=False,
+                                                return_offsets_mapping=True)["offset_mapping"]]
+    keep = len(passage_ends)
+    while prompt_tokens > source_max and keep > 0:
+        # Drop as many passage tokens as the prompt is over (at least one): a cut between two tokens may merge or
+        # split a token or two, so measure again.
+        keep = max(0, keep - max(1, prompt_tokens - source_max))
+        cut = _with_passage(example, example.passage[:passage_ends[keep - 1]] if keep else "")
+        ids, labels, prompt_tokens = _encoded(tokenizer, cut)
+    if prompt_tokens > source_max:
+        raise DistillFormatError(f"the prompt is {prompt_tokens} tokens without its passage, over the source max "
+                                 f"length of {source_max}")
+    return EncodedExample(input_ids=tuple(ids), labels=labels, truncated=True)

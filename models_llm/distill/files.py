@@ -41,6 +41,9 @@ _ASK = (
     "means your previous guess is very likely to be wrong, and 1 means you are very confident about the guess.>"
 )
 _QUESTION_LINE = re.compile(r'^<question>: "(.*)"$', re.MULTILINE)
+# The paragraph of a DIRAS prompt: from `<paragraph>: "` to the closing quote before the question that asks about it
+# (the released code's TRAIN_PROMPT and the ASQA prompts: `"\n\n\nIs <paragraph> ...`).
+_PARAGRAPH = re.compile(r'<paragraph>: "(.*)"\s*\n\s*Is <paragraph>', re.DOTALL)
 _NUMBER = re.compile(r"[0-9]*\.?[0-9]+")
 
 
@@ -75,6 +78,13 @@ def diras_user(question: str, paragraph: str, background: str = BACKGROUND) -> s
     """DIRAS's user turn for a question and a paragraph (the ASQA prompts' wording and format)."""
     return (f'{_INTRO}<background_information>: "{background}"\n<question>: "{question}"\n'
             f'<paragraph>: "{paragraph}"{_ASK}')
+
+
+def prompt_paragraph(user: str) -> str:
+    """The paragraph of a user turn in DIRAS's layout (the part of the prompt the fine-tuning may cut to fit its
+    source length), or "" when the turn holds none."""
+    found = _PARAGRAPH.search(user)
+    return found.group(1) if found else ""
 
 
 def prompt_question(user: str) -> str:

@@ -28,7 +28,15 @@ from transformers import (
 )
 
 from models_llm.distill.answer_loss import AnswerLossTrainer, answer_loss, head_trims
-from models_llm.distill.chat import IGNORE, ChatExample, DistillFormatError, EncodedExample, encode
+from models_llm.distill.chat import (
+    IGNORE,
+    SOURCE_MAX_LENGTH,
+    TARGET_MAX_LENGTH,
+    ChatExample,
+    DistillFormatError,
+    EncodedExample,
+    encode,
+)
 
 
 class FinetuneError(ValueError):
@@ -46,8 +54,9 @@ SCHEDULERS = ("constant_with_warmup", "linear", "cosine")
 class LoraSettings:
     """DIRAS App. F's settings as defaults: LoRA r 64, alpha 16, dropout 0.1 on all linear layers; learning rate
     2e-4, constant after a 3% warm-up; Adam beta2 0.999; gradient norm clipped at 0.3; no weight decay; an
-    effective batch of 32 (micro batches of `micro_batch` accumulated); 2 epochs. `max_steps` > 0 stops earlier.
-    `quantize_4bit`: QLoRA (4-bit NF4 base) when CUDA and bitsandbytes are there; ignored otherwise."""
+    effective batch of 32 (micro batches of `micro_batch` accumulated); 2 epochs; a source (prompt) max length of
+    2048 tokens and a target (answer) max length of 512, a longer prompt having its passage cut (chat.encode).
+    `max_steps` > 0 stops earlier. `quantize_4bit`: QLoRA (4-bit NF4 base) when CUDA and bitsandbytes are there; ignored otherwise."""
 
     r: int = 64
     alpha: int = 16
@@ -63,7 +72,8 @@ class LoraSettings:
     micro_batch: int = 4
     epochs: float = 2.0
     max_steps: int = 0
-    max_length: int = 1024
+    source_max_length: int = SOURCE_MAX_LENGTH
+    target_max_length: int = TARGET_MAX_LENGTH
     save_steps: int = 20
     seed: int = 0
     quantize_4bit: bool = True
@@ -83,7 +93,8 @@ class LoraSettings:
             (self.batch_size % self.micro_batch == 0, "the batch size must be a multiple of the micro batch"),
             (0 < self.epochs <= 100, "epochs must be in (0, 100]"),
             (0 <= self.max_steps <= 1_000_000, "max steps must be 0 (none) to 1,000,000"),
-            (16 <= self.max_length <= 131_072, "the maximum length must be 16 to 131072 tokens"),
+            (16 <= self.source_max_length <= 131_072, "the source max length must be 16 to 131072 tokens"),
+            (1 <= self.target_max_length <= 131_072, "the target max length must be 1 to 131072 tokens"),
             (1 <= self.save_steps <= 1_000_000, "save steps must be >= 1"),
             (self.scheduler in SCHEDULERS, f"the scheduler must be one of {', '.join(SCHEDULERS)}"),
         )
@@ -93,7 +104,14 @@ class LoraSettings:
 
     @classmethod
     def from_dict(cls, values: dict) -> LoraSettings:
-        """Settings from stored JSON; FinetuneError names an unknown or mistyped one."""
+        """Settings from stored JSON; FinetuneError names an unknown or mistyped one. `max_length` (the one length
+        of jobs made before App. F's two, the whole example's) is read as the source max length: every example it
+        let through fits that source length."""
+        values = dict(values)
+        if "max_length" in values:
+            if "source_max_length" in values:
+                raise FinetuneError("give source_max_length or max_length (its old name), not both")
+            values["source_max_length"] = values.pop("max_length")
         known = {field.name: field for field in fields(cls)}
         unknown = sorted(set(values) - set(known))
         if unknown:
@@ -130,6 +148,8 @@ class Progress:
 
 @dataclass(frozen=True)
 class FinetuneResult:
+    """`truncated`: training examples whose passage was cut for the prompt to fit the source max length."""
+
     adapter_dir: str
     steps: int
     losses: tuple[tuple[int, float], ...]
@@ -137,6 +157,7 @@ class FinetuneResult:
     seconds: float
     examples_per_s: float
     resumed_from_step: int | None
+    truncated: int = 0
 
 
 class _Examples(torch.utils.data.Dataset):
@@ -249,12 +270,14 @@ def _has_bnb() -> bool:
     return True
 
 
-def encode_all(tokenizer, examples: Sequence[ChatExample], max_length: int) -> list[EncodedExample]:
-    """Every example encoded; FinetuneError names the first that cannot be (by its position)."""
+def encode_all(tokenizer, examples: Sequence[ChatExample], settings: LoraSettings) -> list[EncodedExample]:
+    """Every example encoded to the settings' source and target max lengths (chat.encode: a passage cut to fit is
+    counted by the example's `truncated`, not refused); FinetuneError names the first that cannot be (by its
+    position)."""
     encoded = []
     for index, example in enumerate(examples):
         try:
-            encoded.append(encode(tokenizer, example, max_length))
+            encoded.append(encode(tokenizer, example, settings.source_max_length, settings.target_max_length))
         except DistillFormatError as exc:
             raise FinetuneError(f"training example {index + 1}: {exc}") from None
     return encoded
@@ -264,21 +287,23 @@ def finetune(
     *, base_folder: str, examples: Sequence[ChatExample], work_dir: str, adapter_dir: str,
     settings: LoraSettings = LoraSettings(), device: str = "cpu", resume_from: str | None = None,
     on_progress: Callable[[Progress], bool] | None = None, on_checkpoint: Callable[[int, Path], None] | None = None,
-    stop_after_s: float | None = None,
+    stop_after_s: float | None = None, on_encoded: Callable[[int, int], None] | None = None,
 ) -> FinetuneResult:
     """Fine-tune a LoRA adapter for `base_folder` on `examples` and save it (adapter weights and config only) in
     `adapter_dir`. Checkpoints (adapter, optimizer, schedule, RNG states) go to `work_dir`/checkpoint-STEP every
     settings.save_steps steps and are passed to `on_checkpoint`; `resume_from` (a checkpoint folder) goes on from
     there. `on_progress` hears every optimizer step and stops training by returning False (FinetuneStopped, no
     adapter written); `stop_after_s` ends training (adapter written) at the first step past that many seconds.
-    Running out of memory or disk is a FinetuneError saying so."""
+    `on_encoded(examples, truncated)` hears, before the first step, how many examples were encoded and how many of
+    them had their passage cut to fit the source max length. Running out of memory or disk is a FinetuneError
+    saying so."""
     if not examples:
         raise FinetuneError("no training examples")
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise FinetuneError(f"device {device!r} asked for, but torch sees no CUDA device")
-    with training_failures(device, knobs="micro_batch or max_length", written="the adapter"):
+    with training_failures(device, knobs="micro_batch or source_max_length", written="the adapter"):
         return _finetune(base_folder, examples, work_dir, adapter_dir, settings, device, resume_from, on_progress,
-                         on_checkpoint, stop_after_s)
+                         on_checkpoint, stop_after_s, on_encoded)
 
 
 @contextlib.contextmanager
@@ -301,12 +326,15 @@ def training_failures(device: str, *, knobs: str, written: str) -> Iterator[None
 
 
 def _finetune(base_folder, examples, work_dir, adapter_dir, settings, device, resume_from, on_progress,
-              on_checkpoint, stop_after_s) -> FinetuneResult:
+              on_checkpoint, stop_after_s, on_encoded) -> FinetuneResult:
     # peft draws the LoRA A matrices from torch's global generator when the adapter is added, before the Trainer
     # seeds anything: seed first, or the student depends on whatever ran earlier in the process.
     set_seed(settings.seed)
     model, tokenizer, _ = load_student_base(base_folder, settings, device)
-    encoded = encode_all(tokenizer, examples, settings.max_length)
+    encoded = encode_all(tokenizer, examples, settings)
+    truncated = sum(example.truncated for example in encoded)
+    if on_encoded is not None:
+        on_encoded(len(encoded), truncated)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     accumulation = settings.batch_size // settings.micro_batch
     args = TrainingArguments(
@@ -350,7 +378,7 @@ def _finetune(base_folder, examples, work_dir, adapter_dir, settings, device, re
     return FinetuneResult(
         adapter_dir=adapter_dir, steps=output.global_step, losses=tuple(report.losses), examples=len(encoded),
         seconds=seconds, examples_per_s=float(output.metrics.get("train_samples_per_second", 0.0)),
-        resumed_from_step=start_step or None,
+        resumed_from_step=start_step or None, truncated=truncated,
     )
 
 
@@ -410,7 +438,7 @@ def training_probe(base_folder: str, examples: Sequence[ChatExample], settings: 
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     needed = settings.micro_batch * (micro_batches + 1)
     chosen = [examples[i % len(examples)] for i in range(needed)]
-    encoded = encode_all(tokenizer, chosen, settings.max_length)
+    encoded = encode_all(tokenizer, chosen, settings)
     collate, trims = _Collator(pad_id), head_trims(model)
     target = torch.device(device if device.startswith("cuda") and torch.cuda.is_available() else "cpu")
     model.to(target)

@@ -51,16 +51,29 @@ def test_pool_writes_after_the_preview_and_again_writes_nothing(project):
 
 
 def test_diras_sampling(project):
-    out = pool("--runs", "A", "--sample-top", "1", "--sample-random", "2", "--seed", "5")
-    assert "Pooled the top 1 of 'A' + 2 as 'random:5': 6 new pair(s), 6 new source(s)." in out
-    assert PairSource.objects.filter(system="random:5", rank__isnull=True).count() == 4
+    # Run A ranks d1 d2 d3 for both queries: its top 2 is d1 d2, the 4 others of the corpus are outside it.
+    out = pool("--runs", "A", "--sample", "--sample-top", "2", "--sample-inside", "1", "--sample-outside", "2",
+               "--seed", "5")
+    assert ("Pooled the sample of 'A': 2 drawn inside its top 2 (asked 1 per query), 4 outside it as 'random:5' "
+            "(asked 2): 6 new pair(s), 6 new source(s).") in out
+    inside = set(PairSource.objects.filter(system="A").values_list("pair__query__external_id",
+                                                                   "pair__passage__external_id", "rank"))
+    assert len(inside) == 2 and all(passage in ("d1", "d2") for _, passage, _ in inside)
+    outside = PairSource.objects.filter(system="random:5", rank__isnull=True)
+    assert outside.count() == 4 and not outside.filter(pair__passage__external_id__in=["d1", "d2"]).exists()
+    # DIRAS's sizes by default: 30 inside the top 5 and 30 outside; run A ranks 3 passages, the corpus has 6.
+    out = pool("--runs", "A", "--sample", "--seed", "6")
+    assert "6 drawn inside its top 5 (asked 30 per query), 6 outside it" in out
+    assert "2 queries with fewer than asked (all taken)" in out
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    (["--runs", "A"], "give either --depth K, or --sample-top N and --sample-random M"),
-    (["--runs", "A", "--depth", "2", "--sample-top", "1"], "give either --depth K"),
-    (["--runs", "A,B", "--sample-top", "1", "--sample-random", "1"], "DIRAS sampling takes one run"),
-    (["--runs", "A", "--sample-top", "1", "--dry-run"], "--dry-run and --judge go with --depth"),
+    (["--runs", "A"], r"give either --depth K, or --sample \(DIRAS sampling\)"),
+    (["--runs", "A", "--depth", "2", "--sample"], "give either --depth K"),
+    (["--runs", "A", "--depth", "2", "--sample-top", "1"], "go with --sample"),
+    (["--runs", "A,B", "--sample"], "DIRAS sampling takes one run"),
+    (["--runs", "A", "--sample", "--dry-run"], "--dry-run and --judge go with --depth"),
+    (["--runs", "A", "--sample", "--sample-top", "0"], "the top must be at least 1"),
     (["--runs", "A,C", "--depth", "2"], r"project 'cr' has no run 'C' \(its runs: A, B\)"),
     (["--runs", "A", "--depth", "0"], "depth must be at least 1"),
     (["--runs", "A", "--depth", "2", "--judge", "nobody"], "has no judge 'nobody'"),

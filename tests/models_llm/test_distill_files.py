@@ -11,7 +11,7 @@ from transformers import AutoTokenizer
 
 from models_llm.bundled import smollm2_folder
 from models_llm.distill.chat import IGNORE, ChatExample, DistillFormatError, encode
-from models_llm.distill.files import ANSWERS, PROMPTS, read_file_examples
+from models_llm.distill.files import ANSWERS, PROMPTS, prompt_paragraph, read_file_examples
 from models_llm.distill.split import held_out_count, split_groups
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "diras-distill"
@@ -192,7 +192,29 @@ def test_an_asqa_example_in_smollm2s_template_token_by_token(smollm2):
     whole = prompt + example.answer + "<|im_end|>\n"
     expected = smollm2(whole, add_special_tokens=False)["input_ids"]
     prompt_tokens = len(smollm2(prompt, add_special_tokens=False)["input_ids"])
-    encoded = encode(smollm2, ChatExample(example.system, example.user, example.answer), max_length=4096)
+    encoded = encode(smollm2, ChatExample(example.system, example.user, example.answer), source_max=4096)
     assert list(encoded.input_ids) == expected
     assert list(encoded.labels) == [IGNORE] * prompt_tokens + expected[prompt_tokens:]
     assert smollm2.decode(expected[prompt_tokens:]) == example.answer + "<|im_end|>\n"
+
+
+@pytest.mark.parametrize("name", ["asqa_train_data.csv", "qampari_train_data.csv"])
+def test_a_files_prompt_over_the_source_length_has_its_paragraph_cut(smollm2, name):
+    """DIRAS App. F's source max length on an imported prompt: the paragraph between `<paragraph>: "` and its
+    closing quote is the part cut; the background, the question, the instruction and the answer stay whole."""
+    example = read(name).examples[0]
+    paragraph = prompt_paragraph(example.user)
+    assert paragraph and f'<paragraph>: "{paragraph}"\n\n\nIs <paragraph>' in example.user
+    chat = ChatExample(example.system, example.user, example.answer, passage=paragraph)
+    whole = encode(smollm2, chat, source_max=10**6)
+    prompt_tokens = sum(label == IGNORE for label in whole.labels)
+    limit = prompt_tokens - 40  # by hand: 40 tokens too many, all taken from the paragraph
+    cut = encode(smollm2, chat, source_max=limit)
+    assert cut.truncated and limit - 8 <= sum(label == IGNORE for label in cut.labels) <= limit
+    learnt = [token for token, label in zip(cut.input_ids, cut.labels) if label != IGNORE]
+    assert smollm2.decode(learnt) == example.answer + "<|im_end|>\n"
+    before, after = example.user.split(f'"{paragraph}"')
+    shown = smollm2.decode(cut.input_ids)
+    assert before in shown and after in shown
+    kept = shown[shown.index(before) + len(before) + 1:shown.index(after) - 1]
+    assert paragraph.startswith(kept) and len(kept) < len(paragraph)

@@ -1,5 +1,5 @@
 """Pooling from runs: the union of the runs' top k (checked against the files read by hand), provenance with ranks,
-idempotence, the preview and its cost, and DIRAS's seeded top-plus-random sample."""
+idempotence, the preview and its cost, and DIRAS's seeded sample inside and outside a run's top."""
 import random
 from pathlib import Path
 
@@ -155,42 +155,53 @@ def test_pooling_refuses_runs_of_another_project_and_a_bad_depth(project, runs, 
     with pytest.raises(PoolingError, match="name at least one run"):
         pool_add(project=project, runs=[], depth=5)
     with pytest.raises(PoolingError, match="sample at least one passage"):
-        pool_sample(project=project, run=stored[0], top=0, random=0, seed=1)
+        pool_sample(project=project, run=stored[0], top=5, inside=0, outside=0, seed=1)
+    with pytest.raises(PoolingError, match="the top must be at least 1"):
+        pool_sample(project=project, run=stored[0], top=0, inside=1, outside=1, seed=1)
     assert Pair.objects.count() == 0
 
 
-def expected_sample(project, ranked: dict[str, list[str]], top: int, size: int, seed: int):
-    """DIRAS's sample worked out with the explicit candidate arrays: per query by id, numpy's choice over the
-    sorted passage ids left once the top is taken out."""
+def expected_sample(project, ranked: dict[str, list[str]], top: int, inside: int, outside: int, seed: int):
+    """DIRAS's sample worked out with the explicit candidate arrays: per query by id, numpy's choice of `inside`
+    positions of its top (taken in rank order), then of `outside` ids of the sorted corpus less the whole top."""
     ids = {p.external_id: p.id for p in project.passages.all()}
     ext = {v: k for k, v in ids.items()}
     corpus = np.array(sorted(ids.values()))
     rng = np.random.default_rng(seed)
     drawn = {}
     for q in sorted(ranked, key=lambda q: project.queries.get(external_id=q).id):
-        rest = np.setdiff1d(corpus, [ids[d] for d in ranked[q][:top]])
-        drawn[q] = [ext[i] for i in rng.choice(rest, size=size, replace=False).tolist()]
+        best = ranked[q][:top]
+        picks = sorted(rng.choice(len(best), size=min(inside, len(best)), replace=False).tolist())
+        rest = np.setdiff1d(corpus, [ids[d] for d in best])
+        out = rng.choice(rest, size=min(outside, len(rest)), replace=False).tolist()
+        drawn[q] = ([(best[i], i + 1) for i in picks], [ext[i] for i in out])
     return drawn
 
 
 def test_the_diras_sample_is_seeded_and_apart_from_the_top(project, runs):
     stored, by_hand = runs
-    written = pool_sample(project=project, run=stored[0], top=3, random=4, seed=11)
-    drawn = expected_sample(project, by_hand["A"], 3, 4, 11)
-    tops = {(q, d, "A", rank) for q, docs in by_hand["A"].items() for rank, d in enumerate(docs[:3], start=1)}
-    randoms = {(q, d, "random:11", None) for q, docs in drawn.items() for d in docs}
-    assert sources(project) == tops | randoms
-    assert all(not set(drawn[q]) & set(by_hand["A"][q][:3]) for q in drawn)
-    assert written == {"pairs": len(tops) + len(randoms), "pool sources": len(tops) + len(randoms)}
-    assert pool_sample(project=project, run=stored[0], top=3, random=4, seed=11) == {"pairs": 0, "pool sources": 0}
-    # Another seed draws others (recorded as their own system); the top is pooled already.
-    again = pool_sample(project=project, run=stored[0], top=3, random=4, seed=12)
-    assert again["pool sources"] == len(randoms)
+    written = pool_sample(project=project, run=stored[0], top=5, inside=3, outside=4, seed=11)
+    drawn = expected_sample(project, by_hand["A"], 5, 3, 4, 11)
+    insides = {(q, d, "A", rank) for q, (chosen, _) in drawn.items() for d, rank in chosen}
+    outsides = {(q, d, "random:11", None) for q, (_, out) in drawn.items() for d in out}
+    assert sources(project) == insides | outsides
+    # By hand: 3 queries, 3 drawn from each one's 5 best and 4 from the 35 passages outside them.
+    assert len(insides) == 9 and len(outsides) == 12
+    assert all(d in by_hand["A"][q][:5] for q, d, _, _ in insides)
+    assert all(d not in by_hand["A"][q][:5] for q, d, _, _ in outsides)
+    assert written == {"pairs": 21, "pool sources": 21, "inside": 9, "outside": 12, "short queries": 0}
+    assert pool_sample(project=project, run=stored[0], top=5, inside=3, outside=4, seed=11) == {
+        "pairs": 0, "pool sources": 0, "inside": 9, "outside": 12, "short queries": 0}
+    # Another seed draws others: its outside ones recorded as their own system.
+    pool_sample(project=project, run=stored[0], top=5, inside=3, outside=4, seed=12)
     assert {row for row in sources(project) if row[2] == "random:12"} == {
-        (q, d, "random:12", None) for q, docs in expected_sample(project, by_hand["A"], 3, 4, 12).items() for d in docs}
+        (q, d, "random:12", None) for q, (_, out) in expected_sample(project, by_hand["A"], 5, 3, 4, 12).items()
+        for d in out}
 
 
 def test_a_sample_larger_than_the_corpus_takes_all_of_it(project, runs):
     stored, by_hand = runs
-    pool_sample(project=project, run=stored[0], top=0, random=1000, seed=0)
+    written = pool_sample(project=project, run=stored[0], top=5, inside=30, outside=1000, seed=0)
     assert pool(project) == {(q, d) for q in by_hand["A"] for d in PASSAGES}
+    # Each of the 3 queries had 5 inside its top and 35 outside: all taken, and counted as short.
+    assert (written["inside"], written["outside"], written["short queries"]) == (15, 105, 3)

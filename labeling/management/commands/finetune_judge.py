@@ -25,10 +25,13 @@ from labeling.services.training_sets import training_set_import
 # Command-line options that are settings fields of each student kind (LoraSettings, CrossEncoderSettings); the
 # rest keep the kind's defaults. An option of the other kind only is refused.
 SHARED_OPTIONS = {"epochs": "epochs", "max_steps": "max_steps", "learning_rate": "learning_rate",
-                  "batch_size": "batch_size", "save_steps": "save_steps", "max_length": "max_length"}
+                  "batch_size": "batch_size", "save_steps": "save_steps"}
 SETTINGS_OPTIONS = {
-    FineTuneJob.StudentKind.LORA: SHARED_OPTIONS | {"lora_r": "r", "micro_batch": "micro_batch"},
-    FineTuneJob.StudentKind.CROSSENCODER: SHARED_OPTIONS | {"expert_weight": "expert_weight"},
+    FineTuneJob.StudentKind.LORA: SHARED_OPTIONS | {"lora_r": "r", "micro_batch": "micro_batch",
+                                                    "max_length": "source_max_length",
+                                                    "target_max_length": "target_max_length"},
+    FineTuneJob.StudentKind.CROSSENCODER: SHARED_OPTIONS | {"expert_weight": "expert_weight",
+                                                            "max_length": "max_length"},
 }
 
 
@@ -61,8 +64,11 @@ class Command(BaseCommand):
         parser.add_argument("--micro-batch", type=int, help="lora only: examples per forward pass (default 4)")
         parser.add_argument("--save-steps", type=int, help="a checkpoint every this many steps (default 20 for lora, "
                                                            "50 for crossencoder)")
-        parser.add_argument("--max-length", type=int, help="longest example in tokens (default 1024 for lora, 256 for "
-                                                           "crossencoder)")
+        parser.add_argument("--max-length", type=int,
+                            help="lora: the source (prompt) max length in tokens, a longer prompt's passage cut to fit "
+                                 "(default 2048, DIRAS App. F); crossencoder: the longest pair (default 256)")
+        parser.add_argument("--target-max-length", type=int,
+                            help="lora only: the answer's max length in tokens, never cut (default 512, DIRAS App. F)")
         parser.add_argument("--expert-weight", type=float,
                             help="crossencoder only: the weight of a pair the experts labelled, whose target is their "
                                  "answer (default 1; 0 learns the teacher's answers only)")

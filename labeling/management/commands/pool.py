@@ -1,10 +1,12 @@
 """`manage.py pool --project SLUG --runs A,B --depth K [--dry-run] [--judge NAME]`: pool the top k of runs;
-`--sample-top N --sample-random M --seed S --runs A`: DIRAS's top-plus-random sample of one run."""
+`--runs A --sample [--sample-top T] [--sample-inside N] [--sample-outside M] [--seed S]`: DIRAS's sample of one run
+(N drawn from within its top T per query, M from outside it)."""
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from labeling.exceptions import DomainError
 from labeling.management.lookup import command_judge, command_project
 from labeling.models import Project, Run
+from labeling.selectors.diras_sample import DIRAS_INSIDE, DIRAS_OUTSIDE, DIRAS_TOP
 from labeling.selectors.runs import run_by_name
 from labeling.services.pooling import PoolPreview, pool_add, pool_preview, pool_sample, random_system
 
@@ -15,10 +17,12 @@ class Command(BaseCommand):
     help = (
         "Add pairs to the project's pool from its runs. With --depth K: the union of each run's top K per query, "
         "a preview printed first (new pairs per query, sources; with --judge, what judging the new pairs would "
-        "cost), then written unless --dry-run. With --sample-top N --sample-random M [--seed S] and one run: "
-        "DIRAS's sampling for distillation, per query the run's top N plus M passages drawn at random (seeded) from "
-        "the rest of the corpus; the drawn ones are recorded as system 'random:S' without a rank. Pairs already in "
-        "the pool only gain sources; running the same again writes nothing."
+        "cost), then written unless --dry-run. With --sample and one run: DIRAS's sampling for distillation, per "
+        "query N passages drawn at random from within the run's top T (each report's top T when the passages name "
+        "their report) and M drawn at random from the corpus outside that top, seeded (DIRAS: T 5, N 30, M 30); the "
+        "inside ones are recorded with the run's name and rank, the outside ones as system 'random:S' without a "
+        "rank. A query with fewer than asked on a side gives all it has and is counted. Pairs already in the pool "
+        "only gain sources; running the same again writes nothing."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -27,26 +31,42 @@ class Command(BaseCommand):
         parser.add_argument("--depth", type=int, help="pool each run's top K per query")
         parser.add_argument("--dry-run", action="store_true", help="with --depth: print the preview only")
         parser.add_argument("--judge", help="with --depth: estimate what judging the new pairs would cost")
-        parser.add_argument("--sample-top", type=int, help="DIRAS sampling: the run's top N per query")
-        parser.add_argument("--sample-random", type=int, help="DIRAS sampling: M random passages per query")
+        parser.add_argument("--sample", action="store_true", help="DIRAS sampling of one run")
+        parser.add_argument("--sample-top", type=int,
+                            help=f"DIRAS sampling: the top T per query (default {DIRAS_TOP})")
+        parser.add_argument("--sample-inside", type=int,
+                            help=f"DIRAS sampling: N passages per query drawn within the top (default {DIRAS_INSIDE})")
+        parser.add_argument("--sample-outside", type=int,
+                            help=f"DIRAS sampling: M passages per query drawn outside it (default {DIRAS_OUTSIDE})")
         parser.add_argument("--seed", type=int, default=0, help="DIRAS sampling: the random draw's seed (default 0)")
 
     def handle(self, *args, project: str, runs: str, depth: int | None, dry_run: bool, judge: str | None,
-               sample_top: int | None, sample_random: int | None, seed: int, **options) -> None:
+               sample: bool, sample_top: int | None, sample_inside: int | None, sample_outside: int | None,
+               seed: int, **options) -> None:
         found = command_project(project)
         chosen = [self._run(found, name.strip()) for name in runs.split(",") if name.strip()]
-        sampling = sample_top is not None or sample_random is not None
+        sampling = sample
         if sampling == (depth is not None):
-            raise CommandError("give either --depth K, or --sample-top N and --sample-random M")
+            raise CommandError("give either --depth K, or --sample (DIRAS sampling)")
+        if not sampling and any(size is not None for size in (sample_top, sample_inside, sample_outside)):
+            raise CommandError("--sample-top, --sample-inside and --sample-outside go with --sample")
+        sample_top = DIRAS_TOP if sample_top is None else sample_top
+        sample_inside = DIRAS_INSIDE if sample_inside is None else sample_inside
+        sample_outside = DIRAS_OUTSIDE if sample_outside is None else sample_outside
         try:
             if sampling:
                 if dry_run or judge:
                     raise CommandError("--dry-run and --judge go with --depth")
                 if len(chosen) != 1:
                     raise CommandError("DIRAS sampling takes one run")
-                written = pool_sample(project=found, run=chosen[0], top=sample_top or 0, random=sample_random or 0,
-                                      seed=seed)
-                how = f"top {sample_top or 0} of {chosen[0].name!r} + {sample_random or 0} as {random_system(seed)!r}"
+                written = pool_sample(project=found, run=chosen[0], top=sample_top, inside=sample_inside,
+                                      outside=sample_outside, seed=seed)
+                short = written["short queries"]
+                how = (f"sample of {chosen[0].name!r}: {written['inside']:,} drawn inside its top {sample_top} "
+                       f"(asked {sample_inside} per query), {written['outside']:,} outside it as "
+                       f"{random_system(seed)!r} (asked {sample_outside})"
+                       + (f", {short:,} quer{'y' if short == 1 else 'ies'} with fewer than asked (all taken)"
+                          if short else ""))
             else:
                 item = command_judge(found, judge) if judge else None
                 self._print(pool_preview(project=found, runs=chosen, depth=depth, judge=item), chosen, depth)

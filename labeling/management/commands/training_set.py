@@ -1,5 +1,5 @@
-"""`manage.py training_set --project SLUG --name NAME [--run RUN] [--top N] [--random M] [--seed S] [--held-out F]`:
-DIRAS's sample of a run as a training set; `--from-file CSV [--skip-bad]`: a DIRAS-layout file as one;
+"""`manage.py training_set --project SLUG --name NAME [--run RUN] [--top T] [--inside N] [--outside M] [--seed S]
+[--held-out F]`: DIRAS's sample of a run as a training set; `--from-file CSV [--skip-bad]`: a DIRAS-layout file as one;
 `--export PATH --student MODEL_FOLDER --teacher JUDGE`: a set's instruction-tuning JSONL in the student's template;
 `--score-with JUDGE`: the teacher judges an existing set's pairs (a scoring job over those it has not answered)."""
 import os
@@ -12,18 +12,25 @@ from labeling.llm_adapter import model_folder
 from labeling.management.lookup import command_judge, command_project
 from labeling.models import Project, TrainingSet
 from labeling.selectors.runs import run_by_name
-from labeling.selectors.training_sets import training_set_by_name, training_set_jsonl, training_sets_of_project
+from labeling.selectors.training_sets import (
+    sample_summary,
+    training_set_by_name,
+    training_set_jsonl,
+    training_sets_of_project,
+)
 from labeling.services.training_sets import training_set_create, training_set_import, training_set_score
 
-SAMPLING = ("run", "top", "random")
+SAMPLING = ("run", "top", "inside", "outside")
 
 
 class Command(BaseCommand):
     help = (
         "Make a training set for distillation (DIRAS section 3). By default: for each query of the run (--run, else "
-        "the project's newest dense run) its top N passages plus M drawn at random (seeded) from the rest of the "
-        "corpus; the pairs enter the pool for the teacher to judge. When the passages name their report (metadata "
-        "'report'), a query's top N are taken among each report's 5 best-ranked passages (DIRAS's rule). With "
+        "the project's newest dense run) N passages drawn at random from within its top T and M drawn at random from "
+        "the corpus outside that top (seeded; DIRAS: T 5, N 30, M 30); a query with fewer than asked on a side gives "
+        "all it has and is counted. When the passages name their report (metadata 'report'), the top is each "
+        "report's top T (DIRAS's code), and the held-out share defaults to DIRAS's 11 of 31 questions. The pairs "
+        "enter the pool for the teacher to judge. With "
         "--from-file: a DIRAS-layout CSV with the teacher's answers (input/output, or question/document/guess/"
         "confidence). Either way the examples are split into train and held-out by query. With --export: write an "
         "existing set's JSONL (input, output, split, query, passage) in the student's chat template, the pairs "
@@ -34,10 +41,13 @@ class Command(BaseCommand):
         parser.add_argument("--project", required=True, help="project slug")
         parser.add_argument("--name", required=True, help="the training set's name in the project")
         parser.add_argument("--run", help="the run to sample (default: the newest dense run)")
-        parser.add_argument("--top", type=int, help="the run's top N per query (default 30)")
-        parser.add_argument("--random", type=int, help="M passages per query drawn at random (default 30)")
+        parser.add_argument("--top", type=int,
+                            help="T: the top per query (each report's top T when passages name reports; default 5)")
+        parser.add_argument("--inside", type=int, help="N passages per query drawn from within the top (default 30)")
+        parser.add_argument("--outside", type=int, help="M passages per query drawn from outside the top (default 30)")
         parser.add_argument("--seed", type=int, default=0, help="the draw's and the split's seed (default 0)")
-        parser.add_argument("--held-out", type=float, default=0.2, help="share of queries held out (default 0.2)")
+        parser.add_argument("--held-out", type=float,
+                            help="share of queries held out (default: 11/31, DIRAS's, for report data; else 0.2)")
         parser.add_argument("--from-file", type=Path, help="a DIRAS-layout CSV to import instead of sampling")
         parser.add_argument("--skip-bad", action="store_true", help="with --from-file: leave bad rows out")
         parser.add_argument("--export", type=Path, help="write the set's JSONL to this file")
@@ -66,7 +76,7 @@ class Command(BaseCommand):
                 if options["skip_bad"]:
                     raise CommandError("--skip-bad goes with --from-file")
                 run = run_by_name(project=project, name=options["run"]) if options["run"] else None
-                sizes = {size: options[size] for size in ("top", "random") if options[size] is not None}
+                sizes = {size: options[size] for size in ("top", "inside", "outside") if options[size] is not None}
                 training_set = training_set_create(project=project, name=name, run=run, seed=options["seed"],
                                                    held_out=options["held_out"], **sizes)
         except DomainError as exc:
@@ -92,8 +102,9 @@ class Command(BaseCommand):
         except OSError as exc:
             raise CommandError(f"cannot read {path}: {exc.strerror}") from None
         with handle:
+            held_out = {"held_out": options["held_out"]} if options["held_out"] is not None else {}
             return training_set_import(project=project, name=name, file=handle, filename=path.name,
-                                       held_out=options["held_out"], seed=options["seed"],
+                                       seed=options["seed"], **held_out,
                                        skip_bad=options["skip_bad"])
 
     def _print(self, project: Project, training_set: TrainingSet) -> None:
@@ -104,6 +115,15 @@ class Command(BaseCommand):
             f"Stored training set {training_set.name!r} ({training_set.source}): {counted.train_count:,} train and "
             f"{counted.held_out_count:,} held-out example(s) ({origins})."
         ))
+        parameters = training_set.parameters
+        if "inside" in parameters:
+            self.stdout.write(sample_summary(parameters))
+            for short in parameters.get("short", []):
+                self.stdout.write(f"  {short['query']}: {short['inside']:,} inside its top, {short['outside']:,} "
+                                  "outside it: all taken")
+            more = parameters.get("short_queries", 0) - len(parameters.get("short", []))
+            if more > 0:
+                self.stdout.write(f"  ... and {more:,} more such queries")
         for problem in training_set.parameters.get("skipped_rows", []):
             self.stdout.write(f"  skipped {problem}")
         more = training_set.parameters.get("skipped", 0) - len(training_set.parameters.get("skipped_rows", []))
