@@ -127,6 +127,7 @@ MATRIX: dict[str, dict[str, str]] = {
     "api:judge-metrics-by-definition": {"GET": READER},
     "api:systems-evaluation": {"GET": READER},
     "api:systems-reusability": {"GET": READER},
+    "api:systems-lvhq": {"GET": READER},
     "api:bundle-list": {"GET": ADMIN_ONLY, "POST": ADMIN_ONLY},
     "api:bundle-detail": {"GET": ADMIN_ONLY},
     "api:bundle-cancel": {"POST": ADMIN_ONLY},

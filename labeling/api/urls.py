@@ -56,6 +56,7 @@ urlpatterns = [
          name="systems-evaluation"),
     path("projects/<slug:slug>/systems/reusability/", systems.SystemsReusabilityView.as_view(),
          name="systems-reusability"),
+    path("projects/<slug:slug>/systems/lvhq/", systems.SystemsLvhqView.as_view(), name="systems-lvhq"),
     path("projects/<slug:slug>/bundles/", bundles.BundleListView.as_view(), name="bundle-list"),
     path("projects/<slug:slug>/bundles/<id:bundle_job_id>/", bundles.BundleDetailView.as_view(),
          name="bundle-detail"),

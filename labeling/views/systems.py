@@ -295,6 +295,8 @@ def _evaluation(request: HttpRequest, project: Project, runs: list[Run], options
     report = bundle.report
     context |= {"reusability": bundle.reusability} if bundle.reusability is not None else {}
     context |= {"reusability_error": bundle.reusability_error} if bundle.reusability_error else {}
+    context |= {"lvhq": bundle.lvhq, "lvhq_error": bundle.lvhq_error,
+                "lvhq_groups": [bundle.lvhq.overall, *bundle.lvhq.intents] if bundle.lvhq else []}
     return {**context, "report": report, "leaderboards": _leaderboards(report, bundle.significance),
             "needed_words": _needed_words(report),
             "agreement_rows": _agreement_rows(report), "left_out_deeper": _left_out_deeper(report),
