@@ -11,7 +11,8 @@ from django.core.management import CommandError, call_command
 from django.urls import reverse
 from rest_framework.test import APIClient
 
-from labeling.models import Membership
+from labeling.models import Membership, Project
+from labeling.selectors.query_sets import query_sets
 from tests.factories import MembershipFactory, UserFactory
 from tests.lvhq_fixtures import lvhq_project
 
@@ -73,3 +74,16 @@ def test_the_api_gives_the_same_and_refuses_what_it_cannot_do(project):
     refused = api.get(url, {"set_a": "human", "set_b": "web"})
     assert refused.status_code == 422 and "no query set 'web'" in refused.json()["message"]
     assert api.get(url, {"qrels": "judge:none"}).status_code == 404
+
+
+def test_import_puts_queries_without_a_set_in_the_one_chosen(tmp_path):
+    (tmp_path / "queries.jsonl").write_text(
+        '{"_id": "w1", "text": "Where are the shelters?", "metadata": {"intent": "QA"}}\n'
+        '{"_id": "w2", "text": "Is the bridge closed?", "metadata": {"query_set": "human", "twin": "w1"}}\n')
+    (tmp_path / "corpus.jsonl").write_text('{"_id": "p1", "text": "Shelters open at the school."}\n')
+    call_command("import_bundle", str(tmp_path), project="imported", query_set="llm", stdout=StringIO())
+    sets = query_sets(Project.objects.get(slug="imported"))
+    assert sets.sets == {"human": ("w2",), "llm": ("w1",)}
+    assert sets.twins == {"w2": "w1", "w1": "w2"} and sets.intents == {"w1": "QA"}
+    with pytest.raises(CommandError, match="a query set needs a name"):
+        call_command("import_bundle", str(tmp_path), project="imported", query_set=" ", stdout=StringIO())
