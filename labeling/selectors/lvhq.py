@@ -110,9 +110,11 @@ def _matrix(report: SystemsReport, source: str, measure: str, queries: Sequence[
 
 
 def _group(report: SystemsReport, source: str, measure: str, a: Sequence[str], b: Sequence[str],
-           twins: dict[str, str], intent: str | None, draws: int) -> LvhqGroup:
-    pairs = [(query, twins[query]) for query in a if twins.get(query) in set(b)]
-    paired = bool(pairs) and len(pairs) == len(a) == len(b)
+           sets: QuerySets, intent: str | None, draws: int) -> LvhqGroup:
+    pairs = sets.twin_pairs(a, b)
+    # Twin pairs are resampled together only when they match the two sets one to one.
+    paired = (bool(pairs) and len(pairs) == len(a) == len(b) and len({x for x, _ in pairs}) == len(a)
+              and len({y for _, y in pairs}) == len(b))
     if paired:
         a, b = [query for query, _ in pairs], [twin for _, twin in pairs]
     found = query_set_agreement(list(report.runs), _matrix(report, source, measure, a),
@@ -132,13 +134,12 @@ def lvhq_from_report(report: SystemsReport, sets: QuerySets, *, source: str, set
         raise SystemsError(f"the evaluation has no {measure} under {source!r}")
     evaluated = set(report.per_query[report.runs[0]][source].queries) if report.runs else set()
     members = {name: [query for query in sets.of(name) if query in evaluated] for name in (set_a, set_b)}
-    twins = {query: twin for query, twin in sets.twins.items() if query in evaluated and twin in evaluated}
-    overall = _group(report, source, measure, members[set_a], members[set_b], twins, None, draws)
+    overall = _group(report, source, measure, members[set_a], members[set_b], sets, None, draws)
     intents = sorted({sets.intents[query] for name in (set_a, set_b) for query in members[name]
                       if query in sets.intents})
     by_intent = tuple(_group(report, source, measure,
                              [query for query in members[set_a] if sets.intents.get(query) == intent],
-                             [query for query in members[set_b] if sets.intents.get(query) == intent], twins, intent,
+                             [query for query in members[set_b] if sets.intents.get(query) == intent], sets, intent,
                              draws)
                       for intent in intents)
     means = {}

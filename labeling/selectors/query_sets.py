@@ -4,6 +4,7 @@ the twin's external id under `twin`. The import stores them as it stores any met
 queries that lack one, `import_bundle --query-set`); query generation writes both. One reading of them, here."""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from labeling.exceptions import DomainError
@@ -21,11 +22,12 @@ class QuerySetError(DomainError):
 
 @dataclass(frozen=True)
 class QuerySets:
-    """The project's query sets: set name -> its queries' external ids (in id order); `twins` holds each twin
-    pair once per direction (query -> its twin); `intents` each query's intent (metadata `intent`), where given."""
+    """The project's query sets: set name -> its queries' external ids (in id order); `twins` maps a query to its
+    twins both ways (a human query may be the twin of a query of each of two generated sets); `intents` each query's
+    intent (metadata `intent`), where given."""
 
     sets: dict[str, tuple[str, ...]]
-    twins: dict[str, str]
+    twins: dict[str, frozenset[str]]
     intents: dict[str, str]
 
     def of(self, name: str) -> tuple[str, ...]:
@@ -34,10 +36,10 @@ class QuerySets:
             raise QuerySetError(f"no query set {name!r} (sets: {known})")
         return self.sets[name]
 
-    def twin_pairs(self, a: str, b: str) -> list[tuple[str, str]]:
-        """The twin pairs (query of a, query of b), in a's order."""
-        members = set(self.of(b))
-        return [(query, self.twins[query]) for query in self.of(a) if self.twins.get(query) in members]
+    def twin_pairs(self, a: Sequence[str], b: Sequence[str]) -> list[tuple[str, str]]:
+        """The twin pairs (query of a, query of b) among the queries `a` and `b`, in a's order."""
+        members = set(b)
+        return [(query, twin) for query in a for twin in sorted(self.twins.get(query, ())) if twin in members]
 
 
 def _text(metadata: object, key: str, external_id: str) -> str | None:
@@ -79,7 +81,10 @@ def query_sets(project: Project) -> QuerySets:
             raise QuerySetError(f"{where} is in the same query set, {of_query[query]!r}: a twin is in another set")
         if named.get(twin, query) != query:
             raise QuerySetError(f"{where} names {named[twin]!r} as its twin, not {query!r}")
-    twins = dict(named)
-    twins.update({twin: query for query, twin in named.items()})
-    return QuerySets(sets={name: tuple(members) for name, members in sorted(sets.items())}, twins=twins,
+    twins: dict[str, set[str]] = {}
+    for query, twin in named.items():
+        twins.setdefault(query, set()).add(twin)
+        twins.setdefault(twin, set()).add(query)
+    return QuerySets(sets={name: tuple(members) for name, members in sorted(sets.items())},
+                     twins={query: frozenset(found) for query, found in twins.items()},
                      intents=intents)
