@@ -204,3 +204,33 @@ def test_the_api_estimates_then_starts_a_job(project, server, django_capture_on_
     assert api.get(url).json()[0]["id"] == job.id
     refused = api.post(url, {**body, "intents": ["Web"]}, format="json")
     assert refused.status_code == 400
+
+
+def test_the_systems_page_estimates_starts_and_lists_a_generation(project, server, client,
+                                                                   django_capture_on_commit_callbacks):
+    admin = UserFactory()
+    MembershipFactory(project=project, user=admin, role=Membership.Role.ADMIN)
+    client.force_login(admin)
+    url = reverse("labeling:query_generation_start", args=[project.slug])
+    form = {"judge": "writer", "query_set": "llm", "intents": ["FC", "QA"], "sample": "", "seed": "0",
+            "where": "event=flood", "prompts": "", "positive_grade": ""}
+    html = client.post(url, {**form, "estimate": "1"}).content.decode()
+    assert "data-generation-estimate" in html and "<strong>4</strong> passage x intent units" in html
+    assert server.bodies == [] and not QueryGenerationJob.objects.exists()
+    refused = client.post(url, {**form, "where": ""})
+    assert refused.status_code == 400 and "give a sample size or a metadata value" in refused.content.decode()
+    with django_capture_on_commit_callbacks(execute=False) as queued:
+        started = client.post(url, {**form, "intents": ["FC"], "where": "", "sample": "2"})
+    assert started.status_code == 302 and len(queued) == 1
+    job = QueryGenerationJob.objects.get()
+    assert job.parameters["passages"] == random.Random(0).sample(list(PASSAGES), 2)
+    query_generation_run(job_id=job.id)
+    viewer = UserFactory()
+    MembershipFactory(project=project, user=viewer, role=Membership.Role.VIEWER)
+    client.force_login(viewer)
+    page = client.get(reverse("labeling:systems", args=[project.slug])).content.decode()
+    row = page[page.index(f'data-generation="{job.id}"'):]
+    row = row[:row.index("</tr>")]
+    job.refresh_from_db()
+    assert f"{job.done} / {job.total}" in row and f'<td class="num">{job.created}</td>' in row
+    assert "data-generation-form" not in page  # the form is the admins'

@@ -128,6 +128,7 @@ MATRIX: dict[str, dict[str, str]] = {
     "api:systems-evaluation": {"GET": READER},
     "api:systems-reusability": {"GET": READER},
     "api:systems-lvhq": {"GET": READER},
+    "labeling:query_generation_start": {"POST": ADMIN_ONLY},
     "api:query-generation-list": {"GET": MEMBER, "POST": ADMIN_ONLY},
     "api:query-generation-detail": {"GET": MEMBER},
     "api:bundle-list": {"GET": ADMIN_ONLY, "POST": ADMIN_ONLY},
