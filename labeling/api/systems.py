@@ -41,7 +41,8 @@ QRELS_PATTERN = r"(human|sample|(judge|combined|expected|release):[^\x00]+)"
 class SystemsEvaluationView(APIView):
     """Every run of the project under each qrels source (`human`, `sample`, `judge:NAME`, `combined:NAME`,
     `expected:NAME`, `release:NAME`; `sample` only when asked, with statAP and infNDCG@10): mean and bootstrap
-    interval of each measure, the share of each run the source judged, and the agreement of the sources on the ranking of the runs (Kendall's tau, tau_AP, Spearman; partial sources only
+    interval of each measure, the share of each run the source judged, and the qrels agreement: how alike
+    the sources rank the runs (Kendall's tau, tau_AP, Spearman; partial sources only
     with `include_partial`, and no agreement with fewer than three runs). Admins and viewers
     only: every source is made of gold grades or judges' P of items experts have not labelled (blind first)."""
 
