@@ -341,7 +341,7 @@ CELERY_TASK_ROUTES = {
         "bundle_import_task", "validation_refresh_task", "definition_draft_task", "jobs_sweep_task",
         "round_finish_task", "systems_refresh_task")},
     **{f"labeling.tasks.{name}": {"queue": BULK_QUEUE} for name in (
-        "score_chunk_task", "retrieval_task", "audit_task")},
+        "score_chunk_task", "retrieval_task", "audit_task", "query_generation_task")},
     "labeling.tasks.finetune_task": {"queue": FINETUNE_QUEUE},
 }
 # A scoring job keeps SCORING_WINDOW_CHUNKS x its priority (1 to 10) of its chunks in the queue at a time, and sends
@@ -436,6 +436,10 @@ BUNDLE_IMPORT_TIME_LIMIT = env_int("BUNDLE_IMPORT_TIME_LIMIT", 6 * 3600)
 VALIDATION_TIME_LIMIT = env_int("VALIDATION_TIME_LIMIT", env_int("VALIDATION_STALL_SECONDS", 1800))
 DRAFT_TIME_LIMIT = env_int("DRAFT_TIME_LIMIT", 15 * 60)
 ROUND_TIME_LIMIT = env_int("ROUND_TIME_LIMIT", 3600)
+# LLM query generation (DisastIR 3.4; labeling/services/query_generation.py): two model calls per passage and intent.
+QUERY_GENERATION_TIME_LIMIT = env_int("QUERY_GENERATION_TIME_LIMIT", 24 * 3600)
+# The most passage x intent units one generation job may ask for (DisastIR generated 9,600 queries).
+QUERY_GENERATION_MAX_UNITS = env_int("QUERY_GENERATION_MAX_UNITS", 20_000)
 # The Systems page's evaluation (labeling/services/systems_cache.py): computed by a worker within this time, at most
 # once per SYSTEMS_REFRESH_MIN_SECONDS for one choice of sources and options, and within the request instead when
 # the project's runs hold at most SYSTEMS_INLINE_ENTRIES entries in all (well under a second to compute).
@@ -444,7 +448,7 @@ SYSTEMS_REFRESH_MIN_SECONDS = env_int("SYSTEMS_REFRESH_MIN_SECONDS", 30)
 SYSTEMS_INLINE_ENTRIES = env_int("SYSTEMS_INLINE_ENTRIES", 200_000)
 for _name in ("JOB_STALL_SECONDS", "JOB_SWEEP_SECONDS", "SCORING_TIME_LIMIT", "RETRIEVAL_TIME_LIMIT",
               "FINETUNE_TIME_LIMIT", "AUDIT_TIME_LIMIT", "BUNDLE_IMPORT_TIME_LIMIT", "VALIDATION_TIME_LIMIT",
-              "DRAFT_TIME_LIMIT", "ROUND_TIME_LIMIT", "SYSTEMS_TIME_LIMIT"):
+              "DRAFT_TIME_LIMIT", "ROUND_TIME_LIMIT", "SYSTEMS_TIME_LIMIT", "QUERY_GENERATION_TIME_LIMIT"):
     if globals()[_name] < 1:
         raise ImproperlyConfigured(f"{_name}={globals()[_name]} must be at least 1 (seconds)")
 if not 0 < JOB_HEARTBEAT_SECONDS * 3 <= JOB_STALL_SECONDS:

@@ -23,6 +23,7 @@ from models_llm.audit.multicondition import PAPER_FILLER
 from models_llm.audit.types import PAD_WORDS, PERTURBATION_TESTS
 from models_llm.ensembles import PROMPT_PRESETS, STRATEGIES
 from models_llm.prompts import PRESETS
+from models_llm.query_generation import INTENTS as GENERATION_INTENTS
 
 
 class JudgeForm(forms.Form):
@@ -521,6 +522,69 @@ class BeyondPoolForm(forms.Form):
 
     def parameters(self) -> dict:
         return {name: self.cleaned_data[name] for name in ("sample", "seed")}
+
+
+class QueryGenerationForm(forms.Form):
+    """LLM query generation (DisastIR 3.4, the Systems page): a generative judge writes one query per chosen
+    passage and intent, as a new query set. The passages: a seeded sample, or those with a metadata value. The
+    service checks the rest (labeling/services/query_generation.py)."""
+
+    judge = forms.ChoiceField(choices=[], help_text="a judge whose model writes text (hf or openai)")
+    query_set = forms.CharField(max_length=100, initial="llm", help_text="the new query set's name")
+    intents = forms.MultipleChoiceField(choices=[(name, name) for name in GENERATION_INTENTS],
+                                        initial=list(GENERATION_INTENTS), widget=forms.CheckboxSelectMultiple,
+                                        help_text="DisastIR's search intents: one query each per passage")
+    sample = forms.IntegerField(min_value=1, required=False, initial=48,
+                                help_text="passages drawn at random (empty: those with the metadata value below)")
+    seed = forms.IntegerField(min_value=0, initial=0, help_text="the draws' seed")
+    where = forms.CharField(max_length=400, required=False, label="Metadata value",
+                            help_text="KEY=VALUE: the passages whose metadata has it (instead of a sample)")
+    prompts = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 3}),
+                              help_text='edited prompts as JSON {"FC": {"need": "...", "query": "..."}}; empty: '
+                                        "the paper's (App. B)")
+    positive_grade = forms.TypedChoiceField(choices=[], coerce=int, empty_value=None, required=False,
+                                            help_text="a reference grade for the generated positives (empty: none, "
+                                                      "judges and experts grade them)")
+
+    def __init__(self, *args, judges: list[str], grades: list[tuple[int, str]], **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["judge"].choices = [(name, name) for name in judges]
+        self.fields["positive_grade"].choices = [("", "none"), *((str(value), name) for value, name in grades)]
+
+    def clean_where(self) -> tuple[str, str] | None:
+        raw = self.cleaned_data["where"].strip()
+        if not raw:
+            return None
+        key, sep, value = raw.partition("=")
+        if not sep or not key.strip():
+            raise forms.ValidationError("KEY=VALUE, a passage metadata key and its value")
+        return key.strip(), value
+
+    def clean_prompts(self) -> dict | None:
+        raw = self.cleaned_data["prompts"].strip()
+        if not raw:
+            return None
+        try:
+            found = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise forms.ValidationError(f"not JSON: {exc.msg} (line {exc.lineno})") from None
+        if not isinstance(found, dict) or not all(isinstance(edit, dict) for edit in found.values()):
+            raise forms.ValidationError('a JSON object {intent: {"need": text, "query": text}}')
+        return found
+
+    def clean(self) -> dict:
+        data = super().clean()
+        if data.get("where") is not None:
+            data["sample"] = None
+        elif data.get("sample") is None and "where" not in self.errors:
+            raise forms.ValidationError("give a sample size or a metadata value")
+        return data
+
+    def plan_arguments(self) -> dict:
+        data = self.cleaned_data
+        return {"query_set": data["query_set"], "intents": data["intents"], "prompts": data["prompts"],
+                "sample": data["sample"], "seed": data["seed"], "where": data["where"],
+                "positive_grade": data["positive_grade"]}
 
 
 class MulticonditionAuditForm(forms.Form):

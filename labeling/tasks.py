@@ -135,6 +135,18 @@ def audit_task(self, job_id: int) -> None:
     _run_job(self, audit_run, audit_fail, job_id=job_id)
 
 
+# Not reject_on_worker_lost: a generation that kills its worker would come straight back, forever. The sweep gives
+# up a job whose worker stopped beating; what it wrote stays, and a new job of the same passages skips those units.
+@shared_task(bind=True, acks_late=True, max_retries=2, **_time_limits("QUERY_GENERATION_TIME_LIMIT"))
+def query_generation_task(self, job_id: int) -> None:
+    """Generate a query set with a judge's LLM (DisastIR 3.4); transient errors are retried with backoff (the job
+    goes on from the last unit it wrote), and a job that keeps failing stores the error."""
+    # a task imports its service
+    from labeling.services.query_generation import query_generation_fail, query_generation_run
+
+    _run_job(self, query_generation_run, query_generation_fail, job_id=job_id)
+
+
 def _run_job(task, run: Callable[..., object], fail: Callable[..., object], **ids: object) -> None:
     """The one way a task runs background work: `run(**ids)`; a transient error is retried with backoff (10 s
     doubling, at most 5 min) until the task's retries are spent, and then, like any other error, recorded with

@@ -75,6 +75,8 @@ urlpatterns = [
     path("projects/<slug:slug>/systems/pool/preview/", systems.pool_preview_view, name="pool_preview"),
     path("projects/<slug:slug>/systems/pool/", systems.pool_add_view, name="pool_add"),
     path("projects/<slug:slug>/systems/beyond-pool/", systems.beyond_pool_start_view, name="beyond_pool_start"),
+    path("projects/<slug:slug>/systems/query-generation/", systems.query_generation_start_view,
+         name="query_generation_start"),
     path("projects/<slug:slug>/finetune/", finetune.finetune_page, name="finetune"),
     path(
         "projects/<slug:slug>/finetune/training-sets/sample/", finetune.training_set_sample_view,

@@ -21,6 +21,7 @@ from labeling.models import (
     Project,
     QrelsRelease,
     Query,
+    QueryGenerationJob,
     RetrievalJob,
     Run,
     RunEntry,
@@ -96,6 +97,7 @@ class World:
     finetune_job: FineTuneJob  # running, its worker reporting
     bundle_job: BundleImportJob  # failed, with a problem naming its file and line
     audit: AuditJob  # a running perturbation audit of the judge
+    generation: QueryGenerationJob  # a finished query generation by the judge, with one unreadable answer
     release: QrelsRelease  # the human qrels frozen as "release-a"
     member: object  # an expert other than the role users: the one a member removal targets
     invitation: Invitation  # open: its link's token is `invitation_token`
@@ -117,6 +119,7 @@ class World:
             "finetune_job_id": self.finetune_job.id,
             "bundle_job_id": self.bundle_job.id,
             "audit_id": self.audit.id,
+            "generation_id": self.generation.id,
             "release": self.release.name,
             "invitation_id": self.invitation.id,
             "token": self.invitation_token,
@@ -192,11 +195,18 @@ def build_world(
     audit = AuditJob.objects.create(project=project, judge=judge, kind=AuditJob.Kind.PERTURBATION, total=9, done=3,
                                     status=AuditJob.Status.RUNNING, started_at=now, heartbeat_at=now,
                                     parameters={"sample": 1, "seed": 0}, requested_by=users[ADMIN])
+    generation = QueryGenerationJob.objects.create(
+        project=project, judge=judge, query_set="llm", total=2, done=2, created=1, calls=4,
+        status=QueryGenerationJob.Status.DONE, started_at=now, finished_at=now, requested_by=users[ADMIN],
+        parameters={"intents": ["FC"], "passages": ["p1", "p2"], "seed": 0, "prompts": {}, "positive_grade": None,
+                    "selection": "2 named passages"},
+        problems=[{"passage": "p2", "intent": "FC", "stage": "query", "error": "no JSON object", "raw": note}])
     invited = invitation_create(project=project, username="newcomer", role=EXPERT, by=users[ADMIN])
     release = release_create(project=project, by=users[ADMIN], name="release-a")
     if with_report:
         validation_result_ensure(project=project)
     return World(project=project, query=query, pair=pairs[0], conflict=pairs[1], judge=judge, job=job, run=run,
                  retrieval_job=retrieval_job, training_set=training_set, finetune_job=finetune_job,
-                 bundle_job=bundle_job, audit=audit, release=release, member=alice, invitation=invited.invitation,
+                 bundle_job=bundle_job, audit=audit, generation=generation,
+                 release=release, member=alice, invitation=invited.invitation,
                  invitation_token=invited.token, users=users)

@@ -1,5 +1,6 @@
 """API views of system evaluation: the project's runs under its qrels sources, as `evaluate_runs --json` prints it,
-and whether the pool is reusable by a run that did not feed it, as `pool_reusability --json` prints it."""
+whether the pool is reusable by a run that did not feed it, as `pool_reusability --json` prints it, and LVHQ (do two
+query sets rank the runs alike?), as `lvhq --json` prints it."""
 from __future__ import annotations
 
 import re
@@ -14,6 +15,8 @@ from rest_framework.views import APIView
 from labeling.api.fields import query_flag
 from labeling.api.schema import NO_NUL
 from labeling.selectors.coverage import INCLUDE_PARTIAL
+from labeling.selectors.lvhq import DEFAULT_MEASURE as LVHQ_MEASURE
+from labeling.selectors.lvhq import LVHQ_MEASURES, lvhq_json, lvhq_report
 from labeling.selectors.pair_tau import default_pair_tau_judge, pair_tau_json, pair_tau_report
 from labeling.selectors.projects import READ_REPORTS, project_for_user
 from labeling.selectors.qrels_sources import HUMAN
@@ -41,7 +44,8 @@ QRELS_PATTERN = r"(human|sample|(judge|combined|expected|release):[^\x00]+)"
 class SystemsEvaluationView(APIView):
     """Every run of the project under each qrels source (`human`, `sample`, `judge:NAME`, `combined:NAME`,
     `expected:NAME`, `release:NAME`; `sample` only when asked, with statAP and infNDCG@10): mean and bootstrap
-    interval of each measure, the share of each run the source judged, and the agreement of the sources on the ranking of the runs (Kendall's tau, tau_AP, Spearman; partial sources only
+    interval of each measure, the share of each run the source judged, and the qrels agreement: how alike
+    the sources rank the runs (Kendall's tau, tau_AP, Spearman; partial sources only
     with `include_partial`, and no agreement with fewer than three runs). Admins and viewers
     only: every source is made of gold grades or judges' P of items experts have not labelled (blind first)."""
 
@@ -155,6 +159,45 @@ class SystemsReusabilityView(APIView):
             raise ValidationError(refused)
         found = pool_reusability(project=project, source=source, measure=measure, threshold=int(threshold))
         return Response(reusability_json(found))
+
+
+class SystemsLvhqView(APIView):
+    """LVHQ as DisastIR defines it (4.3): every run evaluated under one qrels source on two query sets (the queries'
+    metadata `query_set`: human-written and LLM-generated), and Kendall's tau and tau-AP between the runs' ranking on
+    each, with bootstrap intervals (twin pairs resampled together when every query names its twin, else each set's
+    queries on their own), overall and per intent (metadata `intent`). Admins and viewers only (blind first). 400
+    says what is wrong with a parameter; 422 a set the project lacks, fewer than two sets, a query's bad set or twin
+    (named), a source that grades nothing; 404 a judge or release the project lacks."""
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("qrels", {"type": "string", "pattern": f"^{QRELS_PATTERN}$"},
+                             description="the qrels source both sets are evaluated under (default `human` when the "
+                                         "project has human grades, else its first source; not `sample`)"),
+            OpenApiParameter("set_a", str, description="the reference query set (default `human` when there is "
+                                                       "one, else the first of two in name order)"),
+            OpenApiParameter("set_b", str, description="the other query set (default: the project's other set)"),
+            OpenApiParameter("measure", str, enum=list(LVHQ_MEASURES),
+                             description=f"the measure the runs are ranked by (default {LVHQ_MEASURE}, the paper's)"),
+        ],
+        responses={200: OpenApiTypes.OBJECT},
+    )
+    def get(self, request: Request, slug: str) -> Response:
+        project = project_for_user(user=request.user, slug=slug, need=READ_REPORTS)
+        params = request.query_params
+        source = params.get("qrels")
+        measure = params.get("measure", LVHQ_MEASURE)
+        refused = {}
+        if source is not None and not re.fullmatch(QRELS_PATTERN, source):
+            refused["qrels"] = [("'human', 'judge:NAME', 'combined:NAME', 'expected:NAME' or 'release:NAME', "
+                                 f"got {source!r}")]
+        if measure not in LVHQ_MEASURES:
+            refused["measure"] = [f"one of {', '.join(LVHQ_MEASURES)}, got {measure!r}"]
+        if refused:
+            raise ValidationError(refused)
+        found = lvhq_report(project=project, source=source, set_a=params.get("set_a") or None,
+                            set_b=params.get("set_b") or None, measure=measure)
+        return Response(lvhq_json(found))
 
 
 class SystemsPairTauView(APIView):

@@ -16,6 +16,7 @@ from labeling.models.judging import (
 )
 from labeling.models.invitations import Invitation
 from labeling.models.labels import Label, Lease
+from labeling.models.query_generation import QueryGenerationJob
 from labeling.models.releases import QrelsRelease
 from labeling.models.project import Membership, Pair, PairSource, Passage, Project, Query, RelevanceDefinition
 from labeling.models.retrieval import (
@@ -31,7 +32,7 @@ from labeling.models.rounds import LabellingRound
 __all__ = [
     "MAX_ERROR_CHARS", "AuditJob", "AuditKind", "BundleImportJob", "DefinitionDraft", "FineTuneJob", "Job", "Judge", "JudgeCalibration",
     "Invitation", "Judgment", "LabellingRound", "Label", "Lease",
-    "Membership", "MemberOutput", "MeteredJob", "Pair", "PairSource", "Passage", "Project", "QrelsRelease", "Query",
+    "Membership", "MemberOutput", "MeteredJob", "Pair", "PairSource", "Passage", "Project", "QrelsRelease", "Query", "QueryGenerationJob",
     "PassageEmbeddings", "RelevanceDefinition", "RetrievalJob", "Run", "RunEntry", "RunKind", "ScoringChunk",
     "ScoringJob", "SystemsResult", "TrainingExample", "TrainingSet", "ValidationResult",
 ]

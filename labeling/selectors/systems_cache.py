@@ -22,6 +22,7 @@ from django.core.files.storage import default_storage
 from django.db.models import Max, Sum
 from django.utils.crypto import constant_time_compare, salted_hmac
 
+from labeling.exceptions import DomainError
 from labeling.models import (
     Judge,
     Project,
@@ -31,7 +32,10 @@ from labeling.models import (
     SystemsResult,
     ValidationResult,
 )
+from labeling.selectors.lvhq import DEFAULT_MEASURE as LVHQ_MEASURE
+from labeling.selectors.lvhq import LvhqReport, lvhq_from_report, lvhq_sets
 from labeling.selectors.qrels_sources import SAMPLE, SystemsError
+from labeling.selectors.query_sets import query_sets
 from labeling.selectors.reusability import Reusability, pool_reusability
 from labeling.selectors.significance import SignificanceOptions, systems_significance
 from labeling.selectors.systems import JUDGED, SystemsReport, systems_report
@@ -77,13 +81,16 @@ class SystemsChoice:
 @dataclass
 class SystemsBundle:
     """What the page shows for a choice: the report (None with `evaluation_error`), every two runs compared per
-    source and measure, and leave one run out on the first graded source (or why not)."""
+    source and measure, leave one run out on the first graded source (or why not), and LVHQ on the first source
+    when the project's queries form two query sets (or why not; nothing when they form none)."""
 
     report: SystemsReport | None
     significance: dict[str, dict[str, Comparison]] = field(default_factory=dict)
     reusability: Reusability | None = None
     reusability_error: str | None = None
     evaluation_error: str | None = None
+    lvhq: LvhqReport | None = None
+    lvhq_error: str | None = None
 
 
 @dataclass(frozen=True)
@@ -145,8 +152,25 @@ def systems_bundle_compute(*, project: Project, choice: SystemsChoice,
             bundle.reusability = pool_reusability(project=project, source=graded[0].key, measure=report.lead_measure)
         except SystemsError as exc:
             bundle.reusability_error = str(exc)
+    _lvhq(project, report, bundle)
     step(runs + 2)
     return bundle
+
+
+def _lvhq(project: Project, report: SystemsReport, bundle: SystemsBundle) -> None:
+    """LVHQ on the report's first source that has nDCG@10 (the paper's measure), between the project's default two
+    query sets (lvhq_sets); the other sets and sources are the CLI's and the API's to ask for."""
+    usable = [source.key for source in report.sources if not source.sampled]
+    if not report.runs or not usable or LVHQ_MEASURE not in report.measures:
+        return
+    try:
+        sets = query_sets(project)
+        if len(sets.sets) < 2:
+            return
+        set_a, set_b = lvhq_sets(sets)
+        bundle.lvhq = lvhq_from_report(report, sets, source=usable[0], set_a=set_a, set_b=set_b)
+    except DomainError as exc:
+        bundle.lvhq_error = str(exc)
 
 
 def bundle_digest(blob: bytes) -> str:

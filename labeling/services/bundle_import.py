@@ -81,7 +81,8 @@ class _ProjectFields:
 
 def bundle_import(*, path: Path, project_slug: str, all_pairs: bool = False,
                   upload: UploadRights | None = None, expand_limits: ExpansionLimits | None = None,
-                  before_commit: Callable[[], None] | None = None, admin: str | None = None) -> ImportReport:
+                  before_commit: Callable[[], None] | None = None, admin: str | None = None,
+                  query_set: str | None = None) -> ImportReport:
     """Import the bundle folder at `path` into project `project_slug` (created when missing).
 
     project.json's name and description fill a new project's, or an existing project's that are empty: the name
@@ -94,8 +95,12 @@ def bundle_import(*, path: Path, project_slug: str, all_pairs: bool = False,
     archive uploaded by a project admin (UploadRights); None for the operator's command. `expand_limits`: how far
     an uploaded bundle's .gz files may expand; None (no limit) for the operator's own files. `before_commit` is
     called inside the import's transaction once everything is written: what it raises rolls the import back (a
-    job that was cancelled meanwhile)."""
+    job that was cancelled meanwhile). `query_set`: the query set (LVHQ, labeling.selectors.query_sets) of the
+    bundle's queries whose metadata names none."""
     problems = Problems()
+    if query_set is not None and not query_set.strip():
+        problems.add("--query-set", "a query set needs a name (human, llm, ...)")
+        raise BundleImportError(problems)
     try:
         validate_slug(project_slug)
     except ValidationError:
@@ -129,6 +134,7 @@ def bundle_import(*, path: Path, project_slug: str, all_pairs: bool = False,
             max_line_bytes=settings.IMPORT_MAX_LINE_BYTES,
             problems=problems,
             expand_limits=expand_limits,
+            query_set=query_set,
         )
         stager.stage_all()
         all_pairs = all_pairs or layout.diras

@@ -25,6 +25,7 @@ from labeling.exceptions import DomainError
 from labeling.models import Label
 from labeling.names import NameRefused, clean_name
 from labeling.scale import LabelScale, ScaleError
+from labeling.selectors.query_sets import SET_KEY
 from labeling.services.judges import NAME_MAX_LENGTH as JUDGE_NAME_MAX_LENGTH
 from labeling.services.runs import RunFile, run_file_read, run_name_clean
 from labeling.staging import StagingTable
@@ -148,8 +149,10 @@ class BundleStager:
         max_line_bytes: int,
         problems: Problems,
         expand_limits: ExpansionLimits | None = None,
+        query_set: str | None = None,
     ) -> None:
         self.layout = layout
+        self.query_set = query_set.strip() if query_set else None
         self.tables = tables
         self.scale = scale
         self.max_line_bytes, self.expand_limits = max_line_bytes, expand_limits
@@ -208,6 +211,8 @@ class BundleStager:
                     continue
                 if ext is None or text is None or definition is None or metadata is None:
                     continue
+                if self.query_set is not None:
+                    metadata.setdefault(SET_KEY, self.query_set)
                 seen[ext] = where.rsplit(":", 1)[1]
                 self.query_index.setdefault(ext, len(self.query_index))
                 write((number, where, ext, text, definition.strip() or None, json.dumps(metadata)))

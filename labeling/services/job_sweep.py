@@ -26,6 +26,7 @@ from labeling.models import (
     FineTuneJob,
     Job,
     LabellingRound,
+    QueryGenerationJob,
     RetrievalJob,
     ScoringJob,
     SystemsResult,
@@ -36,6 +37,7 @@ from labeling.services.bundle_upload import bundle_import_fail
 from labeling.services.drafting import definition_draft_fail
 from labeling.services.finetune import FinetuneJobError, finetune_fail, finetune_resume
 from labeling.services.jobs import scratch_root
+from labeling.services.query_generation import query_generation_fail
 from labeling.services.retrieval import retrieval_fail
 from labeling.services.rounds import round_fail, round_resume
 from labeling.services.scoring import scoring_job_cancel
@@ -105,6 +107,8 @@ JOB_KINDS = (
             resume=lambda job: round_resume(job=job)),
     JobKind("systems", SystemsResult, "SYSTEMS_TIME_LIMIT",
             lambda job, reason: systems_refresh_fail(result_id=job.id, error=reason)),
+    JobKind("query-generation", QueryGenerationJob, "QUERY_GENERATION_TIME_LIMIT",
+            lambda job, reason: query_generation_fail(job_id=job.id, error=reason)),
 )
 _BY_NAME = {kind.name: kind for kind in JOB_KINDS}
 

@@ -44,6 +44,11 @@ from labeling.selectors.systems_cache import (
 )
 from labeling.services.audit import AuditError, audit_start
 from labeling.services.pooling import PoolingError, pool_add, pool_preview
+from labeling.services.query_generation import (
+    query_generation_estimate,
+    query_generation_plan,
+    query_generation_request,
+)
 from labeling.services.retrieval import RetrievalError, retrieval_cancel, retrieval_request
 from labeling.services.retrieval_estimate import retrieval_estimate
 from labeling.services.retrieval_rerank import rerank_refusal
@@ -52,6 +57,7 @@ from labeling.services.scoring import ScoringError
 from labeling.services.systems_cache import systems_request
 from labeling.views.access import project_view
 from labeling.views.htmx import htmx_partial
+from labeling.views.query_generation import query_generation_context, query_generation_form
 from models_llm.relevance_rule import is_probability
 from models_llm.retrieval.agreement import COEFFICIENT_EXPLAIN, COEFFICIENTS, MIN_SYSTEMS, Agreement
 from models_llm.retrieval.evaluation import MEASURE_DEPTHS, MEASURE_EXPLAIN, SAMPLE_MEASURES
@@ -316,6 +322,8 @@ def _evaluation(request: HttpRequest, project: Project, runs: list[Run], options
     report = bundle.report
     context |= {"reusability": bundle.reusability} if bundle.reusability is not None else {}
     context |= {"reusability_error": bundle.reusability_error} if bundle.reusability_error else {}
+    context |= {"lvhq": bundle.lvhq, "lvhq_error": bundle.lvhq_error,
+                "lvhq_groups": [bundle.lvhq.overall, *bundle.lvhq.intents] if bundle.lvhq else []}
     return {**context, "report": report, "leaderboards": _leaderboards(report, bundle.significance, {
                 run.name: total for run in runs if (total := _stage_total(run.parameters)) is not None}),
             "needed_words": _needed_words(report),
@@ -397,6 +405,7 @@ def _systems_context(request: HttpRequest, project: Project, **answer: object) -
         "upload_form": RunUploadForm(),
         "retrieval_form": _retrieval_form(project),
         "pool_form": _pool_form(project, runs),
+        **query_generation_context(project),
         **answer,
     }
     if reads:
@@ -636,3 +645,29 @@ def pool_add_view(request: HttpRequest, project: Project) -> HttpResponse:
                                       f"{written['pairs']:,} new pairs, {written['pool sources']:,} sources added.")
             return redirect("labeling:systems", slug=project.slug)
     return render(request, "labeling/systems.html", _systems_context(request, project, pool_form=form), status=400)
+
+
+@login_required
+@require_POST
+@project_view(admin_to("generate queries"))
+def query_generation_start_view(request: HttpRequest, project: Project) -> HttpResponse:
+    """Start the query generation the form describes (DisastIR 3.4), or (its Estimate button) say what it would ask
+    and cost, asking nothing."""
+    form = query_generation_form(project, request.POST)
+    if form.is_valid():
+        try:
+            judge = judge_by_name(project=project, name=form.cleaned_data["judge"])
+            plan = query_generation_plan(project=project, judge=judge, **form.plan_arguments())
+            if "estimate" in request.POST:
+                estimate = query_generation_estimate(project=project, plan=plan)
+                return render(request, "labeling/systems.html", _systems_context(
+                    request, project, generation_form=form, generation_estimate=estimate, generation_plan=plan))
+            job = query_generation_request(project=project, plan=plan, user=request.user)
+        except DomainError as exc:
+            form.add_error(None, str(exc))
+        else:
+            messages.success(request, f"Query generation {job.id}: {job.total} passage x intent units for query set "
+                                      f"{job.query_set!r} queued.")
+            return redirect("labeling:systems", slug=project.slug)
+    return render(request, "labeling/systems.html", _systems_context(request, project, generation_form=form),
+                  status=400)

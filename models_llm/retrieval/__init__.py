@@ -1,7 +1,7 @@
 """Retrieval runs: BM25 (bm25s), dense (sentence-transformers, exact or HNSW search), their cascade and re-ranking
 by a judge's P; their evaluation (trec_eval's measures, expected measures under calibrated P) and system-ranking
 agreement."""
-from models_llm.retrieval.agreement import COEFFICIENTS, Agreement, system_agreement, tau_ap
+from models_llm.retrieval.agreement import COEFFICIENTS, Agreement, query_set_agreement, system_agreement, tau_ap
 from models_llm.retrieval.bm25 import BM25Params, bm25_retrieve
 from models_llm.retrieval.cascade import cascade_rerank
 from models_llm.retrieval.dense import HNSW_MIN_PASSAGES, DenseEncoder, dense_search, query_text
@@ -43,6 +43,7 @@ __all__ = [
     "evaluate_run",
     "judge_rerank",
     "pair_kendall_tau",
+    "query_set_agreement",
     "query_text",
     "system_agreement",
     "tau_ap",

@@ -1,6 +1,7 @@
-"""How far two qrels sources agree on the ranking of systems (LVHQ; DisastIR): Kendall's tau-b, Spearman's rho and
-tau_AP (Yilmaz, Aslam & Robertson 2008) of the systems' mean scores, with percentile bootstrap intervals over
-queries.
+"""How far two rankings of the same systems agree: Kendall's tau-b, Spearman's rho and tau_AP (Yilmaz, Aslam &
+Robertson 2008) of the systems' mean scores, with percentile bootstrap intervals over queries. Two uses: qrels
+agreement (two qrels sources on the same queries, system_agreement) and DisastIR's LVHQ (the same qrels method on two
+query sets, human-written and LLM-generated, query_set_agreement).
 
 Systems are ranked by their mean over the queries that every system has a value for under both sources (a query
 undefined, nan, for any system is left out for all of them, so that every mean is taken over the same queries).
@@ -10,13 +11,13 @@ concordant, or fully when b ties it too (both sources then agree that neither is
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 from scipy import stats
 
-from models_llm.metrics.bootstrap import percentile_interval, resampling_counts
+from models_llm.metrics.bootstrap import BLOCK_CELLS, percentile_interval, resampling_counts
 
 COEFFICIENTS = ("kendall_tau", "tau_ap", "spearman")
 # Each coefficient in one plain line, with the way that is better.
@@ -128,6 +129,29 @@ def _largest_change(systems: Sequence[str], mean_a: np.ndarray, mean_b: np.ndarr
     return (systems[k], int(rank_a[k]), int(rank_b[k])) if moved[k] > 0 else None
 
 
+def _agreement(systems: Sequence[str], a: np.ndarray, b: np.ndarray, blocks: Iterator[tuple[np.ndarray, np.ndarray]],
+               level: float, n_queries: int) -> Agreement:
+    """The coefficients of the means of a and b, with intervals from `blocks` of bootstrap weights (counts per
+    query of a, counts per query of b)."""
+    mean_a, mean_b = a.mean(axis=1), b.mean(axis=1)
+    point = _coefficients(mean_a[None], mean_b[None])
+    drawn = [_coefficients(counts_a @ a.T / a.shape[1], counts_b @ b.T / b.shape[1]) for counts_a, counts_b in blocks]
+    samples = {name: np.concatenate([block[name] for block in drawn]) if drawn else np.zeros(0)
+               for name in COEFFICIENTS}
+    return Agreement(**{name: float(point[name][0]) for name in COEFFICIENTS},
+                     intervals={name: percentile_interval(samples[name], level) for name in COEFFICIENTS},
+                     largest_change=_largest_change(systems, mean_a, mean_b),
+                     n_systems=len(systems), n_queries=n_queries)
+
+
+def _check(systems: Sequence[str], *matrices: np.ndarray) -> list[np.ndarray]:
+    out = [np.asarray(matrix, dtype=float) for matrix in matrices]
+    for matrix in out:
+        if matrix.ndim != 2 or matrix.shape[0] != len(systems):
+            raise ValueError(f"values of shape {matrix.shape} must be ({len(systems)} systems, queries)")
+    return out
+
+
 def system_agreement(systems: Sequence[str], a: np.ndarray, b: np.ndarray, *, draws: int = 1000, seed: int = 0,
                      level: float = 0.95) -> Agreement | None:
     """Agreement of the system rankings by one measure under reference source a and source b.
@@ -136,21 +160,46 @@ def system_agreement(systems: Sequence[str], a: np.ndarray, b: np.ndarray, *, dr
     MIN_SYSTEMS systems or no query defined for all. Intervals: percentile bootstrap, each draw resampling the queries
     (the same draw for a and b) and recomputing the means and the coefficients.
     """
-    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
-    if a.shape != b.shape or a.ndim != 2 or a.shape[0] != len(systems):
+    a, b = _check(systems, a, b)
+    if a.shape != b.shape:
         raise ValueError(f"a {a.shape} and b {b.shape} must both be ({len(systems)} systems, queries)")
     defined = np.isfinite(a).all(axis=0) & np.isfinite(b).all(axis=0)
     a, b = a[:, defined], b[:, defined]
     n_systems, n_queries = a.shape
     if n_systems < MIN_SYSTEMS or n_queries == 0:
         return None
-    mean_a, mean_b = a.mean(axis=1), b.mean(axis=1)
-    point = _coefficients(mean_a[None], mean_b[None])
-    blocks = [_coefficients(counts @ a.T / n_queries, counts @ b.T / n_queries)
-              for counts in (resampling_counts(n_queries, draws, seed) if draws > 0 else ())]
-    samples = {name: np.concatenate([block[name] for block in blocks]) if blocks else np.zeros(0)
-               for name in COEFFICIENTS}
-    return Agreement(**{name: float(point[name][0]) for name in COEFFICIENTS},
-                     intervals={name: percentile_interval(samples[name], level) for name in COEFFICIENTS},
-                     largest_change=_largest_change(systems, mean_a, mean_b),
-                     n_systems=n_systems, n_queries=n_queries)
+    blocks = ((counts, counts) for counts in (resampling_counts(n_queries, draws, seed) if draws > 0 else ()))
+    return _agreement(systems, a, b, blocks, level, n_queries)
+
+
+def _independent_counts(n_a: int, n_b: int, draws: int, seed: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    # Each draw resamples set a's queries and, independently, set b's, with replacement, in blocks of bounded size.
+    rng_a, rng_b = (np.random.default_rng(child) for child in np.random.SeedSequence(seed).spawn(2))
+    block = max(1, BLOCK_CELLS // max(n_a, n_b))
+    for start in range(0, draws, block):
+        size = min(block, draws - start)
+        yield (rng_a.multinomial(n_a, np.full(n_a, 1.0 / n_a), size=size).astype(float),
+               rng_b.multinomial(n_b, np.full(n_b, 1.0 / n_b), size=size).astype(float))
+
+
+def query_set_agreement(systems: Sequence[str], a: np.ndarray, b: np.ndarray, *, paired: bool = False,
+                        draws: int = 1000, seed: int = 0, level: float = 0.95) -> Agreement | None:
+    """LVHQ (DisastIR 4.3): agreement of the systems' ranking by their mean over query set a with their ranking by
+    their mean over query set b, the same measure under the same qrels method.
+
+    a: (len(systems), queries of a), b: (len(systems), queries of b). `paired`: column j of a and of b are twins (the
+    same passage and intent): a query left out (nan for a system) drops its twin too, and each bootstrap draw
+    resamples the twin pairs; otherwise each draw resamples the queries of a and of b independently. None with fewer
+    than MIN_SYSTEMS systems or a set without a query defined for all. `n_queries` of the result: the twin pairs,
+    or the queries of both sets together.
+    """
+    a, b = _check(systems, a, b)
+    if paired:
+        if a.shape != b.shape:
+            raise ValueError(f"twin pairs need as many queries in a {a.shape} as in b {b.shape}")
+        return system_agreement(systems, a, b, draws=draws, seed=seed, level=level)
+    a, b = a[:, np.isfinite(a).all(axis=0)], b[:, np.isfinite(b).all(axis=0)]
+    if len(systems) < MIN_SYSTEMS or a.shape[1] == 0 or b.shape[1] == 0:
+        return None
+    blocks = _independent_counts(a.shape[1], b.shape[1], draws, seed) if draws > 0 else iter(())
+    return _agreement(systems, a, b, blocks, level, a.shape[1] + b.shape[1])

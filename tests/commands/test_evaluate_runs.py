@@ -50,7 +50,7 @@ def test_the_table_shows_each_run_under_each_source_with_its_interval_and_the_ag
         assert numbers[0] == pytest.approx(means[0], abs=5e-4) and numbers[3] == pytest.approx(means[1], abs=5e-4)
         assert numbers[1] <= numbers[0] <= numbers[2]
     assert "judged@10" in lines
-    assert "Agreement of the rankings of the runs (nDCG@10)" in lines
+    assert "Qrels agreement: the rankings of the runs under two sources (nDCG@10)" in lines
     agreement = next(line for line in lines if line.startswith("human|judge:llm"))
     # pair, three "value [low, high]" cells, the five queries both sources evaluate, the run moving most.
     tokens = agreement.split()

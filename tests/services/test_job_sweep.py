@@ -19,6 +19,7 @@ from labeling.models import (
     FineTuneJob,
     Job,
     LabellingRound,
+    QueryGenerationJob,
     RetrievalJob,
     ScoringJob,
     SystemsResult,
@@ -70,6 +71,8 @@ def _job(kind: str, **fields) -> Job:
                                              queue_mix={"uncertain": 80, "random": 20}, labels_at_start=0, **fields)
     if kind == "systems":
         return SystemsResult.objects.create(project=project, key=f"k{project.id}", **fields)
+    if kind == "query-generation":
+        return QueryGenerationJob.objects.create(project=project, judge=judge, query_set="llm", **fields)
     raise AssertionError(kind)
 
 

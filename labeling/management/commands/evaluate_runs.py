@@ -177,7 +177,7 @@ class Command(BaseCommand):
                                                for run in report.runs])
         for measure in report.agreement_measures:
             self.stdout.write("")
-            self.stdout.write(f"Agreement of the rankings of the runs ({measure})")
+            self.stdout.write(f"Qrels agreement: the rankings of the runs under two sources ({measure})")
             rows = []
             for pair, by_measure in table.agreement.items():
                 found = by_measure.get(measure)

@@ -1,4 +1,4 @@
-"""`manage.py import_bundle PATH --project SLUG [--admin USER]`: import a bundle folder (see docs/bundle-format.md)."""
+"""`manage.py import_bundle PATH --project SLUG [--admin USER] [--query-set NAME]`: import a bundle folder (see docs/bundle-format.md)."""
 import time
 from pathlib import Path
 
@@ -17,11 +17,16 @@ class Command(BaseCommand):
         parser.add_argument("--admin", metavar="USER",
                             help="make this account an admin of the project (a project this command creates has no "
                                  "member otherwise)")
+        parser.add_argument("--query-set", metavar="NAME",
+                            help="put the bundle's queries whose metadata names no query_set in this query set "
+                                 "(human, llm, ...: LVHQ compares two sets)")
 
-    def handle(self, *args, path: Path, project: str, all_pairs: bool, admin: str | None, **options) -> None:
+    def handle(self, *args, path: Path, project: str, all_pairs: bool, admin: str | None, query_set: str | None,
+               **options) -> None:
         started = time.monotonic()
         try:
-            report = bundle_import(path=path, project_slug=project, all_pairs=all_pairs, admin=admin)
+            report = bundle_import(path=path, project_slug=project, all_pairs=all_pairs, admin=admin,
+                                   query_set=query_set)
         except BundleImportError as exc:
             raise CommandError(str(exc)) from None
         seconds = time.monotonic() - started

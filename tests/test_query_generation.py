@@ -1,0 +1,236 @@
+"""DisastIR's query generation (3.4) end to end against a local OpenAI-compatible server (tests/models_llm/
+fake_openai.py): the job asks the judge's endpoint twice per passage and intent, stores the queries as a new query
+set with their generated positives and seed passages in the pool, links the twin a human wrote from the same passage
+for the same intent, keeps an answer it cannot read as a problem (no query made up from it), and its dry run
+estimates the calls and the cost without asking anything. The command, the API and the page's form run it too."""
+from __future__ import annotations
+
+import json
+import random
+import re
+from io import StringIO
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.urls import reverse
+from rest_framework.test import APIClient
+
+from labeling.exceptions import Conflict
+from labeling.models import Membership, Pair, PairSource, Passage, Query, QueryGenerationJob
+from labeling.selectors.query_sets import query_sets
+from labeling.services.judges import judge_create
+from labeling.services.query_generation import (
+    query_generation_create,
+    query_generation_estimate,
+    query_generation_plan,
+    query_generation_run,
+)
+from models_llm.cost import approximate_token_count
+from models_llm.query_generation import estimate_messages, preset
+from models_llm.types import Generation
+from tests.endpoints import declare_endpoint
+from tests.factories import MembershipFactory, PassageFactory, ProjectFactory, QueryFactory, UserFactory
+from tests.models_llm.fake_openai import FakeOpenAI, Reply, completion
+
+pytestmark = pytest.mark.django_db
+
+PASSAGES = {
+    "p1": ("Flood gauges at the river trigger evacuation when the water passes 4 m.", {"event": "flood"}),
+    "p2": ("GARBLED: the relief fund pays households within ten days of the storm.", {"event": "storm"}),
+    "p3": ("Cholera vaccination began in the camps a week after the earthquake.", {"event": "flood"}),
+}
+
+
+def stub(body: dict) -> Reply:
+    """Answer as an LLM following the prompts would, from what it is sent: a list of needs for a brainstorm, a
+    claim and its document for the FC query stage, a question for QAdoc. A passage marked GARBLED gets prose for
+    its FC query, which is not the JSON asked for."""
+    system, user = body["messages"][0]["content"], body["messages"][1]["content"]
+    passage = user.removeprefix("Paragraph: ")
+    if system.startswith("Brainstorm"):
+        return Reply(body=completion(json.dumps([f"need about {passage.split()[0]}", "a second need"]), 40, 12))
+    if "fact-checking" in system:
+        if passage.startswith("GARBLED"):
+            return Reply(body=completion("I think the claim would be that funds arrive quickly.", 50, 11))
+        task = re.search(r"fact-checking retrieval task: (.*?)\. Your mission", system).group(1)
+        answer = {"claim": f"Claim from {passage.split()[0]} ({task})", "positive_document": f"Evidence: {passage}"}
+        return Reply(body=completion(json.dumps(answer), 60, 30))
+    return Reply(body=completion(json.dumps({"user_query": f"What does {passage.split()[0]} say?"}), 55, 8))
+
+
+@pytest.fixture
+def server():
+    with FakeOpenAI(default=stub) as fake:
+        yield fake
+
+
+@pytest.fixture
+def project(server):
+    project = ProjectFactory(slug="gen")
+    for ext, (text, metadata) in PASSAGES.items():
+        PassageFactory(project=project, external_id=ext, text=text, metadata=metadata)
+    # An expert wrote an FC query from p1 (LVHQ, App. F): the generated one from p1 becomes its twin.
+    QueryFactory(project=project, external_id="h1", text="Do gauges trigger evacuations?",
+                 metadata={"query_set": "human", "intent": "FC", "seed_passage": "p1"})
+    judge_create(project=project, name="writer", backend="openai", model="stub", method="ask",
+                 endpoint=declare_endpoint(server.base_url), price_in=0.15, price_out=0.6)
+    return project
+
+
+def test_the_job_stores_a_new_set_with_generated_positives_and_keeps_a_parse_error(project, server):
+    judge = project.judges.get(name="writer")
+    plan = query_generation_plan(project=project, judge=judge, query_set="llm", intents=["FC", "QAdoc"],
+                                 passages=["p1", "p2"])
+    job = query_generation_create(project=project, plan=plan, user=None)
+    job = query_generation_run(job_id=job.id)
+
+    assert (job.status, job.total, job.done, job.created) == ("done", 4, 4, 3)
+    # Two calls per unit: p1 FC, p1 QAdoc, p2 FC (its query stage answered prose), p2 QAdoc.
+    assert job.calls == 8 and len(server.bodies) == 8
+    assert (job.prompt_tokens, job.completion_tokens) == (40 + 60 + 40 + 55 + 40 + 50 + 40 + 55,
+                                                          12 + 30 + 12 + 8 + 12 + 11 + 12 + 8)
+    [problem] = job.problems
+    assert (problem["passage"], problem["intent"], problem["stage"]) == ("p2", "FC", "query")
+    assert "no JSON object" in problem["error"] and problem["raw"].startswith("I think the claim")
+
+    queries = {q.external_id: q for q in Query.objects.filter(project=project, metadata__query_set="llm")}
+    assert set(queries) == {"llm-1", "llm-2", "llm-4"}  # the unit that failed (p2 FC, 3rd) wrote nothing
+    fc = queries["llm-1"]
+    need = fc.metadata["information_need"]
+    assert need in ("need about Flood", "a second need") and fc.text == f"Claim from Flood ({need})"
+    assert (fc.metadata["intent"], fc.metadata["seed_passage"], fc.metadata["twin"]) == ("FC", "p1", "h1")
+    # The query stage was sent the need and the placeholder values it drew, as Table 7's prompt asks.
+    choices = fc.metadata["generated_by"]["choices"]
+    sent = server.bodies[1]["messages"][0]["content"]
+    assert f"task: {need}. " in sent and f"The claim should be {choices['query_length']}, {choices['clarity']}." in sent
+    # FC's generated positive is a new passage, in the pool with the seed passage; no grade is made up for it.
+    positive = Passage.objects.get(project=project, external_id="llm-1-positive")
+    assert positive.text == "Evidence: " + PASSAGES["p1"][0] and positive.metadata["generated"] is True
+    pairs = {pair.passage.external_id: pair for pair in Pair.objects.filter(query=fc).select_related("passage")}
+    assert set(pairs) == {"p1", "llm-1-positive"}
+    assert PairSource.objects.get(pair=pairs["llm-1-positive"]).system == "generated-positive"
+    assert PairSource.objects.get(pair=pairs["p1"]).system == "seed-passage"
+    assert pairs["llm-1-positive"].reference_grade is None
+    # QAdoc's positive is the seed document itself.
+    qadoc = Pair.objects.get(query=queries["llm-4"])
+    assert qadoc.passage.external_id == "p2" and queries["llm-4"].text == "What does GARBLED: say?"
+    assert PairSource.objects.get(pair=qadoc).system == "generated-positive"
+
+    sets = query_sets(project)
+    assert sets.sets["llm"] == ("llm-1", "llm-2", "llm-4") and sets.twins["h1"] == {"llm-1"}
+
+    # A finished job asks nothing again; the set exists now, so a second generation into it is refused.
+    assert query_generation_run(job_id=job.id).calls == 8 and len(server.bodies) == 8
+    with pytest.raises(Conflict, match="query set 'llm' exists already"):
+        query_generation_plan(project=project, judge=judge, query_set="llm", passages=["p3"])
+
+
+def test_a_retried_job_goes_on_from_the_unit_it_stopped_at(project, server):
+    judge = project.judges.get(name="writer")
+    plan = query_generation_plan(project=project, judge=judge, query_set="llm", intents=["QAdoc"],
+                                 passages=["p1", "p3"])
+    job = query_generation_create(project=project, plan=plan, user=None)
+    calls = []
+
+    def flaky(messages, max_new_tokens):
+        calls.append(messages)
+        if len(calls) == 3:
+            raise ConnectionError("the server went away")
+        return Generation(text=stub({"messages": messages}).body["choices"][0]["message"]["content"])
+
+    with pytest.raises(ConnectionError):
+        query_generation_run(job_id=job.id, generate=flaky)
+    assert QueryGenerationJob.objects.get(id=job.id).done == 1
+    job = query_generation_run(job_id=job.id, generate=flaky)
+    assert (job.status, job.done, job.created) == ("done", 2, 2)
+    assert Query.objects.filter(project=project, metadata__query_set="llm").count() == 2
+
+
+def test_the_dry_run_estimates_and_asks_nothing(project, server):
+    judge = project.judges.get(name="writer")
+    plan = query_generation_plan(project=project, judge=judge, query_set="llm", intents=["FC"], where=("event",
+                                                                                                     "flood"))
+    assert plan.passages == ("p1", "p3")
+    estimate = query_generation_estimate(project=project, plan=plan)
+    prompts = preset("FC")
+    expected_prompt, expected_completion = 0, 0
+    for ext in plan.passages:
+        need, query, completion_tokens = estimate_messages(prompts, PASSAGES[ext][0])
+        expected_prompt += approximate_token_count(need) + approximate_token_count(query)
+        expected_completion += completion_tokens
+    assert (estimate.units, estimate.tokens.calls) == (2, 4)
+    assert (estimate.tokens.prompt_tokens, estimate.tokens.completion_tokens) == (expected_prompt, expected_completion)
+    assert estimate.cost_usd == pytest.approx((expected_prompt * 0.15 + expected_completion * 0.6) / 1e6)
+    out = StringIO()
+    call_command("generate_queries", project="gen", judge="writer", query_set="llm", intent=["FC"],
+                 where="event=flood", dry_run=True, stdout=out)
+    assert "2 passage x intent units: 4 calls" in out.getvalue() and "Dry run: nothing was asked." in out.getvalue()
+    assert server.bodies == [] and not QueryGenerationJob.objects.exists()
+
+
+def test_the_command_runs_it_and_refuses_what_it_cannot_do(project, server):
+    out = StringIO()
+    call_command("generate_queries", project="gen", judge="writer", query_set="llm", intent=["FC"], sample=2, seed=1,
+                 stdout=out)
+    text = out.getvalue()
+    assert "2 passages drawn at random (seed 1)" in text and "Query set 'llm': " in text
+    drawn = random.Random(1).sample(list(PASSAGES), 2)  # the passages in id order, drawn as the plan draws them
+    assert QueryGenerationJob.objects.get().parameters["passages"] == drawn
+    with pytest.raises(CommandError, match="choose the passages one way"):
+        call_command("generate_queries", project="gen", judge="writer", query_set="x", sample=1, where="event=flood")
+    with pytest.raises(CommandError, match="no passage 'p9'"):
+        call_command("generate_queries", project="gen", judge="writer", query_set="x", passage=["p9"])
+    with pytest.raises(CommandError, match="positive_grade"):
+        call_command("generate_queries", project="gen", judge="writer", query_set="x", sample=1, positive_grade=7)
+
+
+def test_the_api_estimates_then_starts_a_job(project, server, django_capture_on_commit_callbacks):
+    admin = UserFactory()
+    MembershipFactory(project=project, user=admin, role=Membership.Role.ADMIN)
+    api = APIClient()
+    api.force_authenticate(admin)
+    url = reverse("api:query-generation-list", args=[project.slug])
+    body = {"judge": "writer", "query_set": "llm", "intents": ["FC"], "passages": ["p1"], "dry_run": True}
+    estimate = api.post(url, body, format="json")
+    assert estimate.status_code == 200 and estimate.json()["units"] == 1 and estimate.json()["calls"] == 2
+    assert not QueryGenerationJob.objects.exists()
+    with django_capture_on_commit_callbacks(execute=False) as queued:
+        started = api.post(url, {**body, "dry_run": False}, format="json")
+    assert started.status_code == 202 and len(queued) == 1
+    job = QueryGenerationJob.objects.get()
+    query_generation_run(job_id=job.id)
+    found = api.get(reverse("api:query-generation-detail", args=[project.slug, job.id])).json()
+    assert (found["status"], found["created"], found["problems"]) == ("done", 1, [])
+    assert api.get(url).json()[0]["id"] == job.id
+    refused = api.post(url, {**body, "intents": ["Web"]}, format="json")
+    assert refused.status_code == 400
+
+
+def test_the_systems_page_estimates_starts_and_lists_a_generation(project, server, client,
+                                                                   django_capture_on_commit_callbacks):
+    admin = UserFactory()
+    MembershipFactory(project=project, user=admin, role=Membership.Role.ADMIN)
+    client.force_login(admin)
+    url = reverse("labeling:query_generation_start", args=[project.slug])
+    form = {"judge": "writer", "query_set": "llm", "intents": ["FC", "QA"], "sample": "", "seed": "0",
+            "where": "event=flood", "prompts": "", "positive_grade": ""}
+    html = client.post(url, {**form, "estimate": "1"}).content.decode()
+    assert "data-generation-estimate" in html and "<strong>4</strong> passage x intent units" in html
+    assert server.bodies == [] and not QueryGenerationJob.objects.exists()
+    refused = client.post(url, {**form, "where": ""})
+    assert refused.status_code == 400 and "give a sample size or a metadata value" in refused.content.decode()
+    with django_capture_on_commit_callbacks(execute=False) as queued:
+        started = client.post(url, {**form, "intents": ["FC"], "where": "", "sample": "2"})
+    assert started.status_code == 302 and len(queued) == 1
+    job = QueryGenerationJob.objects.get()
+    assert job.parameters["passages"] == random.Random(0).sample(list(PASSAGES), 2)
+    query_generation_run(job_id=job.id)
+    viewer = UserFactory()
+    MembershipFactory(project=project, user=viewer, role=Membership.Role.VIEWER)
+    client.force_login(viewer)
+    page = client.get(reverse("labeling:systems", args=[project.slug])).content.decode()
+    row = page[page.index(f'data-generation="{job.id}"'):]
+    row = row[:row.index("</tr>")]
+    job.refresh_from_db()
+    assert f"{job.done} / {job.total}" in row and f'<td class="num">{job.created}</td>' in row
+    assert "data-generation-form" not in page  # the form is the admins'
