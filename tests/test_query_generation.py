@@ -194,6 +194,10 @@ def test_the_api_estimates_then_starts_a_job(project, server, django_capture_on_
     estimate = api.post(url, body, format="json")
     assert estimate.status_code == 200 and estimate.json()["units"] == 1 and estimate.json()["calls"] == 2
     assert not QueryGenerationJob.objects.exists()
+    flood = {**body, "passages": None, "where": "event=flood"}
+    del flood["passages"]
+    assert api.post(url, flood, format="json").json()["units"] == 2  # p1 and p3
+    assert api.post(url, {**flood, "where": "event"}, format="json").status_code == 400
     with django_capture_on_commit_callbacks(execute=False) as queued:
         started = api.post(url, {**body, "dry_run": False}, format="json")
     assert started.status_code == 202 and len(queued) == 1

@@ -25,6 +25,8 @@ from models_llm.cost import usd_cost
 from models_llm.query_generation import INTENTS
 
 GENERATION_ADMIN = admin_to("generate queries")
+# A metadata key (not blank, no "="), "=", its value.
+WHERE_PATTERN = r"^\s*[^=\s][^=]*=[\s\S]*$"
 
 
 class QueryGenerationSerializer(serializers.Serializer):
@@ -65,17 +67,12 @@ class QueryGenerationStartSerializer(serializers.Serializer):
                                     help_text='edited prompts {intent: {"need": text, "query": text}}')
     sample = StrictIntegerField(required=False, min_value=1, help_text="draw this many passages at random")
     seed = StrictIntegerField(required=False, default=0)
-    where_key = StrictCharField(required=False, help_text="with where_value: passages with this metadata value")
-    where_value = StrictCharField(required=False)
+    where = serializers.RegexField(WHERE_PATTERN, required=False,
+                                   help_text="KEY=VALUE: the passages whose metadata has this value")
     passages = serializers.ListField(child=StrictCharField(), required=False, help_text="these passages")
     positive_grade = StrictIntegerField(required=False, allow_null=True, default=None,
                                         help_text="a reference grade for the generated positives (default none)")
     dry_run = StrictBooleanField(default=False, help_text="answer the estimate; start nothing")
-
-    def validate(self, data: dict) -> dict:
-        if ("where_key" in data) != ("where_value" in data):
-            raise serializers.ValidationError({"where_key": "where_key and where_value go together"})
-        return data
 
 
 class QueryGenerationEstimateSerializer(serializers.Serializer):
@@ -108,7 +105,8 @@ class QueryGenerationListView(APIView):
         body.is_valid(raise_exception=True)
         data = body.validated_data
         judge = judge_by_name(project=project, name=data["judge"])
-        where = (data["where_key"], data["where_value"]) if "where_key" in data else None
+        key, _, value = data.get("where", "").partition("=")
+        where = (key.strip(), value) if "where" in data else None
         plan = query_generation_plan(project=project, judge=judge, query_set=data["query_set"],
                                      intents=data.get("intents"), prompts=data.get("prompts"),
                                      sample=data.get("sample"), seed=data["seed"], where=where,
