@@ -13,6 +13,7 @@
 """
 from __future__ import annotations
 
+from django.core.validators import RegexValidator
 from drf_spectacular.openapi import AutoSchema
 from rest_framework import serializers
 
@@ -78,6 +79,8 @@ class AnnotatorAutoSchema(AutoSchema):
             and "pattern" not in schema
             and "enum" not in schema
             and "format" not in schema
+            # A field with its own pattern (a RegexField): drf-spectacular writes that one after this hook.
+            and not any(isinstance(validator, RegexValidator) for validator in field.validators)
         ):
             blank_refused = not field.allow_blank and getattr(field, "trim_whitespace", False)
             schema["pattern"] = NOT_BLANK if blank_refused else NO_NUL
