@@ -11,6 +11,7 @@ from labeling.views import (
     judges,
     members,
     projects,
+    query_generation,
     rounds,
     settings,
     systems,
@@ -77,6 +78,8 @@ urlpatterns = [
     path("projects/<slug:slug>/systems/beyond-pool/", systems.beyond_pool_start_view, name="beyond_pool_start"),
     path("projects/<slug:slug>/systems/query-generation/", systems.query_generation_start_view,
          name="query_generation_start"),
+    path("projects/<slug:slug>/systems/query-generation/<id:generation_id>/cancel/",
+         query_generation.query_generation_cancel_view, name="query_generation_cancel"),
     path("projects/<slug:slug>/finetune/", finetune.finetune_page, name="finetune"),
     path(
         "projects/<slug:slug>/finetune/training-sets/sample/", finetune.training_set_sample_view,

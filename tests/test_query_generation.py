@@ -238,3 +238,43 @@ def test_the_systems_page_estimates_starts_and_lists_a_generation(project, serve
     job.refresh_from_db()
     assert f"{job.done} / {job.total}" in row and f'<td class="num">{job.created}</td>' in row
     assert "data-generation-form" not in page  # the form is the admins'
+
+
+def test_a_cancelled_job_stops_before_its_next_unit_and_keeps_what_it_wrote(project, server, client):
+    admin = UserFactory()
+    MembershipFactory(project=project, user=admin, role=Membership.Role.ADMIN)
+    api = APIClient()
+    api.force_authenticate(admin)
+    judge = project.judges.get(name="writer")
+    plan = query_generation_plan(project=project, judge=judge, query_set="llm", intents=["QAdoc"],
+                                 passages=["p1", "p3", "p2"])
+    job = query_generation_create(project=project, plan=plan, user=None)
+    cancel = reverse("api:query-generation-cancel", args=[project.slug, job.id])
+    calls = []
+
+    def generate(messages, max_new_tokens):
+        calls.append(messages)
+        if len(calls) == 2:  # the first unit's query stage: the admin cancels while it is asked
+            answered = api.post(cancel)
+            assert answered.status_code == 200 and answered.json()["status"] == "cancelled"
+        return Generation(text=stub({"messages": messages}).body["choices"][0]["message"]["content"])
+
+    job = query_generation_run(job_id=job.id, generate=generate)
+    assert (job.status, job.done, job.created, len(calls)) == ("cancelled", 1, 1, 2)
+    assert list(Query.objects.filter(project=project, metadata__query_set="llm").values_list("external_id",
+                                                                                              flat=True)) == ["llm-1"]
+    # Cancelling again, or running it again, changes nothing.
+    assert api.post(cancel).json()["status"] == "cancelled"
+    assert query_generation_run(job_id=job.id, generate=generate).done == 1 and len(calls) == 2
+
+    # The page: admins get a Cancel button on an unfinished job only; it cancels a queued job before it asks.
+    queued = query_generation_create(project=project, plan=query_generation_plan(
+        project=project, judge=judge, query_set="llm2", intents=["QA"], passages=["p3"]), user=None)
+    client.force_login(admin)
+    page = client.get(reverse("labeling:systems", args=[project.slug])).content.decode()
+    rows = {found: page[page.index(f'data-generation="{found}"'):] for found in (job.id, queued.id)}
+    rows = {found: row[:row.index("</tr>")] for found, row in rows.items()}
+    assert "data-generation-cancel" in rows[queued.id] and "data-generation-cancel" not in rows[job.id]
+    response = client.post(reverse("labeling:query_generation_cancel", args=[project.slug, queued.id]))
+    assert response.status_code == 302
+    assert query_generation_run(job_id=queued.id).status == "cancelled" and server.bodies == []

@@ -1,5 +1,5 @@
 """The API of LLM query generation (DisastIR 3.4): a project's generation jobs (list; start one, or its dry-run
-estimate) and one job with its progress and the answers it could not read. The same services as the Systems page's
+estimate) and one job with its progress and the answers it could not read; cancelling one. The same services as the Systems page's
 form and `manage.py generate_queries`. Members read the jobs; project admins start them."""
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from labeling.selectors.lookups import judge_by_name
 from labeling.selectors.projects import admin_to, project_for_user
 from labeling.selectors.query_generation import query_generation_of_project, query_generations
 from labeling.services.query_generation import (
+    query_generation_cancel,
     query_generation_estimate,
     query_generation_plan,
     query_generation_request,
@@ -126,4 +127,16 @@ class QueryGenerationDetailView(APIView):
     def get(self, request: Request, slug: str, generation_id: int) -> Response:
         project = project_for_user(user=request.user, slug=slug)
         job = query_generation_of_project(project=project, job_id=generation_id)
+        return Response(QueryGenerationSerializer(job, context={"request": request}).data)
+
+
+class QueryGenerationCancelView(APIView):
+    """POST stops a queued or running generation (project admins): 200 with the job, cancelled; a running worker
+    stops before its next unit and the queries it wrote stay. A finished job is answered as it is (its status says
+    so)."""
+
+    @extend_schema(request=None, responses={200: QueryGenerationSerializer})
+    def post(self, request: Request, slug: str, generation_id: int) -> Response:
+        project = project_for_user(user=request.user, slug=slug, need=admin_to("cancel a query generation"))
+        job = query_generation_cancel(job=query_generation_of_project(project=project, job_id=generation_id))
         return Response(QueryGenerationSerializer(job, context={"request": request}).data)

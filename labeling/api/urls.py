@@ -66,6 +66,8 @@ urlpatterns = [
          name="query-generation-list"),
     path("projects/<slug:slug>/query-generation/<id:generation_id>/",
          query_generation.QueryGenerationDetailView.as_view(), name="query-generation-detail"),
+    path("projects/<slug:slug>/query-generation/<id:generation_id>/cancel/",
+         query_generation.QueryGenerationCancelView.as_view(), name="query-generation-cancel"),
     path("projects/<slug:slug>/bundles/", bundles.BundleListView.as_view(), name="bundle-list"),
     path("projects/<slug:slug>/bundles/<id:bundle_job_id>/", bundles.BundleDetailView.as_view(),
          name="bundle-detail"),

@@ -210,6 +210,15 @@ def query_generation_fail(*, job_id: int, error: str) -> None:
     job_fail(QueryGenerationJob.objects.filter(id=job_id), error=error)
 
 
+def query_generation_cancel(*, job: QueryGenerationJob) -> QueryGenerationJob:
+    """Stop a queued or running job: cancelled and finished. A running worker stops before its next unit; the queries
+    it wrote stay (each unit is its own transaction). A finished job is returned as it is."""
+    QueryGenerationJob.objects.filter(id=job.id, finished_at__isnull=True).update(
+        status=QueryGenerationJob.Status.CANCELLED, finished_at=timezone.now())
+    job.refresh_from_db()
+    return job
+
+
 def query_generation_run(*, job_id: int, generate: Generate | None = None) -> QueryGenerationJob | None:
     """Work the job's units in order from the first not done (a retry goes on where its last attempt stopped):
     two calls of the judge's model (`generate`: its scorer's generate_chat unless given) per unit, each unit's
@@ -231,7 +240,7 @@ def query_generation_run(*, job_id: int, generate: Generate | None = None) -> Qu
     with job_heartbeat(QueryGenerationJob.objects.filter(id=job.id)):
         for index in range(job.done, len(units)):
             if not QueryGenerationJob.objects.filter(id=job.id, status=QueryGenerationJob.Status.RUNNING).exists():
-                return QueryGenerationJob.objects.get(id=job.id)  # cancelled or given up meanwhile
+                return _stopped(job.id)  # cancelled or given up meanwhile
             _unit(job, index, *units[index], by_intent[units[index][1]], generate)
     return _finish(job.id)
 
@@ -315,6 +324,14 @@ def _twin_of(project: Project, query_set: str, passage: str, intent: str) -> str
         if metadata.get(SET_KEY) not in (None, query_set) and metadata.get(TWIN_KEY) is None:
             return external_id
     return None
+
+
+def _stopped(job_id: int) -> QueryGenerationJob:
+    """A job cancelled or given up while it ran: the queries it wrote stay, so the pages that count them refresh."""
+    job = QueryGenerationJob.objects.select_related("project").get(id=job_id)
+    if job.created:
+        validation_request_refresh(project=job.project)
+    return job
 
 
 @transaction.atomic

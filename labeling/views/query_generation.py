@@ -1,12 +1,21 @@
 """HTML: LLM query generation (DisastIR 3.4), a section of the Systems page: the project's generation jobs for its
 members, and for its admins the form that estimates one (dry run) or starts it (labeling.views.systems's
-query_generation_start_view). The service is the command's and the API's."""
+query_generation_start_view) and a running job's Cancel button. The services are the command's and the API's."""
 from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect
+from django.views.decorators.http import require_POST
 
 from labeling.forms import QueryGenerationForm
 from labeling.models import Project
-from labeling.selectors.query_generation import RECENT, query_generations
+from labeling.selectors.projects import admin_to
+from labeling.selectors.query_generation import RECENT, query_generation_of_project, query_generations
 from labeling.selectors.scoring import judges_for_project
+from labeling.services.query_generation import query_generation_cancel
+from labeling.views.access import project_view
 
 
 def query_generation_form(project: Project, data: dict | None = None) -> QueryGenerationForm:
@@ -19,3 +28,13 @@ def query_generation_context(project: Project, form: QueryGenerationForm | None 
     """The page's section: the newest jobs and the form (the admins')."""
     return {"generations": list(query_generations(project)[:RECENT]),
             "generation_form": form or query_generation_form(project)}
+
+
+@login_required
+@require_POST
+@project_view(admin_to("cancel a query generation"))
+def query_generation_cancel_view(request: HttpRequest, project: Project, generation_id: int) -> HttpResponse:
+    job = query_generation_cancel(job=query_generation_of_project(project=project, job_id=generation_id))
+    kept = f"; its {job.created} queries stay" if job.created else ""
+    messages.info(request, f"Query generation {job.id} is {job.status}{kept}.")
+    return redirect("labeling:systems", slug=project.slug)
