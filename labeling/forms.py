@@ -10,9 +10,11 @@ from django.db.models import QuerySet
 
 from labeling.models import FineTuneJob, Judge, Project, RunKind
 from labeling.models.project import QUEUE_STRATEGIES
+from labeling.names import NameRefused
 from labeling.scale import DEFAULT_SCALE, LabelScale
 from labeling.selectors.diras_sample import DIRAS_INSIDE, DIRAS_OUTSIDE, DIRAS_TOP
 from labeling.selectors.distill import STUDENT_NAME_MAX_LENGTH
+from labeling.selectors.query_sets import MAX_SET_CHARS, query_set_name
 from labeling.selectors.queue_settings import queue_mix_percentages
 from labeling.services.projects import LABELS_PER_ITEM_MAX, LEASE_MINUTES_MAX
 from labeling.services.retrieval import DEFAULT_DEPTH, DEFAULT_FIRST_DEPTH, DEFAULT_KEEP, MAX_DEPTH
@@ -484,6 +486,15 @@ class BundleUploadForm(forms.Form):
     file = forms.FileField(help_text="a .zip or .tar.gz of a bundle folder (docs/bundle-format.md): its files at the "
                                      "archive's top or in one folder")
     all_pairs = forms.BooleanField(required=False, label="Make the pool every query x passage (--all-pairs)")
+    query_set = forms.CharField(required=False, max_length=MAX_SET_CHARS, strip=True,
+                                label="Query set of the queries whose metadata names none (--query-set)")
+
+    def clean_query_set(self) -> str:
+        raw = self.cleaned_data["query_set"]
+        try:
+            return query_set_name(raw) if raw else ""
+        except NameRefused as exc:
+            raise forms.ValidationError(str(exc)) from None
 
 
 PERTURBATION_TEST_LABELS = {

@@ -226,6 +226,40 @@ def test_the_import_page_shows_counts_written_and_problems(client, queued, djang
     assert "queries.jsonl:1: " in page and "nothing was stored" in page
 
 
+def test_an_upload_puts_the_queries_that_name_no_set_into_the_query_set_asked_for(
+        client, queued, django_capture_on_commit_callbacks):
+    project = ProjectFactory(slug="cr")
+    admin = UserFactory()
+    MembershipFactory(project=project, user=admin, role=Membership.Role.ADMIN)
+    client.force_login(admin)
+    # One query of the sample names its own set: the set asked for on upload goes to the others only.
+    lines = _lines(SAMPLE / "queries.jsonl")
+    first = json.loads(lines[0])
+    first["metadata"] = {**first.get("metadata", {}), "query_set": "llm"}
+    queries = "\n".join([json.dumps(first), *lines[1:]]) + "\n"
+    url = reverse("labeling:bundle_upload", args=["cr"])
+    refused = client.post(url, {"file": _upload(zip_folder(SAMPLE)), "query_set": "hu\x07man"})
+    assert refused.status_code == 400 and "the query set name holds a control character" in refused.content.decode()
+    assert not BundleImportJob.objects.exists()
+    with django_capture_on_commit_callbacks(execute=True):
+        response = client.post(url, {"file": _upload(zip_folder(SAMPLE, replace={"queries.jsonl": queries})),
+                                     "query_set": " human "})
+    assert response.status_code == 302
+    job = bundle_import_run(job_id=queued[-1])
+    assert (job.status, job.query_set) == ("done", "human")
+    sets = dict(Query.objects.filter(project=project).values_list("external_id", "metadata__query_set"))
+    assert sets.pop(first["_id"]) == "llm" and set(sets.values()) == {"human"} and len(sets) == len(lines) - 1
+    page = client.get(reverse("labeling:bundles", args=["cr"])).content.decode()
+    assert '<span class="mono" data-query-set>human</span>' in page
+
+    api = f"/api/projects/{project.slug}/bundles/"
+    answer = client.post(api, {"file": _upload(zip_folder(SAMPLE)), "query_set": "x" * 101})
+    assert answer.status_code == 400 and "query_set" in json.dumps(answer.json())
+    with django_capture_on_commit_callbacks(execute=True):
+        answer = client.post(api, {"file": _upload(zip_folder(SAMPLE)), "query_set": "llm"})
+    assert answer.status_code == 202 and answer.json()["query_set"] == "llm"
+
+
 def test_the_upload_page_refuses_a_non_archive_and_a_request_too_large(client, settings, tmp_path):
     project = ProjectFactory(slug="cr")
     admin = UserFactory()

@@ -85,5 +85,5 @@ def test_import_puts_queries_without_a_set_in_the_one_chosen(tmp_path):
     sets = query_sets(Project.objects.get(slug="imported"))
     assert sets.sets == {"human": ("w2",), "llm": ("w1",)}
     assert sets.twins == {"w2": {"w1"}, "w1": {"w2"}} and sets.intents == {"w1": "QA"}
-    with pytest.raises(CommandError, match="a query set needs a name"):
+    with pytest.raises(CommandError, match="the query set name is empty"):
         call_command("import_bundle", str(tmp_path), project="imported", query_set=" ", stdout=StringIO())

@@ -14,9 +14,11 @@ from rest_framework.views import APIView
 from labeling.api.fields import StrictBooleanField, StrictCharField
 from labeling.exceptions import FieldsRefused, TooLarge
 from labeling.models import BundleImportJob
+from labeling.names import NameRefused
 from labeling.selectors.bundle_imports import bundle_import_of_project, bundle_imports
 from labeling.selectors.job_states import job_state
 from labeling.selectors.projects import admin_to, project_for_user
+from labeling.selectors.query_sets import MAX_SET_CHARS, query_set_name
 from labeling.services.bundle_upload import (
     BundleUploadError,
     bundle_import_cancel,
@@ -37,7 +39,7 @@ class BundleImportJobSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = BundleImportJob
-        fields = ("id", "url", "file_name", "size", "all_pairs", "run_name", "status", "state", "stage", "members",
+        fields = ("id", "url", "file_name", "size", "all_pairs", "query_set", "run_name", "status", "state", "stage", "members",
                   "unpacked_bytes", "written", "problems", "problems_total", "error", "attempts", "requested_by",
                   "created_at", "started_at", "heartbeat_at", "finished_at")
 
@@ -52,11 +54,20 @@ class BundleImportJobSerializer(serializers.ModelSerializer):
 class BundleUploadSerializer(serializers.Serializer):
     file = serializers.FileField(help_text="a .zip or .tar.gz of a bundle folder (docs/bundle-format.md)")
     all_pairs = StrictBooleanField(default=False, help_text="complete the pool to every query x passage")
+    query_set = StrictCharField(required=False, default="", allow_blank=True, max_length=MAX_SET_CHARS,
+                                help_text="the query set (LVHQ) of the bundle's queries whose metadata names none "
+                                          "(import_bundle --query-set); empty: none")
+
+    def validate_query_set(self, value: str) -> str:
+        try:
+            return query_set_name(value) if value.strip() else ""
+        except NameRefused as exc:
+            raise serializers.ValidationError(str(exc)) from None
 
 
 class BundleListView(APIView):
     """GET the project's bundle imports, newest first. POST uploads a bundle archive (multipart: `file`,
-    `all_pairs`): 202 with the job, whose `url` to poll says how it ends: done with the rows `written`, or failed
+    `all_pairs`, `query_set`): 202 with the job, whose `url` to poll says how it ends: done with the rows `written`, or failed
     with each problem as `file:line: what is wrong` and nothing stored. A request over BUNDLE_UPLOAD_MAX_BYTES is
     refused with 413 before it is read. Project admins only."""
 
@@ -84,7 +95,8 @@ class BundleListView(APIView):
         body.is_valid(raise_exception=True)
         try:
             job = bundle_import_request(project=project, upload=body.validated_data["file"],
-                                        all_pairs=body.validated_data["all_pairs"], user=request.user)
+                                        all_pairs=body.validated_data["all_pairs"],
+                                        query_set=body.validated_data["query_set"], user=request.user)
         except BundleUploadError as exc:
             if isinstance(exc, TooLarge):
                 raise

@@ -27,6 +27,9 @@ class BundleImportJob(Job):
     size = models.PositiveBigIntegerField(default=0, help_text="bytes uploaded")
     upload = models.CharField(max_length=500, blank=True, help_text="its name in the storage; empty once removed")
     all_pairs = models.BooleanField(default=False, help_text="complete the pool to every query x passage")
+    query_set = models.CharField(max_length=100, blank=True,
+                                 help_text="the query set (LVHQ) of the bundle's queries whose metadata names none; "
+                                           "empty: they stay in none")
     run_name = models.CharField(max_length=200, blank=True,
                                 help_text="a TREC run file stored as this run; empty: a bundle archive")
     run_description = models.TextField(blank=True)

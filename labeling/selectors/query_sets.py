@@ -9,11 +9,13 @@ from dataclasses import dataclass
 
 from labeling.exceptions import DomainError
 from labeling.models import Project, Query
+from labeling.names import clean_name
 
 SET_KEY = "query_set"
 TWIN_KEY = "twin"
 # The metadata key that DisastIR's six search intents are read from, for the per-intent LVHQ.
 INTENT_KEY = "intent"
+MAX_SET_CHARS = 100
 
 
 class QuerySetError(DomainError):
@@ -40,6 +42,12 @@ class QuerySets:
         """The twin pairs (query of a, query of b) among the queries `a` and `b`, in a's order."""
         members = set(b)
         return [(query, twin) for query in a for twin in sorted(self.twins.get(query, ())) if twin in members]
+
+
+def query_set_name(raw: str) -> str:
+    """A query set's name as a person gives it (an import's set, a generation's), kept to the rule of every name
+    (labeling.names): NameRefused (a DomainError) saying what is wrong."""
+    return clean_name(raw, what="query set name", max_length=MAX_SET_CHARS)
 
 
 def _text(metadata: object, key: str, external_id: str) -> str | None:

@@ -22,6 +22,7 @@ from labeling.exceptions import DomainError
 from labeling.models import Judge, Label, Membership, Passage, Project, Query, Run
 from labeling.names import NameRefused, clean_name
 from labeling.scale import DEFAULT_SCALE, LabelScale, ScaleError
+from labeling.selectors.query_sets import query_set_name
 from labeling.services.bundle_merge import BundleMerger
 from labeling.services.bundle_stage import (
     MAX_USERNAME_LENGTH,
@@ -98,9 +99,12 @@ def bundle_import(*, path: Path, project_slug: str, all_pairs: bool = False,
     job that was cancelled meanwhile). `query_set`: the query set (LVHQ, labeling.selectors.query_sets) of the
     bundle's queries whose metadata names none."""
     problems = Problems()
-    if query_set is not None and not query_set.strip():
-        problems.add("--query-set", "a query set needs a name (human, llm, ...)")
-        raise BundleImportError(problems)
+    if query_set is not None:
+        try:
+            query_set = query_set_name(query_set)
+        except NameRefused as exc:
+            problems.add("--query-set", str(exc))
+            raise BundleImportError(problems) from None
     try:
         validate_slug(project_slug)
     except ValidationError:

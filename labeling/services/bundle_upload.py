@@ -22,6 +22,7 @@ from labeling.archive import ArchiveLimits, ArchiveRefused, archive_extract, arc
 from labeling.bundle_reader import Problems
 from labeling.exceptions import Conflict, DomainError, TooLarge
 from labeling.models import MAX_ERROR_CHARS, BundleImportJob, Project
+from labeling.selectors.query_sets import query_set_name
 from labeling.services.bundle_import import BundleImportError, UploadRights, bundle_import
 from labeling.services.bundle_stage import BundleLayout, BundleLayoutError
 from labeling.services.jobs import job_fail, job_heartbeat, job_scratch, job_take
@@ -73,11 +74,15 @@ def _file_name(upload: File) -> str:
 
 @transaction.atomic
 def bundle_import_request(
-    *, project: Project, upload: File, all_pairs: bool = False, user: AbstractBaseUser | None = None
+    *, project: Project, upload: File, all_pairs: bool = False, query_set: str = "",
+    user: AbstractBaseUser | None = None
 ) -> BundleImportJob:
     """Keep the uploaded archive in the storage and queue a worker to import it into `project` (`all_pairs`: as
-    `import_bundle --all-pairs`). BundleUploadError for a file that is not a .zip or .tar.gz, or is larger than
-    BUNDLE_UPLOAD_MAX_BYTES."""
+    `import_bundle --all-pairs`; `query_set`, unless empty: as `--query-set`). BundleUploadError for a file that is
+    not a .zip or .tar.gz, or is larger than BUNDLE_UPLOAD_MAX_BYTES; NameRefused for a query set's name that
+    breaks the rule of names."""
+    if query_set.strip():
+        query_set = query_set_name(query_set)
     name = _file_name(upload)
     if archive_kind(name) is None:
         raise BundleUploadError(f"{name or 'the file'}: upload a bundle as a .zip or .tar.gz archive")
@@ -85,7 +90,7 @@ def bundle_import_request(
         raise BundleTooLarge(f"{name}: {upload.size / MIB:,.1f} MiB is more than BUNDLE_UPLOAD_MAX_BYTES "
                                 f"({settings.BUNDLE_UPLOAD_MAX_BYTES / MIB:,.0f} MiB)")
     job = BundleImportJob.objects.create(project=project, file_name=name, size=upload.size, all_pairs=all_pairs,
-                                         requested_by=user)
+                                         query_set=query_set.strip(), requested_by=user)
     suffix = ".zip" if archive_kind(name) == "zip" else ".tar.gz"
     job.upload = default_storage.save(f"{STORAGE_PREFIX}/{project.id}/{job.id}{suffix}", upload)
     job.save(update_fields=["upload"])
@@ -170,7 +175,7 @@ def _import(job: BundleImportJob, folder: Path) -> dict[str, int]:
     uploader = job.requested_by
     rights = UploadRights(adjudicator_labels=uploader is not None and (uploader.is_staff or uploader.is_superuser))
     return bundle_import(path=root, project_slug=job.project.slug, all_pairs=job.all_pairs, upload=rights,
-                         expand_limits=upload_expansion_limits(),
+                         query_set=job.query_set or None, expand_limits=upload_expansion_limits(),
                          before_commit=lambda: _still_running(job.id)).written
 
 

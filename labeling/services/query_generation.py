@@ -20,7 +20,8 @@ from django.utils import timezone
 from labeling.exceptions import Conflict, DomainError
 from labeling.llm_adapter import JudgeConfigError, judge_config, prompt_token_counter, scorer_for
 from labeling.models import MAX_ERROR_CHARS, Judge, Pair, PairSource, Passage, Project, Query, QueryGenerationJob
-from labeling.selectors.query_sets import INTENT_KEY, SET_KEY, TWIN_KEY
+from labeling.names import NameRefused
+from labeling.selectors.query_sets import INTENT_KEY, SET_KEY, TWIN_KEY, query_set_name
 from labeling.services.jobs import job_fail, job_heartbeat, job_take
 from labeling.services.validation import validation_request_refresh
 from labeling.tasks import query_generation_task
@@ -43,7 +44,6 @@ SEED_PASSAGE = "seed-passage"
 SEED_KEY = "seed_passage"
 # Passage metadata that marks a generated positive: never a seed passage itself.
 GENERATED_KEY = "generated"
-MAX_QUERY_SET_CHARS = 100
 ESTIMATE_SAMPLE = 50
 # Kept of a model's answer in a problem entry.
 MAX_RAW_CHARS = 2000
@@ -133,9 +133,10 @@ def query_generation_plan(*, project: Project, judge: Judge, query_set: str, int
     if judge.project_id != project.id:
         raise QueryGenerationError(f"judge {judge.name!r} belongs to another project")
     _judge_check(judge)
-    name = (query_set or "").strip()
-    if not name or len(name) > MAX_QUERY_SET_CHARS:
-        raise QueryGenerationError(f"query_set: a name of 1 to {MAX_QUERY_SET_CHARS} characters (llm, ...)")
+    try:
+        name = query_set_name(query_set or "")
+    except NameRefused as exc:
+        raise QueryGenerationError(f"query_set: {exc}") from None
     if Query.objects.filter(project=project, **{f"metadata__{SET_KEY}": name}).exists():
         raise Conflict(f"query set {name!r} exists already in project {project.slug!r}: generation makes a new set")
     chosen_intents = tuple(dict.fromkeys(intents or INTENTS))

@@ -89,7 +89,8 @@ def _upload(request: HttpRequest, project: Project) -> HttpResponse:
     if form.is_valid():
         try:
             job = bundle_import_request(project=project, upload=form.cleaned_data["file"],
-                                        all_pairs=form.cleaned_data["all_pairs"], user=request.user)
+                                        all_pairs=form.cleaned_data["all_pairs"],
+                                        query_set=form.cleaned_data["query_set"], user=request.user)
         except BundleUploadError as exc:
             form.add_error("file", str(exc))
         else:
