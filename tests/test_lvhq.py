@@ -13,6 +13,7 @@ from rest_framework.test import APIClient
 
 from labeling.models import Membership, Project
 from labeling.selectors.query_sets import query_sets
+from labeling.selectors.systems_cache import systems_inputs
 from tests.factories import MembershipFactory, UserFactory
 from tests.lvhq_fixtures import lvhq_project
 
@@ -87,3 +88,16 @@ def test_import_puts_queries_without_a_set_in_the_one_chosen(tmp_path):
     assert sets.twins == {"w2": {"w1"}, "w1": {"w2"}} and sets.intents == {"w1": "QA"}
     with pytest.raises(CommandError, match="the query set name is empty"):
         call_command("import_bundle", str(tmp_path), project="imported", query_set=" ", stdout=StringIO())
+
+
+def test_putting_imported_queries_into_a_set_makes_the_cached_systems_evaluation_stale(tmp_path):
+    (tmp_path / "queries.jsonl").write_text('{"_id": "w1", "text": "Where are the shelters?"}\n')
+    (tmp_path / "corpus.jsonl").write_text('{"_id": "p1", "text": "Shelters open at the school."}\n')
+    call_command("import_bundle", str(tmp_path), project="imported", stdout=StringIO())
+    project = Project.objects.get(slug="imported")
+    before = systems_inputs(project)
+    call_command("import_bundle", str(tmp_path), project="imported", stdout=StringIO())
+    assert systems_inputs(project) == before  # nothing written: nothing stale
+    call_command("import_bundle", str(tmp_path), project="imported", query_set="human", stdout=StringIO())
+    assert query_sets(project).sets == {"human": ("w1",)}
+    assert systems_inputs(project) != before  # the stored evaluation's LVHQ knew no set: it is stale now

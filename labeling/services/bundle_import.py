@@ -37,7 +37,10 @@ from labeling.services.validation import validation_request_refresh
 from labeling.staging import StagingTable
 
 # Writes that change what the validation report shows.
-_VALIDATION_INPUTS = ("pairs", "reference grades", "labels", "labels superseded", "judgments", "definitions")
+# Rows whose change makes the validation report and the Systems page's cached evaluation stale (query metadata holds
+# the query sets and intents that LVHQ and the per-intent figures read).
+_VALIDATION_INPUTS = ("pairs", "reference grades", "labels", "labels superseded", "judgments", "definitions",
+                      "queries", "query metadata updated")
 
 
 class BundleImportError(DomainError):
