@@ -362,8 +362,19 @@ def _stage_total(parameters: dict) -> float | None:
     return sum(seconds for _, seconds in stages) if stages else None
 
 
+def _run_kind(run: Run) -> str:
+    """The Kind column: the crisis preset is a cascade of four stages, not the plain cascade's two; a run re-ranked
+    by judges (retrieval_rerank) says so."""
+    if run.kind == Run.Kind.CASCADE and isinstance(run.parameters.get("crisis"), dict):
+        return "crisis double cascade (BM25, cross-encoder, dense on the filtered corpus, cross-encoder)"
+    if run.kind in (Run.Kind.CASCADE, Run.Kind.BM25, Run.Kind.DENSE) and run.parameters.get("rerank"):
+        return f"{run.get_kind_display()}, then re-ranked by judges"
+    return run.get_kind_display()
+
+
 def _run_rows(runs: list[Run]) -> list[dict]:
-    return [{"run": run, "summary": _parameters_summary(run.parameters), "stages": _stage_seconds(run.parameters),
+    return [{"run": run, "kind": _run_kind(run), "summary": _parameters_summary(run.parameters),
+             "stages": _stage_seconds(run.parameters),
              "seconds": _stage_total(run.parameters),
              "parameters": json.dumps(run.parameters, indent=2, sort_keys=True) if run.parameters else ""}
             for run in runs]

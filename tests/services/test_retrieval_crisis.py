@@ -201,5 +201,7 @@ def test_the_systems_page_shows_each_runs_time_beside_its_measures(client, setti
     crisis = Run.objects.get(project=project, name="multi-stage").parameters["crisis"]
     assert (f"crisis double cascade: BM25 8, re-ranked by ce to 4, filtered corpus {crisis['filtered_corpus']}, "
             f"dense {crisis['dense_cut']}, re-ranked to {crisis['final_keep']}") in html
+    kind = re.search(r'<tr data-run="multi-stage">.*?<td data-kind>(.*?)</td>', html, re.DOTALL).group(1)
+    assert kind.startswith("crisis double cascade")
     assert crisis["dense_cut"] == min(200, crisis["filtered_corpus"] // 2)
     assert crisis["final_keep"] == math.ceil(crisis["dense_cut"] / 10)
