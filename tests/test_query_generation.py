@@ -29,7 +29,14 @@ from models_llm.cost import approximate_token_count
 from models_llm.query_generation import estimate_messages, preset
 from models_llm.types import Generation
 from tests.endpoints import declare_endpoint
-from tests.factories import MembershipFactory, PassageFactory, ProjectFactory, QueryFactory, UserFactory
+from tests.factories import (
+    JudgeFactory,
+    MembershipFactory,
+    PassageFactory,
+    ProjectFactory,
+    QueryFactory,
+    UserFactory,
+)
 from tests.models_llm.fake_openai import FakeOpenAI, Reply, completion
 
 pytestmark = pytest.mark.django_db
@@ -278,3 +285,13 @@ def test_a_cancelled_job_stops_before_its_next_unit_and_keeps_what_it_wrote(proj
     response = client.post(reverse("labeling:query_generation_cancel", args=[project.slug, queued.id]))
     assert response.status_code == 302
     assert query_generation_run(job_id=queued.id).status == "cancelled" and server.bodies == []
+
+
+def test_without_a_judge_that_writes_the_page_says_how_to_add_one(client):
+    project = ProjectFactory(slug="bare")
+    admin = UserFactory()
+    MembershipFactory(project=project, user=admin, role=Membership.Role.ADMIN)
+    JudgeFactory(project=project, name="minilm", backend="embedding", parameters={"method": "embedding"})
+    client.force_login(admin)
+    page = client.get(reverse("labeling:systems", args=[project.slug])).content.decode()
+    assert "data-no-generator" in page and "data-generation-form" not in page
