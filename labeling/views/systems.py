@@ -23,6 +23,7 @@ from labeling.selectors.audits import beyond_pool_latest
 from labeling.selectors.coverage import include_partial_from
 from labeling.selectors.disclosure import BLIND_REPORTS, sees_reports
 from labeling.selectors.lookups import judge_by_name, retrieval_job_of_project, run_of_project
+from labeling.selectors.lvhq import LvhqGroup, LvhqReport
 from labeling.selectors.pair_tau import pair_tau_report
 from labeling.selectors.projects import admin_to, project_role
 from labeling.selectors.qrels_sources import HUMAN, JUDGE, qrels_sources, thresholded
@@ -241,6 +242,17 @@ def _coefficient(agreement: Agreement, name: str) -> Coefficient:
     return Coefficient(name=name, value=value if _finite(value) else None, interval=shown)
 
 
+# The LVHQ card's coefficients (DisastIR reports Kendall's tau; tau-AP weighs the top).
+LVHQ_COEFFICIENTS = ("kendall_tau", "tau_ap")
+
+
+def _lvhq_groups(lvhq: LvhqReport) -> list[tuple[LvhqGroup, list[Coefficient]]]:
+    """Each LVHQ group (all queries, then each intent) with its coefficients as the agreement table shows them."""
+    return [(group, [] if group.agreement is None else [_coefficient(group.agreement, name)
+                                                        for name in LVHQ_COEFFICIENTS])
+            for group in (lvhq.overall, *lvhq.intents)]
+
+
 def _agreement_rows(report: SystemsReport) -> list[AgreementRow]:
     rows = []
     for (a, b), by_measure in report.agreement.items():
@@ -323,7 +335,7 @@ def _evaluation(request: HttpRequest, project: Project, runs: list[Run], options
     context |= {"reusability": bundle.reusability} if bundle.reusability is not None else {}
     context |= {"reusability_error": bundle.reusability_error} if bundle.reusability_error else {}
     context |= {"lvhq": bundle.lvhq, "lvhq_error": bundle.lvhq_error,
-                "lvhq_groups": [bundle.lvhq.overall, *bundle.lvhq.intents] if bundle.lvhq else []}
+                "lvhq_groups": _lvhq_groups(bundle.lvhq) if bundle.lvhq else []}
     return {**context, "report": report, "leaderboards": _leaderboards(report, bundle.significance, {
                 run.name: total for run in runs if (total := _stage_total(run.parameters)) is not None}),
             "needed_words": _needed_words(report),
