@@ -9,16 +9,31 @@ VARIANT:
   pooler-identity   the cross-encoder student with BERT's pooler set to the identity (all-MiniLM-L6-v2's pooler was
                     never trained: its weights have std 0.009 and a zero bias, so tanh(W CLS) starts near 0)
   head-lr           pooler-identity, and the pooler and head learn at --head-learning-rate (default 1e-3)
+  negatives         head-lr, and each training example brings --negatives paragraphs of other questions with target 0
+                    (a random negative: DIRAS's questions are distinct, so another question's paragraph is taken
+                    as not relevant; a training device, never a stored label)
+  residual          head-lr with a zero head, learning the residual over the embedding judge: P = sigmoid(z + a cos + b),
+                    cos the MiniLM embedding judge's (question alone), a and b Platt's fit on the training targets;
+                    it starts as the recalibrated embedding judge
+  residual-plain    residual without head-lr's changes (BERT's pooler as it is, one learning rate)
+  class-balance     the plain recipe with positives weighted by the training targets' negatives / positives
+                    (sum(1 - t) / sum(t)) in the BCE (torch's pos_weight)
+  label-smoothing   the plain recipe with targets t (1 - e) + e / 2, e = --smoothing (default 0.1)
   mean-pooling      a cross-encoder of the encoder's mean-pooled tokens and a linear head (the pooling
                     all-MiniLM-L6-v2 was trained with), built from sentence-transformers modules
   bi-cosine         not a cross-encoder: all-MiniLM-L6-v2 fine-tuned as a bi-encoder so that cos = 2P - 1 (the
                     embedding judge's P = (cos + 1) / 2), CosineSimilarityLoss
   bi-cosent         the bi-encoder with CoSENTLoss (a ranking loss on the teacher's P)
+  features          no network trained: a logistic regression (soft targets as weights) on frozen features, the
+                    embedding judge's cosine (question alone) alone and with an IDF-weighted overlap of the
+                    question's words with the paragraph (sum of log(N / (1 + df)) over the question's distinct
+                    words that are in the paragraph, df over the N paragraphs): is there signal beyond the cosine?
 The query side is the question alone for the bi-encoders, definition + question for the cross-encoders."""
 from __future__ import annotations
 
 import argparse
 import importlib.util
+import math
 import os
 import sys
 import tempfile
@@ -38,8 +53,9 @@ _spec = importlib.util.spec_from_file_location("crossencoder_bench", ROOT / "ben
 bench = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(bench)
 
-CROSS = ("pooler-identity", "head-lr", "mean-pooling")
+CROSS = ("pooler-identity", "head-lr", "mean-pooling", "negatives", "residual", "residual-plain", "class-balance", "label-smoothing")
 BI = ("bi-cosine", "bi-cosent")
+FEATURES = ("features",)
 
 
 def _pooler_identity(model) -> None:
@@ -67,11 +83,18 @@ def _patch_cross(variant: str, head_lr: float) -> None:
                                          Dense(width, 1, activation_function=None, module_output_name="scores")],
                                 device=device, num_labels=1, max_length=settings.max_length)
         model = plain(base_folder, settings, device)
-        _pooler_identity(model)
+        if variant in ("class-balance", "label-smoothing"):
+            return model
+        if variant != "residual-plain":
+            _pooler_identity(model)
+        if variant.startswith("residual"):
+            with torch.no_grad():
+                model.model.classifier.weight.zero_()
+                model.model.classifier.bias.zero_()
         return model
 
     student.load_student_encoder = load
-    if variant != "head-lr":
+    if variant not in ("head-lr", "negatives", "residual"):
         return
 
     def create_optimizer(self):
@@ -111,6 +134,21 @@ def _cross(variant: str, args, train, test) -> None:
     settings = student.CrossEncoderSettings(epochs=args.epochs, learning_rate=args.learning_rate,
                                             save_steps=1_000_000, seed=args.seed)
     pair = lambda d, q, p, t: student.SoftPair(query=student.soft_pair_query(q, d, settings), passage=p, target=t)
+    if variant == "negatives":
+        import random
+
+        chooser = random.Random(args.seed)
+        extra = []
+        for definition, question, _, _ in train:
+            others = [row for row in train if row[1] != question]
+            extra += [(definition, question, chooser.choice(others)[2], 0.0) for _ in range(args.negatives)]
+        train = train + extra
+        print(f"{len(extra)} random negatives added", flush=True)
+    if variant == "label-smoothing":
+        train = [(d, q, p, t * (1 - args.smoothing) + args.smoothing / 2) for d, q, p, t in train]
+    if variant == "class-balance":
+        _class_balance(sum(1 - t for *_, t in train) / max(sum(t for *_, t in train), 1e-9))
+    offsets = _residual_offsets(settings, pair, train, test) if variant.startswith("residual") else {}
     work = Path(tempfile.mkdtemp(prefix="student-try-"))
     started = time.monotonic()
     student.crossencoder_finetune(base_folder=str(minilm_folder()), pairs=[pair(*row) for row in train],
@@ -121,9 +159,72 @@ def _cross(variant: str, args, train, test) -> None:
     reference = [int(item.target >= 0.5) for item in held]
     for label, folder in ((variant, work / "student"), ("its untrained start", work / "initial")):
         model = CrossEncoder(str(folder), local_files_only=True, max_length=settings.max_length)
-        p = model.predict([(item.query, item.passage) for item in held], batch_size=32,
-                          activation_fn=torch.nn.Sigmoid(), show_progress_bar=False)
-        bench.describe(label, [float(x) for x in p], reference)
+        z = model.predict([(item.query, item.passage) for item in held], batch_size=32,
+                          activation_fn=torch.nn.Identity(), show_progress_bar=False)
+        z = [float(x) + offsets.get((item.query, item.passage), 0.0) for x, item in zip(z, held)]
+        bench.describe(label, [1.0 / (1.0 + math.exp(-x)) for x in z], reference)
+
+
+def _class_balance(positive_weight: float) -> None:
+    """The student's loss with torch's pos_weight: a positive target's term counts `positive_weight` times."""
+    print(f"positives weighted {positive_weight:.2f}", flush=True)
+    loss_class = student._loss_class()
+
+    class BalancedLoss(loss_class):
+        def forward(self, inputs, labels, prompt=None, task=None):
+            from sentence_transformers.util import batch_to_device
+
+            rows = torch.stack(list(labels)) if isinstance(labels, list | tuple) else labels
+            rows = rows.view(-1, 2).float().to(self.model.device)
+            features = self.model.preprocess(list(zip(inputs[0], inputs[1])), prompt=prompt, task=task)
+            logits = self.model(batch_to_device(features, self.model.device))["scores"].view(-1)
+            losses = torch.nn.functional.binary_cross_entropy_with_logits(
+                logits, rows[:, 0], reduction="none", pos_weight=torch.tensor(positive_weight, device=logits.device))
+            return (losses * rows[:, 1]).sum() / rows[:, 1].sum().clamp_min(1e-12)
+
+    student.weighted_bce_loss = lambda model: BalancedLoss(model)
+
+
+def _residual_offsets(settings, pair, train, test) -> dict:
+    """(query side, passage) -> a cos + b for every pair, Platt's fit of the embedding judge's cosine (question
+    alone) on the training targets (soft labels as weights); the loss adds it to the student's logit."""
+    import numpy as np
+    from sentence_transformers import SentenceTransformer
+    from sklearn.linear_model import LogisticRegression
+
+    encoder = SentenceTransformer(str(minilm_folder()), device="cpu", local_files_only=True)
+    encoder.max_seq_length = settings.max_length
+    rows = train + test
+    questions = sorted({q for _, q, _, _ in rows})
+    by_question = dict(zip(questions, encoder.encode(questions, batch_size=32, normalize_embeddings=True)))
+    passages = encoder.encode([p for _, _, p, _ in rows], batch_size=32, normalize_embeddings=True)
+    cosine = np.array([float(by_question[q] @ v) for (_, q, _, _), v in zip(rows, passages)])
+    n = len(train)
+    targets = np.array([t for *_, t in train])
+    platt = LogisticRegression(C=1e6, max_iter=1000).fit(
+        np.r_[cosine[:n], cosine[:n]][:, None], np.r_[np.ones(n), np.zeros(n)], sample_weight=np.r_[targets, 1 - targets])
+    a, b = float(platt.coef_[0, 0]), float(platt.intercept_[0])
+    print(f"Platt on the embedding judge's cosine: a {a:.3f}, b {b:.3f}", flush=True)
+    offsets = {}
+    for row, c in zip(rows, cosine):
+        item = pair(*row)
+        offsets[(item.query, item.passage)] = a * float(c) + b
+    loss_class = student._loss_class()
+
+    class ResidualLoss(loss_class):
+        def forward(self, inputs, labels, prompt=None, task=None):
+            from sentence_transformers.util import batch_to_device
+
+            rows = torch.stack(list(labels)) if isinstance(labels, list | tuple) else labels
+            rows = rows.view(-1, 2).float().to(self.model.device)
+            features = self.model.preprocess(list(zip(inputs[0], inputs[1])), prompt=prompt, task=task)
+            logits = self.model(batch_to_device(features, self.model.device))["scores"].view(-1)
+            shift = torch.tensor([offsets[(q, p)] for q, p in zip(inputs[0], inputs[1])], device=logits.device)
+            losses = torch.nn.functional.binary_cross_entropy_with_logits(logits + shift, rows[:, 0], reduction="none")
+            return (losses * rows[:, 1]).sum() / rows[:, 1].sum().clamp_min(1e-12)
+
+    student.weighted_bce_loss = lambda model: ResidualLoss(model)
+    return offsets
 
 
 def _bi(variant: str, args, train, test) -> None:
@@ -161,20 +262,56 @@ def _bi(variant: str, args, train, test) -> None:
     describe(variant)
 
 
+def _features(variant: str, args, train, test) -> None:
+    import re
+
+    import numpy as np
+    from sentence_transformers import SentenceTransformer
+    from sklearn.linear_model import LogisticRegression
+
+    rows, n = train + test, len(train)
+    encoder = SentenceTransformer(str(minilm_folder()), device="cpu", local_files_only=True)
+    encoder.max_seq_length = 256
+    questions = sorted({q for _, q, _, _ in rows})
+    by_question = dict(zip(questions, encoder.encode(questions, batch_size=32, normalize_embeddings=True)))
+    passages = encoder.encode([p for _, _, p, _ in rows], batch_size=32, normalize_embeddings=True)
+    cosine = np.array([float(by_question[q] @ v) for (_, q, _, _), v in zip(rows, passages)])
+    words = lambda text: set(re.findall(r"[a-z0-9]+", text.lower()))
+    paragraph_words = [words(p) for _, _, p, _ in rows]
+    df: dict[str, int] = {}
+    for found in paragraph_words:
+        for word in found:
+            df[word] = df.get(word, 0) + 1
+    overlap = np.array([sum(math.log(len(rows) / (1 + df.get(w, 0))) for w in words(q) if w in found)
+                        for (_, q, _, _), found in zip(rows, paragraph_words)])
+    targets = np.array([t for *_, t in train])
+    reference = [int(t >= 0.5) for *_, t in test]
+    for label, x in (("embedding judge, Platt on the training targets", cosine[:, None]),
+                     ("cosine and IDF overlap, logistic regression", np.c_[cosine, overlap])):
+        mean, scale = x[:n].mean(0), x[:n].std(0) + 1e-12
+        z = (x - mean) / scale
+        fit = LogisticRegression(C=1.0, max_iter=1000).fit(
+            np.r_[z[:n], z[:n]], np.r_[np.ones(n), np.zeros(n)], sample_weight=np.r_[targets, 1 - targets])
+        bench.describe(label, [float(p) for p in fit.predict_proba(z[n:])[:, 1]], reference)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("variant", choices=CROSS + BI)
+    parser.add_argument("variant", choices=CROSS + BI + FEATURES)
     parser.add_argument("--limit", type=int, default=1000, help="the first N training examples (0: all)")
     parser.add_argument("--epochs", type=float, default=1.0)
     parser.add_argument("--learning-rate", type=float, default=3e-5)
     parser.add_argument("--head-learning-rate", type=float, default=1e-3)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--smoothing", type=float, default=0.1, help="label smoothing's e")
+    parser.add_argument("--negatives", type=int, default=1, help="random negatives per training example")
     args = parser.parse_args()
     train, test = _examples(args.limit, args.seed)
     print(f"{len(train)} training examples, {len(test)} held out", flush=True)
     print("| judge (held-out, GPT-4's guess as reference) | AUROC | ECE | Brier | accuracy |\n|---|---|---|---|---|",
           flush=True)
-    (_cross if args.variant in CROSS else _bi)(args.variant, args, train, test)
+    run = _cross if args.variant in CROSS else _bi if args.variant in BI else _features
+    run(args.variant, args, train, test)
 
 
 if __name__ == "__main__":
