@@ -147,7 +147,9 @@ def _cross(variant: str, args, train, test) -> None:
     if variant == "label-smoothing":
         train = [(d, q, p, t * (1 - args.smoothing) + args.smoothing / 2) for d, q, p, t in train]
     if variant == "class-balance":
-        _class_balance(sum(1 - t for *_, t in train) / max(sum(t for *_, t in train), 1e-9))
+        positive_weight = sum(1 - t for *_, t in train) / max(sum(t for *_, t in train), 1e-9)
+        print(f"positives weighted {positive_weight:.2f}", flush=True)
+        _patch_loss(positive_weight=positive_weight)
     offsets = _residual_offsets(settings, pair, train, test) if variant.startswith("residual") else {}
     work = Path(tempfile.mkdtemp(prefix="student-try-"))
     started = time.monotonic()
@@ -165,65 +167,66 @@ def _cross(variant: str, args, train, test) -> None:
         bench.describe(label, [1.0 / (1.0 + math.exp(-x)) for x in z], reference)
 
 
-def _class_balance(positive_weight: float) -> None:
-    """The student's loss with torch's pos_weight: a positive target's term counts `positive_weight` times."""
-    print(f"positives weighted {positive_weight:.2f}", flush=True)
-    loss_class = student._loss_class()
+def _patch_loss(*, offsets: dict | None = None, positive_weight: float | None = None) -> None:
+    """The student's weighted BCE with an offset added to each pair's logit (`offsets`: (query side, passage) ->
+    a cos + b) or torch's pos_weight (a positive target's term counts `positive_weight` times)."""
+    from sentence_transformers.util import batch_to_device
 
-    class BalancedLoss(loss_class):
+    class PatchedLoss(student._loss_class()):
         def forward(self, inputs, labels, prompt=None, task=None):
-            from sentence_transformers.util import batch_to_device
-
             rows = torch.stack(list(labels)) if isinstance(labels, list | tuple) else labels
             rows = rows.view(-1, 2).float().to(self.model.device)
             features = self.model.preprocess(list(zip(inputs[0], inputs[1])), prompt=prompt, task=task)
             logits = self.model(batch_to_device(features, self.model.device))["scores"].view(-1)
-            losses = torch.nn.functional.binary_cross_entropy_with_logits(
-                logits, rows[:, 0], reduction="none", pos_weight=torch.tensor(positive_weight, device=logits.device))
+            if offsets is not None:
+                logits = logits + torch.tensor([offsets[pair] for pair in zip(inputs[0], inputs[1])],
+                                               device=logits.device)
+            weight = None if positive_weight is None else torch.tensor(positive_weight, device=logits.device)
+            losses = torch.nn.functional.binary_cross_entropy_with_logits(logits, rows[:, 0], reduction="none",
+                                                                          pos_weight=weight)
             return (losses * rows[:, 1]).sum() / rows[:, 1].sum().clamp_min(1e-12)
 
-    student.weighted_bce_loss = lambda model: BalancedLoss(model)
+    student.weighted_bce_loss = PatchedLoss
+
+
+def _cosines(rows, max_length: int):
+    """The MiniLM embedding judge's cosine (question alone against the paragraph) of each (definition, question,
+    paragraph, target) row."""
+    import numpy as np
+    from sentence_transformers import SentenceTransformer
+
+    encoder = SentenceTransformer(str(minilm_folder()), device="cpu", local_files_only=True)
+    encoder.max_seq_length = max_length
+    questions = sorted({q for _, q, _, _ in rows})
+    by_question = dict(zip(questions, encoder.encode(questions, batch_size=32, normalize_embeddings=True)))
+    passages = encoder.encode([p for _, _, p, _ in rows], batch_size=32, normalize_embeddings=True)
+    return np.array([float(by_question[q] @ v) for (_, q, _, _), v in zip(rows, passages)])
+
+
+def _soft_fit(x, train, c: float = 1.0):
+    """A logistic regression (inverse regularisation `c`) of the training rows' features x[:len(train)] on their
+    soft targets (each row twice: relevant with weight t, not with weight 1 - t)."""
+    import numpy as np
+    from sklearn.linear_model import LogisticRegression
+
+    n, targets = len(train), np.array([t for *_, t in train])
+    return LogisticRegression(C=c, max_iter=1000).fit(
+        np.r_[x[:n], x[:n]], np.r_[np.ones(n), np.zeros(n)], sample_weight=np.r_[targets, 1 - targets])
 
 
 def _residual_offsets(settings, pair, train, test) -> dict:
     """(query side, passage) -> a cos + b for every pair, Platt's fit of the embedding judge's cosine (question
     alone) on the training targets (soft labels as weights); the loss adds it to the student's logit."""
-    import numpy as np
-    from sentence_transformers import SentenceTransformer
-    from sklearn.linear_model import LogisticRegression
-
-    encoder = SentenceTransformer(str(minilm_folder()), device="cpu", local_files_only=True)
-    encoder.max_seq_length = settings.max_length
     rows = train + test
-    questions = sorted({q for _, q, _, _ in rows})
-    by_question = dict(zip(questions, encoder.encode(questions, batch_size=32, normalize_embeddings=True)))
-    passages = encoder.encode([p for _, _, p, _ in rows], batch_size=32, normalize_embeddings=True)
-    cosine = np.array([float(by_question[q] @ v) for (_, q, _, _), v in zip(rows, passages)])
-    n = len(train)
-    targets = np.array([t for *_, t in train])
-    platt = LogisticRegression(C=1e6, max_iter=1000).fit(
-        np.r_[cosine[:n], cosine[:n]][:, None], np.r_[np.ones(n), np.zeros(n)], sample_weight=np.r_[targets, 1 - targets])
+    cosine = _cosines(rows, settings.max_length)
+    platt = _soft_fit(cosine[:, None], train, c=1e6)  # Platt's fit, unregularised
     a, b = float(platt.coef_[0, 0]), float(platt.intercept_[0])
     print(f"Platt on the embedding judge's cosine: a {a:.3f}, b {b:.3f}", flush=True)
     offsets = {}
     for row, c in zip(rows, cosine):
         item = pair(*row)
         offsets[(item.query, item.passage)] = a * float(c) + b
-    loss_class = student._loss_class()
-
-    class ResidualLoss(loss_class):
-        def forward(self, inputs, labels, prompt=None, task=None):
-            from sentence_transformers.util import batch_to_device
-
-            rows = torch.stack(list(labels)) if isinstance(labels, list | tuple) else labels
-            rows = rows.view(-1, 2).float().to(self.model.device)
-            features = self.model.preprocess(list(zip(inputs[0], inputs[1])), prompt=prompt, task=task)
-            logits = self.model(batch_to_device(features, self.model.device))["scores"].view(-1)
-            shift = torch.tensor([offsets[(q, p)] for q, p in zip(inputs[0], inputs[1])], device=logits.device)
-            losses = torch.nn.functional.binary_cross_entropy_with_logits(logits + shift, rows[:, 0], reduction="none")
-            return (losses * rows[:, 1]).sum() / rows[:, 1].sum().clamp_min(1e-12)
-
-    student.weighted_bce_loss = lambda model: ResidualLoss(model)
+    _patch_loss(offsets=offsets)
     return offsets
 
 
@@ -266,16 +269,9 @@ def _features(variant: str, args, train, test) -> None:
     import re
 
     import numpy as np
-    from sentence_transformers import SentenceTransformer
-    from sklearn.linear_model import LogisticRegression
 
     rows, n = train + test, len(train)
-    encoder = SentenceTransformer(str(minilm_folder()), device="cpu", local_files_only=True)
-    encoder.max_seq_length = 256
-    questions = sorted({q for _, q, _, _ in rows})
-    by_question = dict(zip(questions, encoder.encode(questions, batch_size=32, normalize_embeddings=True)))
-    passages = encoder.encode([p for _, _, p, _ in rows], batch_size=32, normalize_embeddings=True)
-    cosine = np.array([float(by_question[q] @ v) for (_, q, _, _), v in zip(rows, passages)])
+    cosine = _cosines(rows, 256)
     words = lambda text: set(re.findall(r"[a-z0-9]+", text.lower()))
     paragraph_words = [words(p) for _, _, p, _ in rows]
     df: dict[str, int] = {}
@@ -284,15 +280,11 @@ def _features(variant: str, args, train, test) -> None:
             df[word] = df.get(word, 0) + 1
     overlap = np.array([sum(math.log(len(rows) / (1 + df.get(w, 0))) for w in words(q) if w in found)
                         for (_, q, _, _), found in zip(rows, paragraph_words)])
-    targets = np.array([t for *_, t in train])
     reference = [int(t >= 0.5) for *_, t in test]
     for label, x in (("embedding judge, Platt on the training targets", cosine[:, None]),
                      ("cosine and IDF overlap, logistic regression", np.c_[cosine, overlap])):
-        mean, scale = x[:n].mean(0), x[:n].std(0) + 1e-12
-        z = (x - mean) / scale
-        fit = LogisticRegression(C=1.0, max_iter=1000).fit(
-            np.r_[z[:n], z[:n]], np.r_[np.ones(n), np.zeros(n)], sample_weight=np.r_[targets, 1 - targets])
-        bench.describe(label, [float(p) for p in fit.predict_proba(z[n:])[:, 1]], reference)
+        z = (x - x[:n].mean(0)) / (x[:n].std(0) + 1e-12)
+        bench.describe(label, [float(p) for p in _soft_fit(z, train).predict_proba(z[n:])[:, 1]], reference)
 
 
 def main() -> None:
