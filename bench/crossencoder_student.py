@@ -9,6 +9,10 @@ examples/s and wall time (target: two epochs in under 30 minutes here).
 
     .venv/bin/python bench/crossencoder_student.py [--epochs 2] [--learning-rate 3e-5] [--batch-size 16]
         [--max-length 256] [--warmup-ratio 0.1] [--limit N] [--no-definition] [--data ../shared/data/diras-distill]
+        [--base FOLDER]
+
+--base: the folder the student starts from (default: the bundled all-MiniLM-L6-v2 with a new head), such as a
+relevance-trained re-ranker the operator fetched (an ms-marco MiniLM cross-encoder), the base the recipe expects.
 
 The settings are models_llm.distill.crossencoder_student.CrossEncoderSettings' defaults except where an option
 says; --limit trains on the first N training examples (a quick try)."""
@@ -83,6 +87,7 @@ def main() -> None:
     parser.add_argument("--held-out", type=float, default=0.15, help="share of the questions held out")
     parser.add_argument("--limit", type=int, default=0, help="train on the first N training examples only")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--base", type=Path, help="the base folder (default: the bundled all-MiniLM-L6-v2)")
     parser.add_argument("--no-definition", action="store_true",
                         help="the query side is the question alone (DIRAS's definition is the same on every example)")
     args = parser.parse_args()
@@ -109,9 +114,13 @@ def main() -> None:
 
     work = Path(tempfile.mkdtemp(prefix="crossencoder-student-"))
     started = time.monotonic()
-    result = crossencoder_finetune(
-        base_folder=str(minilm_folder()), pairs=[pair for pair, _, _ in train], work_dir=str(work / "work"),
-        model_dir=str(work / "student"), settings=settings, initial_dir=str(work / "initial"))
+    try:
+        result = crossencoder_finetune(
+            base_folder=str(args.base or minilm_folder()), pairs=[pair for pair, _, _ in train],
+            work_dir=str(work / "work"), model_dir=str(work / "student"), settings=settings,
+            initial_dir=str(work / "initial"))
+    except FinetuneError as exc:
+        sys.exit(f"the student could not train: {exc}")
     wall = time.monotonic() - started
     per_s = len(train) * args.epochs / result.seconds
     print(f"trained {result.steps} steps on {len(train)} examples x {args.epochs:g} epochs in {wall / 60:.1f} min "
@@ -124,7 +133,8 @@ def main() -> None:
     print("| judge (held-out, GPT-4's guess as reference) | AUROC | ECE | Brier | accuracy |\n|---|---|---|---|---|")
     rows = [describe("cross-encoder student", crossencoder_p(str(work / "student"), pairs, args.max_length),
                      reference),
-            describe("untrained head (all-MiniLM-L6-v2 + new head)",
+            describe(f"its start ({args.base.name}'s head)" if args.base else
+                     "untrained head (all-MiniLM-L6-v2 + new head)",
                      crossencoder_p(str(work / "initial"), pairs, args.max_length), reference)]
     embedding = load_scorer(JudgeConfig(backend="embedding", method="embedding", model=str(minilm_folder())))
     verdicts = embedding.score([PairInput(pair_id=i, query=question, passage=pair.passage, definition=definition)
