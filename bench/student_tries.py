@@ -53,7 +53,8 @@ _spec = importlib.util.spec_from_file_location("crossencoder_bench", ROOT / "ben
 bench = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(bench)
 
-CROSS = ("pooler-identity", "head-lr", "mean-pooling", "negatives", "residual", "residual-plain", "class-balance", "label-smoothing")
+CROSS = ("pooler-identity", "head-lr", "mean-pooling", "negatives", "residual", "residual-plain", "class-balance",
+         "label-smoothing")
 BI = ("bi-cosine", "bi-cosent")
 FEATURES = ("features",)
 
@@ -138,10 +139,11 @@ def _cross(variant: str, args, train, test) -> None:
         import random
 
         chooser = random.Random(args.seed)
-        extra = []
+        extra, others = [], {}
         for definition, question, _, _ in train:
-            others = [row for row in train if row[1] != question]
-            extra += [(definition, question, chooser.choice(others)[2], 0.0) for _ in range(args.negatives)]
+            if question not in others:  # the other questions' rows, listed once per question
+                others[question] = [row for row in train if row[1] != question]
+            extra += [(definition, question, chooser.choice(others[question])[2], 0.0) for _ in range(args.negatives)]
         train = train + extra
         print(f"{len(extra)} random negatives added", flush=True)
     if variant == "label-smoothing":
@@ -189,14 +191,20 @@ def _patch_loss(*, offsets: dict | None = None, positive_weight: float | None = 
     student.weighted_bce_loss = PatchedLoss
 
 
-def _cosines(rows, max_length: int):
-    """The MiniLM embedding judge's cosine (question alone against the paragraph) of each (definition, question,
-    paragraph, target) row."""
-    import numpy as np
+def _minilm(max_length: int = 256):
+    """The bundled all-MiniLM-L6-v2 as a sentence-transformers model, cut at `max_length` tokens."""
     from sentence_transformers import SentenceTransformer
 
     encoder = SentenceTransformer(str(minilm_folder()), device="cpu", local_files_only=True)
     encoder.max_seq_length = max_length
+    return encoder
+
+
+def _cosines(rows, encoder):
+    """`encoder`'s cosine (question alone against the paragraph) of each (definition, question, paragraph, target)
+    row: the embedding judge's, for the bundled MiniLM."""
+    import numpy as np
+
     questions = sorted({q for _, q, _, _ in rows})
     by_question = dict(zip(questions, encoder.encode(questions, batch_size=32, normalize_embeddings=True)))
     passages = encoder.encode([p for _, _, p, _ in rows], batch_size=32, normalize_embeddings=True)
@@ -218,7 +226,7 @@ def _residual_offsets(settings, pair, train, test) -> dict:
     """(query side, passage) -> a cos + b for every pair, Platt's fit of the embedding judge's cosine (question
     alone) on the training targets (soft labels as weights); the loss adds it to the student's logit."""
     rows = train + test
-    cosine = _cosines(rows, settings.max_length)
+    cosine = _cosines(rows, _minilm(settings.max_length))
     platt = _soft_fit(cosine[:, None], train, c=1e6)  # Platt's fit, unregularised
     a, b = float(platt.coef_[0, 0]), float(platt.intercept_[0])
     print(f"Platt on the embedding judge's cosine: a {a:.3f}, b {b:.3f}", flush=True)
@@ -232,23 +240,14 @@ def _residual_offsets(settings, pair, train, test) -> dict:
 
 def _bi(variant: str, args, train, test) -> None:
     from datasets import Dataset
-    from sentence_transformers import (
-        SentenceTransformer,
-        SentenceTransformerTrainer,
-        SentenceTransformerTrainingArguments,
-    )
+    from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
     from sentence_transformers.sentence_transformer import losses
 
-    model = SentenceTransformer(str(minilm_folder()), device="cpu", local_files_only=True)
-    model.max_seq_length = 256
+    model = _minilm()
     reference = [int(t >= 0.5) for *_, t in test]
 
     def describe(label: str) -> None:
-        queries = model.encode([q for _, q, _, _ in test], batch_size=32, convert_to_tensor=True,
-                               normalize_embeddings=True)
-        passages = model.encode([p for _, _, p, _ in test], batch_size=32, convert_to_tensor=True,
-                                normalize_embeddings=True)
-        bench.describe(label, [(c + 1) / 2 for c in (queries * passages).sum(-1).tolist()], reference)
+        bench.describe(label, [(float(c) + 1) / 2 for c in _cosines(test, model)], reference)
 
     describe("bi-encoder before training (question alone)")
     cosine = variant == "bi-cosine"
@@ -271,7 +270,7 @@ def _features(variant: str, args, train, test) -> None:
     import numpy as np
 
     rows, n = train + test, len(train)
-    cosine = _cosines(rows, 256)
+    cosine = _cosines(rows, _minilm())
     words = lambda text: set(re.findall(r"[a-z0-9]+", text.lower()))
     paragraph_words = [words(p) for _, _, p, _ in rows]
     df: dict[str, int] = {}
