@@ -317,3 +317,7 @@ def test_the_schema_describes_the_distillation_endpoints():
     export = paths["/api/projects/{slug}/training-sets/{training_set}/export.jsonl"]["get"]
     assert {p["name"] for p in export["parameters"]} >= {"student", "teacher", "split"}
     assert "application/x-ndjson" in export["responses"]["200"]["content"]
+    # A training file too large to read in the request: 202 with the import job that stores it.
+    imported = paths["/api/projects/{slug}/training-sets/import/"]["post"]["responses"]
+    assert imported["202"]["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/BundleImportJob"}
+    assert "training_set_name" in schema["components"]["schemas"]["BundleImportJob"]["properties"]

@@ -39,8 +39,9 @@ class BundleImportJobSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = BundleImportJob
-        fields = ("id", "url", "file_name", "size", "all_pairs", "query_set", "run_name", "status", "state", "stage", "members",
-                  "unpacked_bytes", "written", "problems", "problems_total", "error", "attempts", "requested_by",
+        fields = ("id", "url", "file_name", "size", "all_pairs", "query_set", "run_name", "training_set_name", "status",
+                  "state", "stage", "members", "unpacked_bytes", "written", "problems", "problems_total", "error",
+                  "attempts", "requested_by",
                   "created_at", "started_at", "heartbeat_at", "finished_at")
 
     def get_state(self, job: BundleImportJob) -> str:

@@ -18,11 +18,12 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from labeling.api.bundles import BundleImportJobSerializer
 from labeling.api.fields import StrictBooleanField, StrictCharField, StrictFloatField, StrictIntegerField
 from labeling.api.serializers import ScoringJobSerializer
 from labeling.exceptions import TooLarge
 from labeling.llm_adapter import model_folder
-from labeling.models import FineTuneJob, Membership, Project, TrainingSet
+from labeling.models import BundleImportJob, FineTuneJob, Membership, Project, TrainingSet
 from labeling.selectors.diras_sample import DIRAS_INSIDE, DIRAS_OUTSIDE, DIRAS_TOP
 from labeling.selectors.disclosure import sees_reports
 from labeling.selectors.distill import STUDENT_NAME_MAX_LENGTH, distill_comparison
@@ -32,11 +33,11 @@ from labeling.selectors.projects import READ_REPORTS, admin_to, project_for_user
 from labeling.selectors.runs import run_by_name
 from labeling.selectors.scoring import job_progress
 from labeling.selectors.training_sets import training_set_by_name, training_set_jsonl, training_sets_of_project
+from labeling.services.training_set_upload import training_set_import_upload
 from labeling.services.training_sets import (
     MAX_HELD_OUT,
     training_set_create,
     training_set_delete,
-    training_set_import,
     training_set_score,
     training_set_upload_refusal,
 )
@@ -233,8 +234,10 @@ class TrainingSetListView(APIView):
 
 class TrainingSetImportView(APIView):
     """POST a DIRAS-layout CSV as a new training set (project admins; multipart: `name`, `file`, `held_out`,
-    `seed`, `skip_bad`): 201, or 400 naming the bad row as `file:line`. A request over RUN_UPLOAD_MAX_BYTES is
-    refused with 413 before it is read."""
+    `seed`, `skip_bad`): 201, or 422 naming the bad row as `file:line`. A file larger than
+    TRAINING_SET_INLINE_MAX_BYTES is stored by a worker: 202 with its import job (poll its `url`: done with the rows
+    written, or failed with each bad row and nothing stored; its name, share and seed are checked at once). A request
+    over RUN_UPLOAD_MAX_BYTES is refused with 413 before it is read."""
 
     parser_classes = (MultiPartParser,)
 
@@ -246,17 +249,21 @@ class TrainingSetImportView(APIView):
         super().initial(request, *args, **kwargs)
 
     @extend_schema(request={"multipart/form-data": TrainingSetImportSerializer},
-                   responses={201: TrainingSetSerializer, 400: OpenApiTypes.OBJECT, 413: OpenApiTypes.OBJECT})
+                   responses={201: TrainingSetSerializer, 202: BundleImportJobSerializer, 400: OpenApiTypes.OBJECT,
+                              413: OpenApiTypes.OBJECT})
     def post(self, request: Request, slug: str) -> Response:
         project = project_for_user(user=request.user, slug=slug, need=SETS_ADMIN)
         body = TrainingSetImportSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         data = body.validated_data
-        # TooLarge is a 413, a refused file a 400 naming its line (labeling.api.exceptions).
-        training_set = training_set_import(
-            project=project, name=data["name"], file=data["file"], filename=data["file"].name or "upload.csv",
-            held_out=data["held_out"], seed=data["seed"], skip_bad=data["skip_bad"], user=request.user)
-        return Response(_counted(project, training_set), status=201)
+        # TooLarge is a 413, a refused file a 422 naming its line (labeling.api.exceptions).
+        stored = training_set_import_upload(
+            project=project, name=data["name"], upload=data["file"], held_out=data["held_out"], seed=data["seed"],
+            skip_bad=data["skip_bad"], user=request.user)
+        if isinstance(stored, BundleImportJob):
+            stored.refresh_from_db()  # an eager worker (tests, CELERY_TASK_ALWAYS_EAGER) may have finished it already
+            return Response(BundleImportJobSerializer(stored, context={"request": request}).data, status=202)
+        return Response(_counted(project, stored), status=201)
 
 
 class TrainingSetDetailView(APIView):

@@ -1,5 +1,6 @@
-"""Bundle archives uploaded through the pages or the API, imported into a project by a worker: the job's row keeps
-where it stands, what it wrote or every `file:line` problem that stopped it."""
+"""Bundle archives (and run files or training files too large to read in a web request) uploaded through the pages
+or the API, imported into a project by a worker: the job's row keeps where it stands, what it wrote or every
+`file:line` problem that stopped it."""
 from __future__ import annotations
 
 from django.db import models
@@ -18,7 +19,8 @@ class BundleImportJob(Job):
     """An uploaded bundle archive for `project`, kept in the storage under `upload` (any worker can read it) until
     the job ends; then `upload` is emptied. Done: `written` counts the rows it stored. Failed: nothing was stored,
     and `problems` lists the first problems found (`problems_total` of them in all). With a `run_name`, the upload
-    is a TREC run file too large to read in a web request, stored as that run."""
+    is a TREC run file too large to read in a web request, stored as that run; with a `training_set_name`, a
+    DIRAS-layout training file, stored as that training set with `training_set_options` (held_out, seed, skip_bad)."""
 
     Stage = BundleImportStage
 
@@ -33,6 +35,10 @@ class BundleImportJob(Job):
     run_name = models.CharField(max_length=200, blank=True,
                                 help_text="a TREC run file stored as this run; empty: a bundle archive")
     run_description = models.TextField(blank=True)
+    training_set_name = models.CharField(max_length=200, blank=True,
+                                         help_text="a training file stored as this training set; empty: not one")
+    training_set_options = models.JSONField(default=dict, blank=True,
+                                            help_text="the training set import's held_out, seed and skip_bad")
     stage = models.CharField(max_length=16, choices=BundleImportStage.choices, default=BundleImportStage.QUEUED)
     members = models.PositiveIntegerField(default=0, help_text="files and folders unpacked so far")
     unpacked_bytes = models.PositiveBigIntegerField(default=0)

@@ -1,8 +1,9 @@
 """Bundle archives uploaded through the pages or the API: the upload is kept in Django's storage (a worker on
 another machine reads it back from there), and a BundleImportJob's worker unpacks it into a fresh temporary folder
 (labeling.archive, in a child process under limits, refuses what an untrusted archive must not do) and runs the same
-import as `import_bundle`, with the .gz run files it holds read under the same expansion limits. The upload is
-removed from the storage when the job ends, done or failed."""
+import as `import_bundle`, with the .gz run files it holds read under the same expansion limits. A run file or a
+training file too large to read in a web request is kept the same way and stored by the worker as a run or a
+training set. The upload is removed from the storage when the job ends, done or failed."""
 from __future__ import annotations
 
 import shutil
@@ -27,6 +28,12 @@ from labeling.services.bundle_import import BundleImportError, UploadRights, bun
 from labeling.services.bundle_stage import BundleLayout, BundleLayoutError
 from labeling.services.jobs import job_fail, job_heartbeat, job_scratch, job_take
 from labeling.services.runs import RunImportError, run_import, run_name_check
+from labeling.services.training_sets import (
+    TrainingSetError,
+    training_file_read,
+    training_set_import_check,
+    training_set_store,
+)
 from labeling.tasks import bundle_import_task
 from labeling.upload_limits import MIB, oversize_refusal, upload_expansion_limits
 
@@ -119,6 +126,24 @@ def run_file_import_request(
     return job
 
 
+@transaction.atomic
+def training_file_import_request(
+    *, project: Project, upload: File, name: str, held_out: float = 0.2, seed: int = 0, skip_bad: bool = False,
+    user: AbstractBaseUser | None = None
+) -> BundleImportJob:
+    """Keep an uploaded DIRAS-layout training file (too large to be read in a web request:
+    labeling.services.training_set_upload) in the storage and queue a worker to store it as training set `name`, as
+    training_set_import would. The name, share and seed are checked now (TrainingSetError), the rows by the worker."""
+    name, held_out, seed = training_set_import_check(project=project, name=name, held_out=held_out, seed=seed)
+    job = BundleImportJob.objects.create(
+        project=project, file_name=_file_name(upload) or "upload.csv", size=upload.size, training_set_name=name,
+        training_set_options={"held_out": held_out, "seed": seed, "skip_bad": skip_bad}, requested_by=user)
+    job.upload = default_storage.save(f"{STORAGE_PREFIX}/{project.id}/{job.id}-training.csv", upload)
+    job.save(update_fields=["upload"])
+    transaction.on_commit(lambda: bundle_import_task.delay(job.id))
+    return job
+
+
 class _Progress:
     """Unpacking's members and bytes, written at most every PROGRESS_SECONDS."""
 
@@ -199,6 +224,37 @@ def _import_run(job: BundleImportJob, folder: Path) -> dict[str, int]:
     return {"runs": 1, "run entries": run.entries}
 
 
+class _Counted:
+    """The stored upload read through, the bytes read so far written as the job's progress (_Stopped, raised from a
+    read, stops a job cancelled or given up meanwhile)."""
+
+    def __init__(self, file: File, progress: _Progress) -> None:
+        self._file, self._progress, self.size = file, progress, file.size
+
+    def read(self, size: int = -1) -> bytes:
+        data = self._file.read(size)
+        self._progress(0, self._progress.unpacked + len(data))
+        return data
+
+
+def _import_training_set(job: BundleImportJob) -> dict[str, int]:
+    """Store the job's uploaded training file as training set `job.training_set_name`: the rows written. The file is
+    read (the long part, with its progress) outside the transaction that stores it, so that the job's row is never
+    locked while it runs. TrainingSetError, TooLarge, _Stopped."""
+    progress = _Progress(job.id)
+    progress.write(stage=BundleImportJob.Stage.IMPORTING)
+    options = job.training_set_options
+    with default_storage.open(job.upload, "rb") as stored:
+        read = training_file_read(file=_Counted(stored, progress), filename=job.file_name,
+                                  skip_bad=options["skip_bad"])
+    progress.write()
+    with transaction.atomic():
+        training_set_store(project=job.project, name=job.training_set_name, read=read, filename=job.file_name,
+                           held_out=options["held_out"], seed=options["seed"], user=job.requested_by)
+        _still_running(job.id)
+    return {"training sets": 1, "examples": len(read.examples), "bad rows skipped": len(read.skipped)}
+
+
 def _takeable(now: datetime) -> Q:
     """Jobs a worker may take: pending, or running without a heartbeat for JOB_STALL_SECONDS (their worker died
     and the message came back before the sweep gave them up). A job another worker runs is left to it."""
@@ -208,10 +264,11 @@ def _takeable(now: datetime) -> Q:
 
 
 def bundle_import_run(*, job_id: int) -> BundleImportJob | None:
-    """Unpack and import the job's upload (or store its run file, for a job with a `run_name`). A refused archive
-    or a bundle with problems ends the job failed, with each problem as `file:line: what is wrong` and nothing
-    stored; an import ends it done with the rows written. The upload is removed in every ending. A finished job is returned as it is (None: it is gone); other errors
-    propagate for the task to retry or to record with bundle_import_fail."""
+    """Unpack and import the job's upload (or store its run file, for a job with a `run_name`, or its training file,
+    for a job with a `training_set_name`). A refused archive, a bundle with problems or a file with bad rows ends the
+    job failed, with each problem as `file:line: what is wrong` and nothing stored; an import ends it done with the
+    rows written. The upload is removed in every ending. A finished job is returned as it is (None: it is gone);
+    other errors propagate for the task to retry or to record with bundle_import_fail."""
     job = BundleImportJob.objects.select_related("project", "requested_by").filter(id=job_id).first()
     takeable = BundleImportJob.objects.filter(_takeable(timezone.now()), id=job_id, finished_at__isnull=True)
     if job is None or not job_take(takeable):
@@ -222,7 +279,10 @@ def bundle_import_run(*, job_id: int) -> BundleImportJob | None:
                                                        "this bundle (too large for its memory?)")
     with job_heartbeat(BundleImportJob.objects.filter(id=job_id)), job_scratch("bundle-import", job_id) as folder:
         try:
-            written = _import_run(job, folder) if job.run_name else _import(job, folder)
+            if job.training_set_name:
+                written = _import_training_set(job)
+            else:
+                written = _import_run(job, folder) if job.run_name else _import(job, folder)
         except _Stopped:
             # Cancelled or given up meanwhile: whoever ended it removed the upload.
             return BundleImportJob.objects.filter(id=job_id).first()
@@ -231,6 +291,11 @@ def bundle_import_run(*, job_id: int) -> BundleImportJob | None:
         except (BundleImportError, RunImportError) as exc:
             return _finish(job_id, problems=exc.problems.shown, total=exc.problems.total,
                            error=f"{exc.problems.total:,} problem(s); nothing was imported")
+        except (TrainingSetError, TooLarge) as exc:
+            # A refused file's problems come one `file:line: ...` a line (models_llm.distill.files).
+            problems = str(exc).splitlines()
+            return _finish(job_id, problems=problems, total=len(problems),
+                           error=f"{len(problems):,} problem(s); nothing was imported")
     return _finish(job_id, written=written)
 
 

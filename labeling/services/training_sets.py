@@ -37,7 +37,7 @@ from labeling.services.pooling import pool_sample_store, random_system
 from labeling.services.scoring import scoring_job_start
 from labeling.upload_limits import oversize_refusal
 from models_llm.distill.chat import DistillFormatError
-from models_llm.distill.files import read_file_examples
+from models_llm.distill.files import FileRead, read_file_examples
 from models_llm.distill.split import split_groups
 
 MAX_HELD_OUT = 0.9
@@ -218,18 +218,16 @@ def _lines(file: BinaryIO, name: str) -> io.TextIOWrapper:
     return io.TextIOWrapper(io.BufferedReader(_Capped(file, limit, name)), encoding="utf-8-sig", newline="")
 
 
-@transaction.atomic
-def training_set_import(
-    *, project: Project, name: str, file: BinaryIO, filename: str, held_out: float = 0.2, seed: int = 0, user=None,
-    skip_bad: bool = False,
-) -> TrainingSet:
-    """A DIRAS-layout CSV (`file` opened in binary, `filename` naming it in the problems) as a training set of
-    file examples: the prompt's turns, the teacher's answer and P (models_llm.distill.files), split train /
-    held-out by question with split_groups(questions, held_out, seed). Every bad row is an error `file:line: ...`
-    with nothing stored; with `skip_bad` bad rows are left out and listed in the set's parameters. Files over
-    RUN_UPLOAD_MAX_BYTES are refused (TooLarge)."""
-    name = _checked_name(project, name)
-    seed, held_out = _checked_seed(seed), _checked_held_out(held_out)
+def training_set_import_check(*, project: Project, name: str, held_out: float, seed: int) -> tuple[str, float, int]:
+    """The name, held-out share and seed of a file's import as it will store them (the name cleaned); refused with
+    TrainingSetError (TrainingSetConflict for a name taken) before the file is read."""
+    return _checked_name(project, name), _checked_held_out(held_out), _checked_seed(seed)
+
+
+def training_file_read(*, file: BinaryIO, filename: str, skip_bad: bool = False) -> FileRead:
+    """The examples of a DIRAS-layout CSV (`file` opened in binary, `filename` naming it in the problems;
+    models_llm.distill.files): every bad row is a TrainingSetError `file:line: ...`, or with `skip_bad` left out and
+    listed in `skipped`. Files over RUN_UPLOAD_MAX_BYTES are refused (TooLarge)."""
     try:
         read = read_file_examples(_lines(file, filename), name=filename, skip_bad=skip_bad)
     except DistillFormatError as exc:
@@ -239,6 +237,17 @@ def training_set_import(
     if not read.examples:
         raise TrainingSetError(f"{filename}: no examples" + (" left once the bad rows were skipped"
                                                               if read.skipped else ""))
+    return read
+
+
+@transaction.atomic
+def training_set_store(
+    *, project: Project, name: str, read: FileRead, filename: str, held_out: float = 0.2, seed: int = 0, user=None,
+) -> TrainingSet:
+    """A file's examples as read by training_file_read, stored as a training set of file examples: the prompt's
+    turns, the teacher's answer and P, split train / held-out by question with split_groups(questions, held_out,
+    seed); the rows skipped are listed in the set's parameters."""
+    name, held_out, seed = training_set_import_check(project=project, name=name, held_out=held_out, seed=seed)
     training_set = _stored(
         project, name=name, source=filename[:500], created_by=user,
         parameters={"file": filename, "layout": read.layout, "seed": seed, "held_out": held_out,
@@ -255,6 +264,19 @@ def training_set_import(
         batch_size=_BATCH,
     )
     return training_set
+
+
+def training_set_import(
+    *, project: Project, name: str, file: BinaryIO, filename: str, held_out: float = 0.2, seed: int = 0, user=None,
+    skip_bad: bool = False,
+) -> TrainingSet:
+    """A DIRAS-layout CSV as a training set of file examples (training_file_read, then training_set_store). Every
+    bad row is an error `file:line: ...` with nothing stored; with `skip_bad` bad rows are left out and listed in
+    the set's parameters. Files over RUN_UPLOAD_MAX_BYTES are refused (TooLarge)."""
+    training_set_import_check(project=project, name=name, held_out=held_out, seed=seed)
+    read = training_file_read(file=file, filename=filename, skip_bad=skip_bad)
+    return training_set_store(project=project, name=name, read=read, filename=filename, held_out=held_out, seed=seed,
+                              user=user)
 
 
 @transaction.atomic

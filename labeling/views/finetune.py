@@ -17,7 +17,7 @@ from django.views.decorators.http import require_POST
 from labeling.charts import Tick
 from labeling.exceptions import DomainError
 from labeling.forms import FinetuneForm, TrainingSetImportForm, TrainingSetSampleForm
-from labeling.models import FineTuneJob, Membership, Project, Run
+from labeling.models import BundleImportJob, FineTuneJob, Membership, Project, Run
 from labeling.selectors.disclosure import BLIND_REPORTS, sees_reports
 from labeling.selectors.distill import COMPARED_JOBS, Comparison, distill_comparison
 from labeling.selectors.finetune_jobs import FineTuneJobRow, finetune_job_of_project, finetune_jobs
@@ -26,10 +26,10 @@ from labeling.selectors.projects import admin_to, project_role
 from labeling.selectors.runs import project_runs, run_by_name
 from labeling.selectors.scoring import judges_for_project
 from labeling.selectors.training_sets import sample_summary, training_set_by_name, training_sets_of_project
+from labeling.services.training_set_upload import training_set_import_upload
 from labeling.services.training_sets import (
     training_set_create,
     training_set_delete,
-    training_set_import,
     training_set_score,
     training_set_upload_refusal,
 )
@@ -149,6 +149,7 @@ def _page_context(request: HttpRequest, project: Project, **answer: object) -> d
     if context["is_admin"]:
         context |= {"sample_form": answer.pop("sample_form", None) or _sample_form(project),
                     "import_form": answer.pop("import_form", None) or TrainingSetImportForm(),
+                    "inline_max": settings.TRAINING_SET_INLINE_MAX_BYTES,
                     "finetune_form": answer.pop("finetune_form", None) or _finetune_form(project),
                     "scorers": [judge.name for judge in judges_for_project(project) if not judge.is_imported]}
     return {**context, **answer}
@@ -203,12 +204,17 @@ def _import(request: HttpRequest, project: Project) -> HttpResponse:
     if form.is_valid():
         data = form.cleaned_data
         try:
-            training_set = training_set_import(
-                project=project, name=data["name"], file=data["file"], filename=data["file"].name or "upload.csv",
-                held_out=data["held_out"], seed=data["seed"], skip_bad=data["skip_bad"], user=request.user)
+            training_set = training_set_import_upload(
+                project=project, name=data["name"], upload=data["file"], held_out=data["held_out"], seed=data["seed"],
+                skip_bad=data["skip_bad"], user=request.user)
         except DomainError as exc:
             form.add_error(None, str(exc))
         else:
+            if isinstance(training_set, BundleImportJob):
+                messages.info(request, f"{training_set.file_name} is too large to read here: import {training_set.id} "
+                                       f"stores it as training set {training_set.training_set_name} on a worker "
+                                       "(follow it on the Import page).")
+                return _back(project)
             skipped = training_set.parameters.get("skipped", 0)
             messages.success(request, f"Imported training set {training_set.name} from {training_set.source}"
                                       + (f" ({skipped:,} bad rows left out)." if skipped else "."))
