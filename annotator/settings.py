@@ -450,6 +450,11 @@ QUERY_GENERATION_MAX_UNITS = env_int("QUERY_GENERATION_MAX_UNITS", 20_000)
 SYSTEMS_TIME_LIMIT = env_int("SYSTEMS_TIME_LIMIT", 3600)
 SYSTEMS_REFRESH_MIN_SECONDS = env_int("SYSTEMS_REFRESH_MIN_SECONDS", 30)
 SYSTEMS_INLINE_ENTRIES = env_int("SYSTEMS_INLINE_ENTRIES", 200_000)
+# At most this many of a project's choices are pending or running at once on the interactive queue (which imports,
+# validation refreshes and the sweep share): past it a request for another is refused as busy and queues nothing.
+SYSTEMS_MAX_PENDING = env_int("SYSTEMS_MAX_PENDING", 4)
+if SYSTEMS_MAX_PENDING < 1:
+    raise ImproperlyConfigured(f"SYSTEMS_MAX_PENDING={SYSTEMS_MAX_PENDING} must be at least 1")
 for _name in ("JOB_STALL_SECONDS", "JOB_SWEEP_SECONDS", "SCORING_TIME_LIMIT", "RETRIEVAL_TIME_LIMIT",
               "FINETUNE_TIME_LIMIT", "AUDIT_TIME_LIMIT", "BUNDLE_IMPORT_TIME_LIMIT", "VALIDATION_TIME_LIMIT",
               "DRAFT_TIME_LIMIT", "ROUND_TIME_LIMIT", "SYSTEMS_TIME_LIMIT", "QUERY_GENERATION_TIME_LIMIT"):

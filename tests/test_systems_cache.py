@@ -1,6 +1,7 @@
 """The Systems page's evaluation as a cached job (#34): above SYSTEMS_INLINE_ENTRIES the page asks a worker for it
 (debounced), shows the progress, then reads the stored result; a change of labels, judgments or runs marks it stale;
-a stored file that is not this site's is never unpickled."""
+a stored file that is not this site's is never unpickled; only the page's own choices are queued, at most
+SYSTEMS_MAX_PENDING of a project at once, and asking never removes a computed result (#47)."""
 from __future__ import annotations
 
 import pickle
@@ -8,6 +9,7 @@ import pickle
 import pytest
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
+from django.test import Client
 from django.urls import reverse
 
 from labeling.models import Membership, Run, RunEntry, SystemsResult
@@ -193,3 +195,76 @@ def test_an_expert_under_blind_first_gets_no_status(built, client):
     response = client.get(reverse("labeling:systems", args=[built.project.slug]),
                           {"source": ["human", "judge:llm"], "part": "status"}, HTTP_HX_REQUEST="true")
     assert response.status_code == 404
+
+
+def test_a_viewer_queues_only_the_page_s_own_choices_within_the_bound_and_the_admin_s_report_survives(
+        built, admin_client, settings, django_capture_on_commit_callbacks, monkeypatch):
+    settings.SYSTEMS_MAX_PENDING = 3
+    queued = []
+    monkeypatch.setattr(systems_cache.systems_refresh_task, "apply_async",
+                        lambda args, countdown: queued.append(args[0]))
+    with django_capture_on_commit_callbacks(execute=True):
+        _page(admin_client, built)
+    systems_refresh(result_id=queued.pop())
+    assert systems_cached(project=built.project, choice=CHOICE).fresh
+    viewer = Client()
+    user = UserFactory(username="cache-viewer")
+    MembershipFactory(project=built.project, user=user, role=Membership.Role.VIEWER)
+    viewer.force_login(user)
+
+    pages = []
+    with django_capture_on_commit_callbacks(execute=True):
+        for step in range(1, 26):  # values the threshold box offers (0.01 to 0.25)
+            pages.append(_page(viewer, built, threshold=f"{step / 100:.2f}").content.decode())
+    assert len(queued) == 3 and all('data-evaluation-status="pending"' in page for page in pages[:3])
+    busy = pages[3]
+    assert "data-systems-busy" in busy and "3 other choices" in busy and "not queued" in busy
+    assert all("data-systems-busy" in page for page in pages[3:])
+    # What the page's controls do not offer is refused, saying why, and queues nothing.
+    rows = SystemsResult.objects.filter(project=built.project).count()
+    with django_capture_on_commit_callbacks(execute=True):
+        off_step = _page(viewer, built, threshold="0.123").content.decode()
+        tiny = _page(viewer, built, threshold="1e-300").content.decode()
+        named = viewer.get(reverse("labeling:systems", args=[built.project.slug]),
+                           {"source": ["human", "judge:llm@0.37"]}).content.decode()
+        unknown = viewer.get(reverse("labeling:systems", args=[built.project.slug]),
+                             {"source": ["human", "nothing-of-the-project"]}).content.decode()
+    assert "data-threshold-error" in off_step and "steps of 0.01" in off_step and "0.123" in off_step
+    assert "data-threshold-error" in tiny
+    assert "data-source-error" in named and "judge:llm@0.37" in named
+    assert "data-source-error" in unknown and "nothing-of-the-project" in unknown
+    assert len(queued) == 3 and SystemsResult.objects.filter(project=built.project).count() == rows
+
+    # The worker stores the viewer's three: the admin's computed report is still there, and fresh.
+    for result_id in queued:
+        systems_refresh(result_id=result_id)
+    cached = systems_cached(project=built.project, choice=CHOICE)
+    assert cached.fresh and default_storage.exists(cached.result.file)
+    assert 'data-leaderboard="human"' in _page(admin_client, built).content.decode()
+
+
+def test_pending_results_never_remove_a_computed_one(built, settings, monkeypatch):
+    settings.SYSTEMS_MAX_PENDING = 30
+    monkeypatch.setattr(systems_cache.systems_refresh_task, "apply_async", lambda args, countdown: None)
+    admin_s = systems_request(project=built.project, choice=CHOICE)
+    systems_refresh(result_id=admin_s.id)
+    asked = [systems_request(project=built.project,
+                             choice=SystemsChoice(sources=("human", f"judge:llm@{step / 100:g}")))
+             for step in range(1, 26)]
+    systems_refresh(result_id=asked[-1].id)
+    assert systems_cached(project=built.project, choice=CHOICE).fresh
+    assert SystemsResult.objects.filter(project=built.project, status="pending").count() == 24
+
+
+def test_a_result_removed_while_it_was_computed_is_not_stored(built, monkeypatch):
+    result = systems_request(project=built.project, choice=CHOICE)
+    computed = systems_cache.systems_bundle_compute
+
+    def removed_meanwhile(**kwargs):
+        bundle = computed(**kwargs)
+        SystemsResult.objects.filter(id=result.id).delete()
+        return bundle
+
+    monkeypatch.setattr(systems_cache, "systems_bundle_compute", removed_meanwhile)
+    assert systems_refresh(result_id=result.id) is None
+    assert default_storage.listdir(f"{systems_cache.STORE_PREFIX}{built.project.id}")[1] == []

@@ -6,20 +6,22 @@ from __future__ import annotations
 import re
 
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import serializers
 from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from labeling.api.fields import query_flag
+from labeling.api.exceptions import api_error
+from labeling.api.fields import StrictIntegerField, query_flag
 from labeling.api.schema import NO_NUL
 from labeling.selectors.coverage import INCLUDE_PARTIAL
 from labeling.selectors.lvhq import DEFAULT_MEASURE as LVHQ_MEASURE
 from labeling.selectors.lvhq import LVHQ_MEASURES, lvhq_json, lvhq_report
 from labeling.selectors.pair_tau import default_pair_tau_judge, pair_tau_json, pair_tau_report
 from labeling.selectors.projects import READ_REPORTS, project_for_user
-from labeling.selectors.qrels_sources import HUMAN
+from labeling.selectors.qrels_sources import HUMAN, SystemsError, qrels_source_parse
 from labeling.selectors.reusability import (
     DEFAULT_MEASURE,
     LEFT_OUT_MEASURES,
@@ -29,16 +31,33 @@ from labeling.selectors.reusability import (
 )
 from labeling.selectors.significance import (
     SignificanceOptionError,
+    SignificanceOptions,
     comparison_json,
     significance_options,
-    systems_significance,
 )
-from labeling.selectors.systems import systems_report, systems_report_json
+from labeling.selectors.systems import systems_report_json
+from labeling.selectors.systems_cache import MAX_REQUEST_DRAWS, SystemsChoice
+from labeling.services.systems_cache import SystemsBusy, systems_evaluation
 from models_llm.relevance_rule import is_probability
 from models_llm.retrieval.evaluation import ALL_MEASURES
-from models_llm.retrieval.significance import CORRECTIONS, DEFAULT_DRAWS, MAX_DRAWS, TESTS
+from models_llm.retrieval.significance import CORRECTIONS, DEFAULT_DRAWS, TESTS
 
 QRELS_PATTERN = r"(human|sample|(judge|combined|expected|release):[^\x00]+)"
+# When a busy project's evaluation is worth asking for again: about what one computation takes (a minute at 10 runs
+# x 1M entries, bench/README.md "systems_compare.py").
+BUSY_RETRY_SECONDS = 60
+
+
+class SystemsComputingSerializer(serializers.Serializer):
+    """The evaluation asked for is being computed by a worker (the project's runs hold more than
+    SYSTEMS_INLINE_ENTRIES entries): the same request asked again answers 200 with it once it is stored."""
+
+    status = serializers.ChoiceField(choices=["pending", "running"],
+                                     help_text="pending: queued for a worker; running: a worker computes it")
+    done = StrictIntegerField(min_value=0, help_text="steps done: each run evaluated, then the tests")
+    total = StrictIntegerField(min_value=0, help_text="steps in all")
+    computed_at = serializers.DateTimeField(allow_null=True, help_text="when the stored result for these parameters "
+                                            "was computed, before the data changed; null: none yet")
 
 
 class SystemsEvaluationView(APIView):
@@ -47,7 +66,10 @@ class SystemsEvaluationView(APIView):
     interval of each measure, the share of each run the source judged, and the qrels agreement: how alike
     the sources rank the runs (Kendall's tau, tau_AP, Spearman; partial sources only
     with `include_partial`, and no agreement with fewer than three runs). Admins and viewers
-    only: every source is made of gold grades or judges' P of items experts have not labelled (blind first)."""
+    only: every source is made of gold grades or judges' P of items experts have not labelled (blind first).
+    Computed within the request when the project's runs are small, else as on the Systems page: a worker computes
+    each set of parameters once and the stored result is read back (202 while it is computed, with its progress:
+    ask again; 429 when the project has SYSTEMS_MAX_PENDING computations under way already)."""
 
     @extend_schema(
         parameters=[
@@ -75,46 +97,68 @@ class SystemsEvaluationView(APIView):
             OpenApiParameter("alpha", {"type": "number", "minimum": 0, "maximum": 1, "exclusiveMinimum": True,
                                        "exclusiveMaximum": True},
                              description="with compare: the significance level (default 0.05)"),
-            OpenApiParameter("permutations", {"type": "integer", "minimum": 1, "maximum": MAX_DRAWS},
-                             description=f"with compare: draws of the randomization test (default {DEFAULT_DRAWS})"),
+            OpenApiParameter("permutations", {"type": "integer", "minimum": 1, "maximum": MAX_REQUEST_DRAWS},
+                             description=f"with compare: draws of the randomization test (default {DEFAULT_DRAWS}, "
+                                         f"the Systems page's; `evaluate_runs --permutations` takes more)"),
         ],
-        responses={200: OpenApiTypes.OBJECT},
+        responses={200: OpenApiTypes.OBJECT, 202: SystemsComputingSerializer,
+                   429: OpenApiResponse(description="The project has SYSTEMS_MAX_PENDING evaluations being computed "
+                                                    "already: ask again later (Retry-After says when).")},
     )
     def get(self, request: Request, slug: str) -> Response:
         project = project_for_user(user=request.user, slug=slug, need=READ_REPORTS)
         params = request.query_params
         # What the schema states is checked here (400); a judge the project lacks is a 404 (SystemsSourceNotFound).
         refused = {}
-        bad = [key for key in params.getlist("qrels") if not re.fullmatch(QRELS_PATTERN, key)]
+        qrels = params.getlist("qrels")
+        bad = [key for key in qrels if not re.fullmatch(QRELS_PATTERN, key)]
         if bad:
             refused["qrels"] = [(f"'human', 'sample', 'judge:NAME', 'combined:NAME', 'expected:NAME' or "
                                  f"'release:NAME', got {bad[0]!r}")]
         threshold = params.get("threshold", "").strip() or None
         if threshold is not None and not is_probability(threshold):
             refused["threshold"] = [f"a number from 0 to 1, got {threshold!r}"]
-        unknown = [name for name in params.getlist("measure") if name not in ALL_MEASURES]
+        measures = params.getlist("measure")
+        unknown = [name for name in measures if name not in ALL_MEASURES]
         if unknown:
             refused["measure"] = [f"unknown measure {unknown[0]!r}: one of {', '.join(ALL_MEASURES)}"]
+        permutations = params.get("permutations")
+        if permutations and re.fullmatch(r"[0-9]+", permutations) and int(permutations) > MAX_REQUEST_DRAWS:
+            refused["permutations"] = [(f"at most {MAX_REQUEST_DRAWS:,} draws, the Systems page's (got "
+                                        f"{int(permutations):,}); `manage.py evaluate_runs --compare --permutations` "
+                                        f"takes more")]
+            permutations = None
         compare = query_flag(params, "compare")
-        chosen = None
+        options = SignificanceOptions()
         # The options are checked whenever given, compare or not: a request the schema refuses is refused.
         try:
             chosen = significance_options(test=params.get("test"), correction=params.get("correction"),
-                                          alpha=params.get("alpha"), draws=params.get("permutations"))
+                                          alpha=params.get("alpha"), draws=permutations)
         except SignificanceOptionError as exc:
             refused["compare"] = [str(exc)]
-        if not compare:
-            chosen = None
+        else:
+            options = chosen if compare else options
         if refused:
             raise ValidationError(refused)
-        include_partial = query_flag(params, INCLUDE_PARTIAL)
-        report = systems_report(project=project, sources=params.getlist("qrels") or None,
-                                measures=params.getlist("measure") or None, group_by=params.get("group_by") or None,
-                                include_partial=include_partial, threshold=None if threshold is None else float(threshold))
-        out = systems_report_json(report)
-        if chosen is not None:
-            out["significance"] = {key: {measure: comparison_json(found) for measure, found in by_measure.items()}
-                                   for key, by_measure in systems_significance(report, chosen).items()}
+        for key in qrels:
+            qrels_source_parse(project=project, key=key)  # a source the project lacks is refused before any work
+        choice = SystemsChoice(
+            sources=tuple(dict.fromkeys(qrels)), include_partial=query_flag(params, INCLUDE_PARTIAL),
+            threshold=None if threshold is None else float(threshold), named_measures=tuple(dict.fromkeys(measures)),
+            group_by=params.get("group_by") or "", test=options.test, correction=options.correction,
+            alpha=options.alpha, draws=options.draws, compare=compare, extras=False)
+        try:
+            found = systems_evaluation(project=project, choice=choice, user=request.user)
+        except SystemsBusy as exc:
+            raise api_error(429, "throttled", str(exc), wait=BUSY_RETRY_SECONDS) from None
+        if not found.fresh:
+            return Response(SystemsComputingSerializer(found.result).data, status=202)
+        if found.bundle.report is None:
+            raise SystemsError(found.bundle.evaluation_error)
+        out = systems_report_json(found.bundle.report)
+        if compare:
+            out["significance"] = {key: {measure: comparison_json(comparison) for measure, comparison in
+                                         by_measure.items()} for key, by_measure in found.bundle.significance.items()}
         return Response(out)
 
 

@@ -1,6 +1,6 @@
-"""The Systems page's evaluation, cached (#34): what the page shows for one choice of sources and options (the
-report, the significance tests, leave one run out) is computed once by a worker and read back on every visit, so
-the page loads in well under a second whatever the size of the runs. A project whose runs hold at most
+"""The Systems page's evaluation, cached (#34): what the page (or the API) shows for one choice of sources and
+options (the report, the significance tests, leave one run out) is computed once by a worker and read back on every
+visit, so the page loads in well under a second whatever the size of the runs. A project whose runs hold at most
 SYSTEMS_INLINE_ENTRIES entries is evaluated within each request instead (well under a second), so its page always
 shows the data as they are. Reads here; labeling.services.systems_cache asks for and stores results.
 
@@ -15,7 +15,7 @@ import json
 import logging
 import pickle
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 
 from django.conf import settings
 from django.core.files.storage import default_storage
@@ -37,31 +37,57 @@ from labeling.selectors.lvhq import LvhqReport, lvhq_from_report, lvhq_sets
 from labeling.selectors.qrels_sources import SAMPLE, SystemsError
 from labeling.selectors.query_sets import query_sets
 from labeling.selectors.reusability import Reusability, pool_reusability
-from labeling.selectors.significance import SignificanceOptions, systems_significance
+from labeling.selectors.significance import (
+    DEFAULT_ALPHA,
+    DEFAULT_CORRECTION,
+    DEFAULT_TEST,
+    SignificanceOptions,
+    systems_significance,
+)
 from labeling.selectors.systems import JUDGED, SystemsReport, systems_report
 from models_llm.retrieval.evaluation import INCOMPLETE_MEASURES, MEASURES, SAMPLE_MEASURES
-from models_llm.retrieval.significance import Comparison
+from models_llm.retrieval.significance import DEFAULT_DRAWS, Comparison
 
 logger = logging.getLogger(__name__)
 
 # The HMAC's salt: a stored result is read back only when its digest is this site's under its secret key.
 _SALT = "labeling.systems_cache"
+# The most draws of the randomization test a request may ask for: the page's own (a choice's default). More is for
+# the command line (`evaluate_runs --permutations`), which holds no web process or shared worker.
+MAX_REQUEST_DRAWS = DEFAULT_DRAWS
 
 
 @dataclass(frozen=True)
 class SystemsChoice:
-    """What the page was asked to show: the sources (keys, in the order asked), partial judges compared or not,
-    the measures for incomplete judgments or not, the paired test and its correction."""
+    """What the page or the API was asked to show: the sources (keys, in the order asked; none: every source but
+    `sample`, the API's default), partial judges compared or not, the measures for incomplete judgments or not (or
+    the measures named, the API's `measure`), the threshold every judge and combined source that names none grades
+    at (None: each judge's own rule), the breakdown by a query metadata key, the paired test and its options (with
+    `compare`), and leave one run out and LVHQ (`extras`: the page shows them; the API has endpoints of its own)."""
 
     sources: tuple[str, ...]
     include_partial: bool = False
     incomplete: bool = False
-    test: str = SignificanceOptions().test
-    correction: str = SignificanceOptions().correction
+    test: str = DEFAULT_TEST
+    correction: str = DEFAULT_CORRECTION
+    threshold: float | None = None
+    named_measures: tuple[str, ...] = ()
+    group_by: str = ""
+    alpha: float = DEFAULT_ALPHA
+    draws: int = DEFAULT_DRAWS
+    compare: bool = True
+    extras: bool = True
 
     def as_json(self) -> dict:
-        return {"sources": list(self.sources), "include_partial": self.include_partial,
-                "incomplete": self.incomplete, "test": self.test, "correction": self.correction}
+        return {**asdict(self), "sources": list(self.sources), "named_measures": list(self.named_measures)}
+
+    @classmethod
+    def from_json(cls, options: dict) -> SystemsChoice:
+        """The choice a result row stored (as_json); what a row stored before a field was known lacks is its
+        default."""
+        known = {each.name: options[each.name] for each in fields(cls) if each.name in options}
+        return cls(**{**known, "sources": tuple(known.get("sources", ())),
+                      "named_measures": tuple(known.get("named_measures", ()))})
 
     @property
     def key(self) -> str:
@@ -69,10 +95,12 @@ class SystemsChoice:
 
     @property
     def significance(self) -> SignificanceOptions:
-        return SignificanceOptions(test=self.test, correction=self.correction)
+        return SignificanceOptions(test=self.test, correction=self.correction, draws=self.draws, alpha=self.alpha)
 
     @property
     def measures(self) -> tuple[str, ...] | None:
+        if self.named_measures:
+            return self.named_measures
         if not self.incomplete:
             return None
         return MEASURES + INCOMPLETE_MEASURES + (SAMPLE_MEASURES if SAMPLE in self.sources else ())
@@ -138,21 +166,23 @@ def systems_bundle_compute(*, project: Project, choice: SystemsChoice,
     """Compute what the page shows for `choice`; `progress(steps done)` after each step (systems_steps)."""
     step = progress or (lambda done: None)
     try:
-        report = systems_report(project=project, sources=list(choice.sources), include_partial=choice.include_partial,
-                                measures=choice.measures, progress=step)
+        report = systems_report(project=project, sources=list(choice.sources) or None,
+                                include_partial=choice.include_partial, measures=choice.measures,
+                                group_by=choice.group_by or None, threshold=choice.threshold, progress=step)
     except SystemsError as exc:
         return SystemsBundle(report=None, evaluation_error=str(exc))
     runs = len(report.runs)
-    significance = systems_significance(report, choice.significance)
+    bundle = SystemsBundle(report=report,
+                           significance=systems_significance(report, choice.significance) if choice.compare else {})
     step(runs + 1)
-    bundle = SystemsBundle(report=report, significance=significance)
     graded = [source for source in report.sources if not source.expected and not source.sampled]
-    if graded and report.lead_measure != JUDGED and report.runs:
+    if choice.extras and graded and report.lead_measure != JUDGED and report.runs:
         try:
             bundle.reusability = pool_reusability(project=project, source=graded[0].key, measure=report.lead_measure)
         except SystemsError as exc:
             bundle.reusability_error = str(exc)
-    _lvhq(project, report, bundle)
+    if choice.extras:
+        _lvhq(project, report, bundle)
     step(runs + 2)
     return bundle
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
+from decimal import Decimal
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -26,7 +27,7 @@ from labeling.selectors.lookups import judge_by_name, retrieval_job_of_project, 
 from labeling.selectors.lvhq import LvhqGroup, LvhqReport
 from labeling.selectors.pair_tau import pair_tau_report
 from labeling.selectors.projects import admin_to, project_role
-from labeling.selectors.qrels_sources import HUMAN, JUDGE, qrels_sources, thresholded
+from labeling.selectors.qrels_sources import HUMAN, JUDGE, qrels_sources
 from labeling.selectors.retrieval_jobs import retrieval_jobs
 from labeling.selectors.runs import project_runs, run_by_name
 from labeling.selectors.scoring import judges_for_project, judges_with_judgments
@@ -36,13 +37,7 @@ from labeling.selectors.significance import (
     significance_options,
 )
 from labeling.selectors.systems import JUDGED, SystemsReport
-from labeling.selectors.systems_cache import (
-    SystemsChoice,
-    computes_inline,
-    systems_bundle_compute,
-    systems_cached,
-    systems_status,
-)
+from labeling.selectors.systems_cache import SystemsChoice, systems_cached, systems_status
 from labeling.services.audit import AuditError, audit_start
 from labeling.services.pooling import PoolingError, pool_add, pool_preview
 from labeling.services.query_generation import (
@@ -55,7 +50,7 @@ from labeling.services.retrieval_estimate import retrieval_estimate
 from labeling.services.retrieval_rerank import rerank_refusal
 from labeling.services.runs import RunImportError, run_delete
 from labeling.services.scoring import ScoringError
-from labeling.services.systems_cache import systems_request
+from labeling.services.systems_cache import SystemsBusy, systems_evaluation
 from labeling.views.access import project_view
 from labeling.views.htmx import htmx_partial
 from labeling.views.query_generation import query_generation_context, query_generation_form
@@ -76,6 +71,9 @@ SUMMARY_SKIPS = {"retriever", "query_text", "passage_text"}
 # The sources the page evaluates unless others are chosen: the human gold and each judge's thresholded qrels. Every
 # source pair's agreement is bootstrapped, which makes all of them (four per judge) slow to show on every visit.
 DEFAULT_KINDS = (HUMAN, JUDGE)
+# The page's judge threshold control steps by this much (its `step`): a threshold between two steps is no choice the
+# page offers, and each distinct choice may be a worker's computation.
+THRESHOLD_STEP = Decimal("0.01")
 
 
 @dataclass(frozen=True)
@@ -284,49 +282,63 @@ def _scatters(report: SystemsReport) -> list[ScatterCard]:
 
 
 def _threshold(request: HttpRequest) -> tuple[float | None, str]:
-    """The request's judge threshold (empty: each judge's own relevance rule) and what is wrong with it."""
+    """The request's judge threshold (empty: each judge's own relevance rule) and what is wrong with it: one of the
+    values the page's control offers (0 to 1 in steps of THRESHOLD_STEP), or nothing is evaluated."""
     text = request.GET.get("threshold", "").strip()
     if not text:
         return None, ""
-    if not is_probability(text):
-        return None, f"The threshold must be a number from 0 to 1, got {text!r}: each judge's own rule is used."
+    if not is_probability(text) or Decimal(text) % THRESHOLD_STEP:
+        return None, (f"The threshold must be a number from 0 to 1 in steps of {THRESHOLD_STEP}, got {text[:40]!r}: "
+                      f"nothing is evaluated until it is one.")
     return float(text), ""
 
 
+def _source_error(request: HttpRequest, sources: list) -> str:
+    """What is wrong with the request's sources: each must be one the page lists, or nothing is evaluated."""
+    offered = {source.key for source in sources}
+    unknown = [key for key in request.GET.getlist("source") if key not in offered]
+    if not unknown:
+        return ""
+    return (f"{unknown[0][:100]!r} is not one of this project's qrels sources (those listed above): nothing is "
+            f"evaluated until only those are chosen.")
+
+
 def _choice(request: HttpRequest, project: Project, options: SignificanceOptions) -> tuple[list, SystemsChoice]:
-    """The project's sources and what the request chose (sources asked, else DEFAULT_KINDS), each judge and
-    combined source at the request's threshold when it gives one."""
+    """The project's sources and what the request chose (sources asked, in the order the page lists them, else
+    DEFAULT_KINDS), each judge and combined source at the request's threshold when it gives one."""
     sources = qrels_sources(project)
-    chosen = request.GET.getlist("source") or [source.key for source in sources if source.kind in DEFAULT_KINDS]
-    chosen = thresholded(chosen, _threshold(request)[0])
+    asked = request.GET.getlist("source")
+    chosen = [source.key for source in sources if (source.key in asked if asked else source.kind in DEFAULT_KINDS)]
     return sources, SystemsChoice(sources=tuple(chosen), include_partial=include_partial_from(request.GET),
                                   incomplete=request.GET.get("incomplete") == "true", test=options.test,
-                                  correction=options.correction)
+                                  correction=options.correction, threshold=_threshold(request)[0])
 
 
 def _evaluation(request: HttpRequest, project: Project, runs: list[Run], options: SignificanceOptions) -> dict:
     """The leaderboards, agreement and scatter plots of the request's choice: computed here when the runs are small
     (computes_inline: well under a second), else read from the cache, computed by a worker while the page shows its
-    progress (and the stored result, marked stale, while a newer one is computed)."""
+    progress (and the stored result, marked stale, while a newer one is computed). Only what the page's controls
+    offer is evaluated (each distinct choice may be a worker's computation), and no more than SYSTEMS_MAX_PENDING
+    computations of the project at once: past it the page says the evaluation is busy."""
     sources, choice = _choice(request, project, options)
-    threshold, threshold_error = _threshold(request)
-    context: dict = {"qrels_sources": sources, "threshold": threshold, "threshold_error": threshold_error,
+    threshold_error, source_error = _threshold(request)[1], _source_error(request, sources)
+    context: dict = {"qrels_sources": sources, "threshold": choice.threshold, "threshold_error": threshold_error,
+                     "threshold_step": THRESHOLD_STEP, "source_error": source_error,
                      "chosen_sources": request.GET.getlist("source") or [
                          source.key for source in sources if source.kind in DEFAULT_KINDS],
                      "include_partial": choice.include_partial, "incomplete": choice.incomplete,
                      "min_systems": MIN_SYSTEMS, "measure_explain": MEASURE_EXPLAIN,
                      "coefficient_explain": COEFFICIENT_EXPLAIN, "significance_options": options, "tests": TESTS,
                      "corrections": CORRECTIONS}
-    if not runs or not choice.sources:
+    if not runs or not choice.sources or threshold_error or source_error:
         return context
-    if computes_inline(project):
-        result, bundle, fresh = None, systems_bundle_compute(project=project, choice=choice), True
-    else:
-        cached = systems_cached(project=project, choice=choice)
-        result, bundle, fresh = cached.result, cached.bundle, cached.fresh
-        if not fresh:
-            result = systems_request(project=project, choice=choice, user=request.user)
-    context |= {"systems_result": result, "systems_fresh": fresh, "status_query": _status_query(request)}
+    try:
+        found = systems_evaluation(project=project, choice=choice, user=request.user)
+    except SystemsBusy as exc:
+        found = systems_cached(project=project, choice=choice)
+        context["systems_busy"] = str(exc)
+    context |= {"systems_result": found.result, "systems_fresh": found.fresh, "status_query": _status_query(request)}
+    bundle = found.bundle
     if bundle is None:
         return context
     if bundle.report is None:

@@ -1,5 +1,6 @@
 """GET /api/projects/SLUG/systems/evaluation/: the evaluation JSON for admins and viewers, refused to experts (every
-source is made of gold grades or judges' P of items they have not labelled) and invisible to non-members."""
+source is made of gold grades or judges' P of items they have not labelled) and invisible to non-members; above
+SYSTEMS_INLINE_ENTRIES computed by a worker and read back, as the Systems page does, within the project's bound."""
 from __future__ import annotations
 
 import json
@@ -9,8 +10,11 @@ import pytest
 from django.urls import reverse
 from rest_framework.test import APIClient
 
-from labeling.models import Membership
+from labeling.models import Membership, Run, RunEntry, SystemsResult
+from labeling.selectors.significance import SignificanceOptions, comparison_json, systems_significance
 from labeling.selectors.systems import systems_report, systems_report_json
+from labeling.services import systems_cache
+from labeling.services.systems_cache import systems_refresh
 from tests.factories import MembershipFactory, UserFactory
 from tests.selectors.test_systems import RUN_NAMES, judge_qrels, systems_project, trec_per_query
 
@@ -84,3 +88,63 @@ def test_a_source_or_measure_the_project_lacks_is_refused_naming_it(built, param
     response = _client(built, Membership.Role.VIEWER).get(_url(built), params)
     assert response.status_code == status
     assert message in response.json()["message"]
+
+
+@pytest.mark.parametrize("compare", ["true", "false"])
+def test_permutations_past_the_page_s_own_are_refused_naming_the_field(built, compare):
+    response = _client(built, Membership.Role.VIEWER).get(_url(built), {"compare": compare,
+                                                                        "permutations": "1000000"})
+    assert response.status_code == 400
+    assert "permutations" in response.json()["errors"] and "at most 10,000" in response.json()["message"]
+
+
+@pytest.fixture
+def cached(built, settings, monkeypatch):
+    """The project above SYSTEMS_INLINE_ENTRIES: the API goes through the worker's cache, as the page does; the
+    tasks queued are kept in the list returned."""
+    settings.SYSTEMS_INLINE_ENTRIES = 0
+    settings.SYSTEMS_REFRESH_MIN_SECONDS = 0
+    for run in Run.objects.filter(project=built.project):
+        run.entries = RunEntry.objects.filter(run=run).count()
+        run.save(update_fields=["entries"])
+    queued = []
+    monkeypatch.setattr(systems_cache.systems_refresh_task, "apply_async",
+                        lambda args, countdown: queued.append(args[0]))
+    return queued
+
+
+def test_above_the_size_threshold_a_worker_computes_and_the_api_reads_it_back(
+        built, cached, django_capture_on_commit_callbacks):
+    client = _client(built, Membership.Role.VIEWER)
+    params = {"qrels": ["human", "judge:llm"], "group_by": "intent", "compare": "true", "test": "t"}
+    with django_capture_on_commit_callbacks(execute=True):
+        first = client.get(_url(built), params)
+        again = client.get(_url(built), params)
+    runs = Run.objects.filter(project=built.project).count()
+    assert first.status_code == 202
+    assert first.json() == {"status": "pending", "done": 0, "total": runs + 2, "computed_at": None}
+    assert again.status_code == 202 and len(cached) == 1  # asked twice, computed once
+
+    systems_refresh(result_id=cached[0])
+    answer = client.get(_url(built), params)
+    assert answer.status_code == 200
+    data = answer.json()
+    report = systems_report(project=built.project, sources=["human", "judge:llm"], group_by="intent")
+    significance = systems_significance(report, SignificanceOptions(test="t"))
+    assert data == json.loads(json.dumps({**systems_report_json(report), "significance": {
+        key: {measure: comparison_json(found) for measure, found in by_measure.items()}
+        for key, by_measure in significance.items()}}))
+    assert len(cached) == 1
+
+
+def test_past_the_project_s_bound_of_computations_the_api_is_busy(
+        built, cached, settings, django_capture_on_commit_callbacks):
+    settings.SYSTEMS_MAX_PENDING = 1
+    client = _client(built, Membership.Role.VIEWER)
+    with django_capture_on_commit_callbacks(execute=True):
+        assert client.get(_url(built), {"threshold": "0.5"}).status_code == 202
+        busy = client.get(_url(built), {"threshold": "0.6"})
+        missing = client.get(_url(built), {"qrels": "judge:nobody"})
+    assert busy.status_code == 429 and busy["Retry-After"] and "busy" in busy.json()["message"]
+    assert missing.status_code == 404
+    assert len(cached) == 1 and SystemsResult.objects.filter(project=built.project).count() == 1
