@@ -41,8 +41,8 @@ class Disclosure:
 
     @property
     def queue(self) -> bool:
-        """Whether the queue that served the item may be shown: the conflict and disagreement queues serve items by
-        other experts' labels, the uncertain and stratified ones by the judges' P, and the random queue is told
+        """Whether the queue that served the item may be shown: the conflict queue serves items by other experts'
+        labels, the uncertain, disagreement and stratified ones by the judges' P, and the random queue is told
         from them by elimination (80 % uncertain, 20 % random by default)."""
         return self.others_labels and self.judge_p
 
