@@ -22,6 +22,7 @@ from labeling.services.judges import judge_create
 from labeling.services.query_generation import (
     query_generation_create,
     query_generation_estimate,
+    query_generation_fail,
     query_generation_plan,
     query_generation_run,
 )
@@ -111,13 +112,15 @@ def test_the_job_stores_a_new_set_with_generated_positives_and_keeps_a_parse_err
     sent = server.bodies[1]["messages"][0]["content"]
     assert f"task: {need}. " in sent and f"The claim should be {choices['query_length']}, {choices['clarity']}." in sent
     # FC's generated positive is a new passage, in the pool with the seed passage; no grade is made up for it.
-    positive = Passage.objects.get(project=project, external_id="llm-1-positive")
+    positive = Passage.objects.get(project=project, metadata__generated_for="llm-1")
     assert positive.text == "Evidence: " + PASSAGES["p1"][0] and positive.metadata["generated"] is True
+    # Its id names neither the query nor what it is: an expert labels the pair blind (test_blind_first).
+    assert "llm" not in positive.external_id and "positive" not in positive.external_id
     pairs = {pair.passage.external_id: pair for pair in Pair.objects.filter(query=fc).select_related("passage")}
-    assert set(pairs) == {"p1", "llm-1-positive"}
-    assert PairSource.objects.get(pair=pairs["llm-1-positive"]).system == "generated-positive"
+    assert set(pairs) == {"p1", positive.external_id}
+    assert PairSource.objects.get(pair=pairs[positive.external_id]).system == "generated-positive"
     assert PairSource.objects.get(pair=pairs["p1"]).system == "seed-passage"
-    assert pairs["llm-1-positive"].reference_grade is None
+    assert pairs[positive.external_id].reference_grade is None
     # QAdoc's positive is the seed document itself.
     qadoc = Pair.objects.get(query=queries["llm-4"])
     assert qadoc.passage.external_id == "p2" and queries["llm-4"].text == "What does GARBLED: say?"
@@ -295,3 +298,82 @@ def test_without_a_judge_that_writes_the_page_says_how_to_add_one(client):
     client.force_login(admin)
     page = client.get(reverse("labeling:systems", args=[project.slug])).content.decode()
     assert "data-no-generator" in page and "data-generation-form" not in page
+
+
+def _member(project, role):
+    user = UserFactory(username=role)
+    MembershipFactory(project=project, user=user, role=role)
+    api = APIClient()
+    api.force_authenticate(user)
+    return user, api
+
+
+def test_an_expert_cannot_tell_which_generated_pair_holds_a_reference_grade(project, server, client):
+    judge = project.judges.get(name="writer")
+    plan = query_generation_plan(project=project, judge=judge, query_set="llm", intents=["FC", "QAdoc"],
+                                 passages=["p1"], positive_grade=2)
+    job = query_generation_run(job_id=query_generation_create(project=project, plan=plan, user=None).id)
+    fc, qadoc = Query.objects.filter(project=project, metadata__query_set="llm").order_by("id")
+    urls = {"pairs": reverse("api:pair-list", args=[project.slug]),
+            "queries": reverse("api:query-list", args=[project.slug]),
+            "passages": reverse("api:passage-list", args=[project.slug]),
+            "job": reverse("api:query-generation-detail", args=[project.slug, job.id])}
+    pages = [reverse("labeling:browse_query", args=[project.slug, query.id]) for query in (fc, qadoc)] + [
+        reverse("labeling:browse_pair", args=[project.slug, pair.id]) for pair in Pair.objects.filter(
+            query__in=(fc, qadoc))]
+
+    expert, api = _member(project, Membership.Role.EXPERT)
+    answers = {name: api.get(url).json() for name, url in urls.items()}
+    generated = [pair for pair in answers["pairs"]["results"] if pair["query"] in ("llm-1", "llm-2")]
+    assert len(generated) == 3 and {(pair["reference_grade"], pair["reference_source"]) for pair in generated} == {
+        (None, "")}
+    assert [pair["sources"] for pair in generated] == [[], [], []]
+    assert all("seed_passage" not in query["metadata"] for query in answers["queries"]["results"])
+    [positive] = Passage.objects.filter(project=project, metadata__generated=True)
+    shown = next(p for p in answers["passages"]["results"] if p["external_id"] == positive.external_id)
+    assert shown["metadata"] == {}
+    assert set(answers["job"]["parameters"]) == {"intents", "prompts", "seed", "selection"}
+    client.force_login(expert)
+    for page in pages:
+        html = client.get(page).content.decode()
+        assert "generated-positive" not in html and "seed-passage" not in html and "seed_passage" not in html
+
+    # Admins and viewers see where each pair came from and the grade it was given.
+    for role in (Membership.Role.VIEWER, Membership.Role.ADMIN):
+        user, api = _member(project, role)
+        pairs = api.get(urls["pairs"], {"query": "llm-1"}).json()["results"]
+        assert {(pair["reference_grade"], pair["sources"][0]["system"]) for pair in pairs} == {
+            (2, "generated-positive"), (None, "seed-passage")}
+        assert api.get(urls["job"]).json()["parameters"]["positive_grade"] == 2
+        client.force_login(user)
+        assert "generated-positive" in client.get(pages[0]).content.decode()
+
+
+def test_the_remote_models_answers_and_a_failures_text_are_for_project_admins(project, server, client):
+    judge = project.judges.get(name="writer")
+    plan = query_generation_plan(project=project, judge=judge, query_set="llm", intents=["FC"], passages=["p2"])
+    job = query_generation_run(job_id=query_generation_create(project=project, plan=plan, user=None).id)
+    assert job.problems[0]["raw"].startswith("I think the claim")
+    failed = query_generation_create(project=project, plan=query_generation_plan(
+        project=project, judge=judge, query_set="llm2", intents=["FC"], passages=["p1"]), user=None)
+    query_generation_fail(job_id=failed.id, error="HTTP 502 from the endpoint: upstream /srv/models/writer down")
+    urls = [reverse("api:query-generation-list", args=[project.slug])] + [
+        reverse("api:query-generation-detail", args=[project.slug, found.id]) for found in (job, failed)]
+    systems = reverse("labeling:systems", args=[project.slug])
+
+    for role in (Membership.Role.EXPERT, Membership.Role.VIEWER):
+        user, api = _member(project, role)
+        text = "".join(api.get(url).content.decode() for url in urls)
+        client.force_login(user)
+        text += client.get(systems).content.decode()
+        assert "I think the claim" not in text and "/srv/models" not in text
+        detail = api.get(urls[2]).json()
+        assert detail["error"] == "the query generation failed (a project admin sees the reason)"
+        # What was wrong with the answer is the app's own words: every member sees it.
+        assert api.get(urls[1]).json()["problems"][0]["error"] == "no JSON object in the answer"
+
+    admin, api = _member(project, Membership.Role.ADMIN)
+    assert api.get(urls[1]).json()["problems"][0]["raw"].startswith("I think the claim")
+    assert "/srv/models/writer" in api.get(urls[2]).json()["error"]
+    client.force_login(admin)
+    assert "/srv/models/writer" in client.get(systems).content.decode()

@@ -3,7 +3,7 @@ and list labels. Experts see only their own labels (blind first); admins and vie
 from __future__ import annotations
 
 from django.db.models import QuerySet
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_field
 from rest_framework import serializers
 from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
@@ -21,6 +21,7 @@ from labeling.api.fields import (
 from labeling.api.views import ProjectScopedListView
 from labeling.models import Label, Project
 from labeling.models.project import QUEUE_STRATEGIES
+from labeling.selectors.disclosure import item_disclosure
 from labeling.selectors.labels import label_list
 from labeling.selectors.projects import ANNOTATE, project_for_user, project_role
 from labeling.services.labels import (
@@ -55,19 +56,26 @@ class ItemDefinitionSerializer(serializers.Serializer):
 
 
 class ItemSerializer(serializers.Serializer):
-    """A leased item: what the expert reads, and the lease."""
+    """A leased item: what the expert reads, and the lease. `disclosure` in the context: the queue that served it
+    only for those blind first lets see it (labeling.selectors.disclosure)."""
 
     pair_id = StrictIntegerField(source="pair.id")
-    queue = StrictCharField()
-    validation_sample = serializers.SerializerMethodField()
+    queue = serializers.SerializerMethodField(help_text="the queue that served it; null for experts (it tells "
+                                                        "where the judge's P lies or that experts disagree)")
+    validation_sample = serializers.SerializerMethodField(help_text="served by the random queue; null for experts")
     lease_expires_at = serializers.DateTimeField(source="lease.expires_at")
     query = ItemQuerySerializer(source="pair.query")
     passage = ItemPassageSerializer(source="pair.passage")
     definition = ItemDefinitionSerializer(allow_null=True, help_text="the query's current relevance definition, "
                                           "null when it has none")
 
-    def get_validation_sample(self, claim: Claim) -> bool:
-        return claim.queue == "random"
+    @extend_schema_field(StrictCharField(allow_null=True))
+    def get_queue(self, claim: Claim) -> str | None:
+        return claim.queue if self.context["disclosure"].queue else None
+
+    @extend_schema_field(StrictBooleanField(allow_null=True))
+    def get_validation_sample(self, claim: Claim) -> bool | None:
+        return claim.queue == "random" if self.context["disclosure"].queue else None
 
 
 class LabelInSerializer(serializers.Serializer):
@@ -83,9 +91,13 @@ class LabelInSerializer(serializers.Serializer):
 
 
 class LabelSerializer(serializers.ModelSerializer):
+    """`disclosure` in the context: the queue that served the item only for those blind first lets see it."""
+
     annotator = StrictCharField(source="annotator.username")
     definition_version = StrictIntegerField(source="definition.version", allow_null=True, default=None)
     current = serializers.SerializerMethodField()
+    queue = serializers.SerializerMethodField(help_text="the queue that served the item (empty: none); null for "
+                                                        "experts")
 
     class Meta:
         model = Label
@@ -94,6 +106,10 @@ class LabelSerializer(serializers.ModelSerializer):
 
     def get_current(self, label: Label) -> bool:
         return label.superseded_at is None
+
+    @extend_schema_field(StrictCharField(allow_null=True, allow_blank=True))
+    def get_queue(self, label: Label) -> str | None:
+        return label.queue if self.context["disclosure"].queue else None
 
 
 class SkipSerializer(serializers.Serializer):
@@ -108,6 +124,11 @@ class LabelFilterSerializer(serializers.Serializer):
 
 def _project_for_annotating(request: Request, slug: str) -> Project:
     return project_for_user(user=request.user, slug=slug, need=ANNOTATE)
+
+
+def _context(request: Request, project: Project, *, labelled: bool) -> dict:
+    role = project_role(user=request.user, project=project)
+    return {"disclosure": item_disclosure(project=project, role=role, labelled=labelled)}
 
 
 class QueueNextView(APIView):
@@ -133,7 +154,7 @@ class QueueNextView(APIView):
             raise ValidationError({"strategy": str(exc)}) from None
         if claim is None:
             return Response(status=204)
-        return Response(ItemSerializer(claim).data)
+        return Response(ItemSerializer(claim, context=_context(request, project, labelled=False)).data)
 
 
 class QueueSkipView(APIView):
@@ -182,7 +203,8 @@ class LabelListView(ProjectScopedListView):
         body.is_valid(raise_exception=True)
         # An item or definition not in the project is a 404, a grade off the scale or a reused key a 409.
         result = label_submit(project=project, annotator=request.user, **body.validated_data)
-        return Response(LabelSerializer(result.label).data, status=201 if result.created else 200)
+        return Response(LabelSerializer(result.label, context=_context(request, project, labelled=True)).data,
+                        status=201 if result.created else 200)
 
 
 class LabelUndoView(APIView):
@@ -195,4 +217,4 @@ class LabelUndoView(APIView):
         undone = label_undo(project=project, annotator=request.user)
         if undone is None:
             return Response(status=204)
-        return Response(LabelSerializer(undone).data)
+        return Response(LabelSerializer(undone, context=_context(request, project, labelled=True)).data)

@@ -3,6 +3,8 @@ estimate) and one job with its progress and the answers it could not read; cance
 form and `manage.py generate_queries`. Members read the jobs; project admins start them."""
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers
@@ -12,10 +14,16 @@ from rest_framework.reverse import reverse
 from rest_framework.views import APIView
 
 from labeling.api.fields import StrictBooleanField, StrictCharField, StrictFloatField, StrictIntegerField
-from labeling.models import QueryGenerationJob
+from labeling.models import Membership, Project, QueryGenerationJob
+from labeling.selectors.disclosure import item_disclosure
 from labeling.selectors.lookups import judge_by_name
-from labeling.selectors.projects import admin_to, project_for_user
-from labeling.selectors.query_generation import query_generation_of_project, query_generations
+from labeling.selectors.projects import admin_to, project_for_user, project_role
+from labeling.selectors.query_generation import (
+    QueryGenerationRow,
+    query_generation_of_project,
+    query_generation_row,
+    query_generations,
+)
 from labeling.services.query_generation import (
     query_generation_cancel,
     query_generation_estimate,
@@ -31,31 +39,37 @@ WHERE_PATTERN = r"^\s*[^=\s][^=]*=[\s\S]*$"
 
 
 class QueryGenerationSerializer(serializers.Serializer):
-    id = StrictIntegerField()
-    url = serializers.SerializerMethodField(help_text="this job: poll it until finished_at is set")
-    judge = StrictCharField(source="judge.name")
-    query_set = StrictCharField()
-    parameters = serializers.JSONField(help_text="intents, prompts (edits), passages, seed, positive_grade, "
-                                                 "selection")
-    status = StrictCharField()
-    total = StrictIntegerField(help_text="passage x intent units")
-    done = StrictIntegerField()
-    progress = StrictFloatField(help_text="0 to 1")
-    created = StrictIntegerField(help_text="queries written")
-    calls = StrictIntegerField(help_text="model calls made")
-    prompt_tokens = StrictIntegerField(allow_null=True)
-    completion_tokens = StrictIntegerField(allow_null=True)
-    cost_usd = serializers.SerializerMethodField(help_text="the tokens at the judge's prices (null: no prices)")
-    problems = serializers.JSONField(help_text="[{passage, intent, stage, error, raw}]: units that gave no query")
-    error = StrictCharField()
-    created_at = serializers.DateTimeField()
-    finished_at = serializers.DateTimeField(allow_null=True)
+    """Renders a QueryGenerationRow (labeling.selectors.query_generation): the job as the caller may see it."""
 
-    def get_url(self, job: QueryGenerationJob) -> str:
-        return reverse("api:query-generation-detail", kwargs={"slug": job.project.slug, "generation_id": job.id},
+    id = StrictIntegerField(source="job.id")
+    url = serializers.SerializerMethodField(help_text="this job: poll it until finished_at is set")
+    judge = StrictCharField(source="job.judge.name")
+    query_set = StrictCharField(source="job.query_set")
+    parameters = serializers.JSONField(help_text="intents, prompts (edits), passages, seed, positive_grade, "
+                                                 "selection; experts do not get passages and positive_grade (they "
+                                                 "label blind: they tell which pairs the job graded)")
+    status = StrictCharField(source="job.status")
+    total = StrictIntegerField(source="job.total", help_text="passage x intent units")
+    done = StrictIntegerField(source="job.done")
+    progress = StrictFloatField(source="job.progress", help_text="0 to 1")
+    created = StrictIntegerField(source="job.created", help_text="queries written")
+    calls = StrictIntegerField(source="job.calls", help_text="model calls made")
+    prompt_tokens = StrictIntegerField(source="job.prompt_tokens", allow_null=True)
+    completion_tokens = StrictIntegerField(source="job.completion_tokens", allow_null=True)
+    cost_usd = serializers.SerializerMethodField(help_text="the tokens at the judge's prices (null: no prices)")
+    problems = serializers.JSONField(help_text="[{passage, intent, stage, error, raw}]: units that gave no query; "
+                                               "raw (the model's answer) is empty but for project admins")
+    error = StrictCharField(help_text="why it failed; its text for project admins only")
+    created_at = serializers.DateTimeField(source="job.created_at")
+    finished_at = serializers.DateTimeField(source="job.finished_at", allow_null=True)
+
+    def get_url(self, row: QueryGenerationRow) -> str:
+        return reverse("api:query-generation-detail", kwargs={"slug": row.job.project.slug,
+                                                              "generation_id": row.job.id},
                        request=self.context.get("request"))
 
-    def get_cost_usd(self, job: QueryGenerationJob) -> float | None:
+    def get_cost_usd(self, row: QueryGenerationRow) -> float | None:
+        job = row.job
         return usd_cost(job.prompt_tokens or 0, job.completion_tokens or 0, job.judge.price_in, job.judge.price_out)
 
 
@@ -85,6 +99,15 @@ class QueryGenerationEstimateSerializer(serializers.Serializer):
     cost_usd = StrictFloatField(allow_null=True, help_text="null: the judge has no prices")
 
 
+def _data(request: Request, project: Project, jobs: Iterable[QueryGenerationJob]) -> list[dict]:
+    """The jobs as the caller may see them (a job spans items the caller has not labelled)."""
+    role = project_role(user=request.user, project=project)
+    disclosure = item_disclosure(project=project, role=role, labelled=False)
+    rows = [query_generation_row(job, show_errors=role == Membership.Role.ADMIN, disclosure=disclosure)
+            for job in jobs]
+    return QueryGenerationSerializer(rows, many=True, context={"request": request}).data
+
+
 class QueryGenerationListView(APIView):
     """GET the project's generation jobs, newest first (members). POST (project admins): 202 with the job, queued
     for a worker; with "dry_run": true, 200 with its calls, tokens and cost, nothing asked. 409 when the query set
@@ -93,8 +116,7 @@ class QueryGenerationListView(APIView):
     @extend_schema(responses={200: QueryGenerationSerializer(many=True)})
     def get(self, request: Request, slug: str) -> Response:
         project = project_for_user(user=request.user, slug=slug)
-        return Response(QueryGenerationSerializer(query_generations(project), many=True,
-                                                  context={"request": request}).data)
+        return Response(_data(request, project, query_generations(project)))
 
     @extend_schema(request=QueryGenerationStartSerializer, responses={
         202: QueryGenerationSerializer,
@@ -117,17 +139,18 @@ class QueryGenerationListView(APIView):
                                                                                         plan=plan)).data)
         job = query_generation_request(project=project, plan=plan, user=request.user)
         job.refresh_from_db()  # an eager worker (CELERY_TASK_ALWAYS_EAGER) may have finished it already
-        return Response(QueryGenerationSerializer(job, context={"request": request}).data, status=202)
+        return Response(_data(request, project, [job])[0], status=202)
 
 
 class QueryGenerationDetailView(APIView):
-    """One generation job: its status, progress, tokens and the units that gave no query (members)."""
+    """One generation job: its status, progress, tokens and the units that gave no query (members; its error and
+    the model's unreadable answers for project admins)."""
 
     @extend_schema(responses={200: QueryGenerationSerializer})
     def get(self, request: Request, slug: str, generation_id: int) -> Response:
         project = project_for_user(user=request.user, slug=slug)
         job = query_generation_of_project(project=project, job_id=generation_id)
-        return Response(QueryGenerationSerializer(job, context={"request": request}).data)
+        return Response(_data(request, project, [job])[0])
 
 
 class QueryGenerationCancelView(APIView):
@@ -139,4 +162,4 @@ class QueryGenerationCancelView(APIView):
     def post(self, request: Request, slug: str, generation_id: int) -> Response:
         project = project_for_user(user=request.user, slug=slug, need=admin_to("cancel a query generation"))
         job = query_generation_cancel(job=query_generation_of_project(project=project, job_id=generation_id))
-        return Response(QueryGenerationSerializer(job, context={"request": request}).data)
+        return Response(_data(request, project, [job])[0])

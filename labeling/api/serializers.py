@@ -53,11 +53,19 @@ class CurrentDefinitionSerializer(serializers.Serializer):
 
 
 class QuerySerializer(serializers.ModelSerializer):
+    """`disclosure` in the context is what the caller may see (labeling.selectors.disclosure): an expert does not
+    get the metadata that tells which pair holds a reference grade."""
+
     current_definition = serializers.SerializerMethodField()
 
     class Meta:
         model = Query
         fields = ["external_id", "text", "metadata", "current_definition"]
+
+    def to_representation(self, query: Query) -> dict:
+        data = super().to_representation(query)
+        data["metadata"] = self.context["disclosure"].metadata(data["metadata"])
+        return data
 
     @extend_schema_field(CurrentDefinitionSerializer(allow_null=True))
     def get_current_definition(self, query: Query) -> dict | None:
@@ -68,9 +76,16 @@ class QuerySerializer(serializers.ModelSerializer):
 
 
 class PassageSerializer(serializers.ModelSerializer):
+    """`disclosure` in the context: as for QuerySerializer."""
+
     class Meta:
         model = Passage
         fields = ["external_id", "title", "text", "metadata"]
+
+    def to_representation(self, passage: Passage) -> dict:
+        data = super().to_representation(passage)
+        data["metadata"] = self.context["disclosure"].metadata(data["metadata"])
+        return data
 
 
 class PairSourceSerializer(serializers.ModelSerializer):
@@ -80,8 +95,9 @@ class PairSourceSerializer(serializers.ModelSerializer):
 
 
 class PairSerializer(serializers.ModelSerializer):
-    """`reference_grades` in the context says whether the caller may see them (labeling.selectors.disclosure):
-    hidden, the grade is null and its source empty, as for a pair without one."""
+    """`disclosure` in the context says whether the caller may see reference grades (labeling.selectors.disclosure):
+    hidden, the grade is null and its source empty, as for a pair without one, and the sources that would tell it
+    are left out."""
 
     query = StrictCharField(source="query.external_id", help_text="The query's external id.")
     passage = StrictCharField(source="passage.external_id", help_text="The passage's external id.")
@@ -93,8 +109,10 @@ class PairSerializer(serializers.ModelSerializer):
 
     def to_representation(self, pair: Pair) -> dict:
         data = super().to_representation(pair)
-        if not self.context["reference_grades"]:
-            data.update(reference_grade=None, reference_source="")
+        disclosure = self.context["disclosure"]
+        if not disclosure.reference_grade:
+            data.update(reference_grade=None, reference_source="",
+                        sources=PairSourceSerializer(disclosure.sources(pair.sources.all()), many=True).data)
         return data
 
 

@@ -157,6 +157,16 @@ class ProjectScopedListView(generics.ListAPIView):
             return self.get_serializer_class().Meta.model._default_manager.none()
         return self.rows(self.get_project())
 
+    def get_serializer_context(self) -> dict:
+        if getattr(self, "swagger_fake_view", False):
+            return super().get_serializer_context()
+        project = self.get_project()
+        role = project_role(user=self.request.user, project=project)
+        # A list spans items the caller has not labelled: what the serializers show follows what blind first lets
+        # a member see of those.
+        return {**super().get_serializer_context(),
+                "disclosure": item_disclosure(project=project, role=role, labelled=False)}
+
     def rows(self, project: Project) -> QuerySet:
         raise NotImplementedError
 
@@ -192,15 +202,6 @@ class PairListView(ProjectScopedListView):
 
     def rows(self, project: Project) -> QuerySet[Pair]:
         return pairs_for_project(project=project, query_external_id=self.request.query_params.get("query"))
-
-    def get_serializer_context(self) -> dict:
-        if getattr(self, "swagger_fake_view", False):
-            return {**super().get_serializer_context(), "reference_grades": False}
-        project = self.get_project()
-        role = project_role(user=self.request.user, project=project)
-        # What the rule hides even of the items the caller labelled, it hides of every item.
-        shown = item_disclosure(project=project, role=role, labelled=True).reference_grade
-        return {**super().get_serializer_context(), "reference_grades": shown}
 
 
 # The report options as query parameters: the validation report and the metrics by definition version take them.

@@ -7,6 +7,17 @@ from django.db import models
 
 from labeling.models.jobs import MeteredJob
 
+# The marks a generation leaves on what it writes, read back by blind first (labeling.selectors.disclosure) and by
+# the next generation. Pool sources: the generated positive (the job's positive_grade is its reference grade) and
+# the seed passage it was written from.
+GENERATED_POSITIVE = "generated-positive"
+SEED_PASSAGE = "seed-passage"
+# Query metadata: the passage the query was written from (in QAdoc its positive). Passage metadata of a generated
+# positive: GENERATED_KEY true (never a seed passage itself), the query it answers, the seed passage and the intent.
+SEED_KEY = "seed_passage"
+GENERATED_KEY = "generated"
+GENERATED_FOR_KEY = "generated_for"
+
 
 class QueryGenerationJob(MeteredJob):
     """`parameters`: the intents, the edited prompts, the chosen passages (external ids, resolved when the job was

@@ -207,7 +207,7 @@ class BrowseRow:
     gold: int | None  # None: no gold grade, or not disclosed
     labels: tuple[LabelCell, ...]  # the current labels the member may see
     judges: tuple[JudgeCell | None, ...]  # per BrowsePage.judges; None: not judged; () when P is not disclosed
-    sources: tuple[PairSource, ...]
+    sources: tuple[PairSource, ...]  # those the member may see
 
 
 @dataclass(frozen=True)
@@ -346,7 +346,7 @@ def browse_page(*, project: Project, query: Query, user: AbstractBaseUser, role:
             snippet_cut=len(pair.snippet) > SNIPPET_CHARS, disclosure=disclosure,
             labelled=bool(mine), gold=gold_grade(pair.reference_grade, views) if disclosure.reference_grade else None,
             labels=tuple(shown), judges=judged.get(pair.id, ()) if disclosure.judge_p else (),
-            sources=tuple(sources[pair.id]),
+            sources=disclosure.sources(sources[pair.id]),
         ))
     return BrowsePage(
         rows=tuple(rows), judges=tuple(judges) if may_see_p else (),

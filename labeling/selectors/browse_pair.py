@@ -54,7 +54,8 @@ class PairDetail:
     labels: tuple[LabelEntry, ...]  # by annotator, each one's history oldest first
     judgments: tuple[JudgmentEntry, ...]  # () when the judges' P is not disclosed
     unjudged: tuple[str, ...]  # the judges (by name) that have not judged the pair; () when P is not disclosed
-    sources: tuple[PairSource, ...]
+    sources: tuple[PairSource, ...]  # those the member may see
+    passage_metadata: object  # as the member may see it
 
 
 def _gold_from(reference: int | None, labels: list[Label]) -> str:
@@ -114,6 +115,7 @@ def pair_detail(*, project: Project, pair_id: int, user: AbstractBaseUser, role:
         current_definition=current,
         labels=tuple(LabelEntry(label=label, grade_name=names.get(label.grade, OFF_SCALE)) for label in labels),
         judgments=judgments, unjudged=unjudged,
-        sources=tuple(PairSource.objects.filter(pair=pair).order_by("rank", "id")),
+        sources=disclosure.sources(PairSource.objects.filter(pair=pair).order_by("rank", "id")),
+        passage_metadata=disclosure.metadata(pair.passage.metadata),
     )
 

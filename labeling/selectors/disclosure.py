@@ -1,14 +1,32 @@
 """Blind first, the one rule: what a project member may see of an item beyond its query and passage (its
-reference grade, other experts' labels, the judges' P). Every page and endpoint that could show them asks here."""
+reference grade, other experts' labels, the judges' P, and what tells them: where a pair came from, the queue that
+served it). Every page and endpoint that could show them asks here."""
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import QuerySet
 
-from labeling.models import Judgment, Label, Membership, Project
+from labeling.models import Judgment, Label, Membership, PairSource, Project
+from labeling.models.query_generation import (
+    GENERATED_FOR_KEY,
+    GENERATED_KEY,
+    GENERATED_POSITIVE,
+    SEED_KEY,
+    SEED_PASSAGE,
+)
 from labeling.scale import Grade
+from labeling.selectors.query_sets import INTENT_KEY
+
+# Query generation gives its generated positive the job's positive_grade as reference grade, and marks which pair
+# that is: by the pool sources of the positive and of the seed passage beside it (one names the other), by the
+# query's seed passage (in QAdoc the positive itself) and the generated passage's metadata, and by the job's
+# parameters (the grade, and the passages it wrote from). Whoever may not see reference grades sees none of these.
+GRADE_TELLING_SOURCES = frozenset({GENERATED_POSITIVE, SEED_PASSAGE})
+GRADE_TELLING_KEYS = frozenset({SEED_KEY, GENERATED_KEY, GENERATED_FOR_KEY})
+GRADE_TELLING_PARAMETERS = frozenset({"positive_grade", "passages"})
 
 
 @dataclass(frozen=True)
@@ -20,6 +38,35 @@ class Disclosure:
     @property
     def everything(self) -> bool:
         return self.reference_grade and self.others_labels and self.judge_p
+
+    @property
+    def queue(self) -> bool:
+        """Whether the queue that served the item may be shown: the conflict queue serves items by other experts'
+        labels, the uncertain, disagreement and stratified ones by the judges' P, and the random queue is told
+        from them by elimination (80 % uncertain, 20 % random by default)."""
+        return self.others_labels and self.judge_p
+
+    def sources(self, sources: Iterable[PairSource]) -> tuple[PairSource, ...]:
+        """The item's pool sources as shown: without those that tell its reference grade when that is hidden."""
+        if self.reference_grade:
+            return tuple(sources)
+        return tuple(source for source in sources if source.system not in GRADE_TELLING_SOURCES)
+
+    def metadata(self, metadata: object) -> object:
+        """A query's or passage's metadata as shown: without the marks that tell which pair holds a reference grade
+        when that is hidden. A generated passage shows none of what generation wrote on it (its intent too: no
+        other passage has one)."""
+        if self.reference_grade or not isinstance(metadata, dict):
+            return metadata
+        hidden = GRADE_TELLING_KEYS | ({INTENT_KEY} if metadata.get(GENERATED_KEY) else set())
+        return {key: value for key, value in metadata.items() if key not in hidden}
+
+    def generation_parameters(self, parameters: dict) -> dict:
+        """A query generation job's parameters as shown: without the grade it gives and the passages it wrote from
+        when reference grades are hidden."""
+        if self.reference_grade:
+            return parameters
+        return {key: value for key, value in parameters.items() if key not in GRADE_TELLING_PARAMETERS}
 
 
 def item_disclosure(*, project: Project, role: str | None, labelled: bool) -> Disclosure:

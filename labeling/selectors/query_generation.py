@@ -1,13 +1,34 @@
-"""Reads of LLM query generation jobs (DisastIR 3.4): a project's jobs, newest first, and one of them; the Systems
-page, the API and the command show the same rows."""
+"""Reads of LLM query generation jobs (DisastIR 3.4): a project's jobs, newest first, and one of them, each as the
+reader may see it; the Systems page, the API and the command show the same rows."""
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from django.db.models import QuerySet
 
 from labeling.exceptions import NotFound
 from labeling.models import Project, QueryGenerationJob
+from labeling.selectors.disclosure import Disclosure
 
 RECENT = 20
+# What members other than admins read instead of a failure's text: it can quote the remote model's server.
+HIDDEN_ERROR = "the query generation failed (a project admin sees the reason)"
+
+
+@dataclass(frozen=True)
+class QueryGenerationRow:
+    job: QueryGenerationJob
+    error: str  # the job's error as the reader may see it
+    parameters: dict  # as the reader may see them (blind first)
+    problems: list[dict]  # each with the model's answer (`raw`) blanked for those who may not see it
+
+
+def query_generation_row(job: QueryGenerationJob, *, show_errors: bool, disclosure: Disclosure) -> QueryGenerationRow:
+    """The job as a member sees it: the error and the model's unreadable answers for project admins
+    (`show_errors`), the parameters as blind first lets them."""
+    problems = job.problems if show_errors else [{**problem, "raw": ""} for problem in job.problems]
+    return QueryGenerationRow(job=job, error=job.error if show_errors or not job.error else HIDDEN_ERROR,
+                              parameters=disclosure.generation_parameters(job.parameters), problems=problems)
 
 
 def query_generations(project: Project) -> QuerySet[QueryGenerationJob]:

@@ -7,6 +7,7 @@ asks for is kept in the job (`problems`), never turned into a query. Dry run: qu
 from __future__ import annotations
 
 import random
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -20,6 +21,13 @@ from django.utils import timezone
 from labeling.exceptions import Conflict, DomainError
 from labeling.llm_adapter import JudgeConfigError, judge_config, prompt_token_counter, scorer_for
 from labeling.models import MAX_ERROR_CHARS, Judge, Pair, PairSource, Passage, Project, Query, QueryGenerationJob
+from labeling.models.query_generation import (
+    GENERATED_FOR_KEY,
+    GENERATED_KEY,
+    GENERATED_POSITIVE,
+    SEED_KEY,
+    SEED_PASSAGE,
+)
 from labeling.names import NameRefused
 from labeling.selectors.query_sets import INTENT_KEY, SET_KEY, TWIN_KEY, query_set_name
 from labeling.services.jobs import job_fail, job_heartbeat, job_take
@@ -39,11 +47,6 @@ from models_llm.query_generation import (
     prompts_for,
 )
 
-GENERATED_POSITIVE = "generated-positive"
-SEED_PASSAGE = "seed-passage"
-SEED_KEY = "seed_passage"
-# Passage metadata that marks a generated positive: never a seed passage itself.
-GENERATED_KEY = "generated"
 ESTIMATE_SAMPLE = 50
 # Kept of a model's answer in a problem entry.
 MAX_RAW_CHARS = 2000
@@ -284,16 +287,20 @@ def _external_id(job: QueryGenerationJob, index: int) -> str:
     return f"{job.query_set}-{index + 1}"
 
 
+def _generated_passage_id() -> str:
+    # Random, so that nothing in it names the query it answers (the metadata does, for those who may see it): an
+    # expert reading the id would know the pair is the generated positive, which may hold a reference grade. A
+    # retried unit draws another, as its first attempt wrote nothing.
+    return uuid.uuid4().hex
+
+
 def _write(job: QueryGenerationJob, index: int, passage: Passage, found: GeneratedQuery,
            prompts: IntentPrompts) -> dict | None:
-    """The unit's query, its positive and their pairs; a problem entry instead when its external id is taken."""
+    """The unit's query, its positive and their pairs; a problem entry instead when the query's external id is
+    taken."""
     project, external_id = job.project, _external_id(job, index)
     if Query.objects.filter(project=project, external_id=external_id).exists():
         return {"stage": "store", "error": f"query id {external_id!r} is taken in the project", "raw": ""}
-    if found.positive is not None and Passage.objects.filter(project=project,
-                                                             external_id=f"{external_id}-positive").exists():
-        return {"stage": "store", "error": f"passage id {external_id + '-positive'!r} is taken in the project",
-                "raw": ""}
     metadata = {SET_KEY: job.query_set, INTENT_KEY: found.intent, SEED_KEY: passage.external_id,
                 "information_need": found.need,
                 "generated_by": {"job": job.id, "judge": job.judge.name, "choices": found.choices}}
@@ -305,8 +312,8 @@ def _write(job: QueryGenerationJob, index: int, passage: Passage, found: Generat
         positive = passage
     else:
         positive = Passage.objects.create(
-            project=project, external_id=f"{external_id}-positive", text=found.positive,
-            metadata={GENERATED_KEY: True, "generated_for": external_id, SEED_KEY: passage.external_id,
+            project=project, external_id=_generated_passage_id(), text=found.positive,
+            metadata={GENERATED_KEY: True, GENERATED_FOR_KEY: external_id, SEED_KEY: passage.external_id,
                       INTENT_KEY: found.intent})
         seed_pair = Pair.objects.create(project=project, query=query, passage=passage)
         PairSource.objects.create(pair=seed_pair, system=SEED_PASSAGE)

@@ -10,9 +10,15 @@ from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
 
 from labeling.forms import QueryGenerationForm
-from labeling.models import Project
+from labeling.models import Membership, Project
+from labeling.selectors.disclosure import item_disclosure
 from labeling.selectors.projects import admin_to
-from labeling.selectors.query_generation import RECENT, query_generation_of_project, query_generations
+from labeling.selectors.query_generation import (
+    RECENT,
+    query_generation_of_project,
+    query_generation_row,
+    query_generations,
+)
 from labeling.selectors.scoring import judges_for_project
 from labeling.services.query_generation import query_generation_cancel
 from labeling.views.access import project_view
@@ -24,10 +30,12 @@ def query_generation_form(project: Project, data: dict | None = None) -> QueryGe
                                grades=[(grade.value, grade.name) for grade in project.label_scale.grades])
 
 
-def query_generation_context(project: Project, form: QueryGenerationForm | None = None) -> dict:
-    """The page's section: the newest jobs and the form (the admins')."""
-    return {"generations": list(query_generations(project)[:RECENT]),
-            "generation_form": form or query_generation_form(project)}
+def query_generation_context(project: Project, role: str | None) -> dict:
+    """The page's section: the newest jobs as a member with `role` may see them, and the form (the admins')."""
+    disclosure = item_disclosure(project=project, role=role, labelled=False)
+    return {"generations": [query_generation_row(job, show_errors=role == Membership.Role.ADMIN, disclosure=disclosure)
+                            for job in query_generations(project)[:RECENT]],
+            "generation_form": query_generation_form(project)}
 
 
 @login_required

@@ -440,7 +440,7 @@ def _systems_context(request: HttpRequest, project: Project, **answer: object) -
         "upload_form": RunUploadForm(),
         "retrieval_form": _retrieval_form(project),
         "pool_form": _pool_form(project, runs),
-        **query_generation_context(project),
+        **query_generation_context(project, role),
         **answer,
     }
     if reads:

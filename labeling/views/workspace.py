@@ -21,7 +21,7 @@ from labeling.ids import IdError, parse_id
 from labeling.models import Project
 from labeling.selectors.completeness import project_target_met
 from labeling.selectors.definitions import DefinitionNews, definition_news
-from labeling.selectors.disclosure import AGREEMENT_MIN_ITEMS, revealed_after_submit
+from labeling.selectors.disclosure import AGREEMENT_MIN_ITEMS, item_disclosure, revealed_after_submit
 from labeling.selectors.projects import ANNOTATE, project_role
 from labeling.selectors.queues import queue_progress
 from labeling.selectors.sessions import SessionSummary, saved_label, session_labelled, session_summary
@@ -48,9 +48,11 @@ SESSION_KEY = "annotate-session-started:{project}"
 @dataclass(frozen=True)
 class ItemView:
     """A claimed item as the workspace shows it: the passage and title split for query-term marks, a fresh
-    idempotency key for its form, and what changed in its definition since the expert last labelled under it."""
+    idempotency key for its form, what changed in its definition since the expert last labelled under it, and the
+    queue that served it where blind first lets the member see it (None: not shown)."""
 
     claim: Claim
+    queue: str | None
     client_key: str
     passage_segments: list[Segment]
     title_segments: list[Segment]
@@ -62,8 +64,11 @@ def _item_view(request: HttpRequest, project: Project, claim: Claim | None) -> I
     if claim is None:
         return None
     pair = claim.pair
+    disclosure = item_disclosure(project=project, role=project_role(user=request.user, project=project),
+                                 labelled=False)
     return ItemView(
         claim=claim,
+        queue=claim.queue if disclosure.queue else None,
         client_key=uuid.uuid4().hex,
         passage_segments=highlight_segments(pair.passage.text, pair.query.text),
         title_segments=highlight_segments(pair.passage.title, pair.query.text),

@@ -41,7 +41,7 @@ def test_next_leases_an_item_and_returns_it_with_its_definition(project):
     body = response.json()
     first = project.pairs.order_by("id").first()
     assert response.status_code == 200
-    assert body["pair_id"] == first.id and body["queue"] == "sequential" and body["validation_sample"] is False
+    assert body["pair_id"] == first.id and body["queue"] is None and body["validation_sample"] is None
     assert body["query"] == {"external_id": "q1", "text": "What are the targets?"}
     assert body["definition"]["text"] == "Any numeric target." and body["definition"]["version"] == 1
     assert body["passage"]["external_id"] == first.passage.external_id
@@ -49,12 +49,32 @@ def test_next_leases_an_item_and_returns_it_with_its_definition(project):
     assert client.get(f"/api/projects/{project.slug}/queue/next/").json()["pair_id"] == first.id
 
 
-def test_random_items_are_marked_as_the_validation_sample(project):
+def test_the_queue_that_served_an_item_is_shown_to_admins_and_not_to_experts(project, client):
+    # The uncertain queue would tell an expert the judge's P is near 0.5, the conflict queue that another expert
+    # contradicted it; the random queue is told from them by elimination, so no queue is named to an expert.
     project.queue_mix = {"random": 100}
     project.save()
-    client, _ = _client(project)
-    body = client.get(f"/api/projects/{project.slug}/queue/next/").json()
+    for _ in range(3):  # the expert's label, the workspace's item and the one it prefetches; the admin's
+        PairFactory(project=project, query=project.queries.get())
+    api, alice = _client(project)
+    body = api.get(f"/api/projects/{project.slug}/queue/next/").json()
+    assert body["queue"] is None and body["validation_sample"] is None
+    label = api.post(f"/api/projects/{project.slug}/labels/", {"pair_id": body["pair_id"], "grade": 1},
+                     format="json").json()
+    assert label["queue"] is None
+    assert [mine["queue"] for mine in api.get(f"/api/projects/{project.slug}/labels/").json()["results"]] == [None]
+    client.force_login(alice)
+    page = client.get(f"/projects/{project.slug}/annotate/").content.decode()
+    assert 'data-testid="passage"' in page and "From the" not in page and "validation sample" not in page
+
+    admin, root = _client(project, role="admin", name="root")
+    body = admin.get(f"/api/projects/{project.slug}/queue/next/").json()
     assert body["queue"] == "random" and body["validation_sample"] is True
+    assert {label["queue"] for label in admin.get(f"/api/projects/{project.slug}/labels/").json()["results"]} == {
+        "random"}
+    client.force_login(root)
+    page = client.get(f"/projects/{project.slug}/annotate/").content.decode()
+    assert "From the <em>random</em> queue (validation sample)" in page
 
 
 @pytest.mark.parametrize("strategy", ["conflict", "uncertain", "stratified", "random", "sequential"])
@@ -98,7 +118,7 @@ def test_labels_post_is_idempotent_by_client_key(project):
     first = client.post(f"/api/projects/{project.slug}/labels/", body, format="json")
     again = client.post(f"/api/projects/{project.slug}/labels/", body, format="json")
     assert (first.status_code, again.status_code) == (201, 200)
-    assert first.json()["id"] == again.json()["id"] and first.json()["queue"] == "sequential"
+    assert first.json()["id"] == again.json()["id"]
     assert first.json()["definition_version"] == 1
     assert Label.objects.filter(annotator=alice).count() == 1
 
