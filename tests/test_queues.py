@@ -198,20 +198,20 @@ def test_projects_share_the_bulk_workers_evenly_however_many_jobs_each_runs(
 
     # Chunks of milliseconds would count as fractions of a chunk of the share (the test above): not here.
     settings.SCORING_WINDOW_CHUNKS, settings.SCORING_CHUNK_PAIRS, settings.SCORING_CHUNK_SECONDS = 4, 5, 1e-6
-    many = small_scoring_project(tmp_path / "many", slug="many", queries=3, passages=20)
-    one = small_scoring_project(tmp_path / "one", slug="one", queries=3, passages=20)
+    many = small_scoring_project(tmp_path / "many", slug="many", queries=3, passages=10)
+    one = small_scoring_project(tmp_path / "one", slug="one", queries=3, passages=10)
     with django_capture_on_commit_callbacks(execute=False):
         jobs = [scoring_job_start(project=many, judge=minilm_judge(many, f"judge-{i}"), scope="all")[0]
                 for i in range(3)]
         single, _ = scoring_job_start(project=one, judge=minilm_judge(one), scope="all")
-    assert {job.chunks.count() for job in [*jobs, single]} == {12}  # 3 queries x 20 pairs, 5 pairs a chunk
+    assert {job.chunks.count() for job in [*jobs, single]} == {6}  # 3 queries x 10 pairs, 5 pairs a chunk
     waiting = ScoringChunk.objects.filter(dispatched_at__isnull=False, finished_at__isnull=True,
                                           job__status=ScoringJob.Status.RUNNING)
 
     def sent(**where) -> int:
         return waiting.filter(**where).count()
 
-    # Per job this was 12 chunks of `many` sent beside 4 of `one`.
+    # Per job this was 12 chunks of `many` sent (three windows of 4) beside 4 of `one`.
     assert (sent(job__project=many), sent(job__project=one)) == (4, 4)
     # The first job took the share alone when it started; each chunk it writes goes to the job furthest behind.
     for _ in range(2):
@@ -223,3 +223,9 @@ def test_projects_share_the_bulk_workers_evenly_however_many_jobs_each_runs(
     with django_capture_on_commit_callbacks(execute=False):
         scoring_job_cancel(job=jobs[0])
     assert [sent(job=job) for job in jobs[1:]] == [2, 2] and sent(job__project=one) == 4
+    # The second job is written to its end: the chunk that ends it sends the third job's next ones.
+    for chunk_id in jobs[1].chunks.filter(finished_at__isnull=True).order_by("id").values_list("id", flat=True):
+        with django_capture_on_commit_callbacks(execute=False):
+            scoring_chunk_run(chunk_id=chunk_id)
+    jobs[1].refresh_from_db()
+    assert jobs[1].status == ScoringJob.Status.DONE and sent(job=jobs[2]) == 4 and sent(job__project=one) == 4
