@@ -344,11 +344,11 @@ CELERY_TASK_ROUTES = {
         "score_chunk_task", "retrieval_task", "audit_task", "query_generation_task")},
     "labeling.tasks.finetune_task": {"queue": FINETUNE_QUEUE},
 }
-# A scoring job keeps SCORING_WINDOW_CHUNKS x its priority (1 to 10) of its chunks in the queue at a time, and sends
-# the next one when one is written: jobs running together share the bulk workers in turn (weighted by priority), and a
-# small job started after a huge one is not queued behind all of it. A job of chunks shorter than
-# SCORING_CHUNK_SECONDS keeps proportionally more sent (up to 16 times), so the turns are shares of time. Set it to
-# at least the number of bulk worker processes, or one job alone leaves some of them idle.
+# A project keeps SCORING_WINDOW_CHUNKS of its scoring chunks in each queue at a time (times the highest priority, 1
+# to 10, among its running jobs there), however many jobs it runs, and sends the next when one is written: projects
+# running together share the bulk workers in turn, and a project's jobs share its turns by priority. A job of chunks
+# shorter than SCORING_CHUNK_SECONDS has proportionally more sent (up to 16 times), so the turns are shares of time.
+# Set it to at least the number of bulk worker processes, or one project alone leaves some of them idle.
 SCORING_WINDOW_CHUNKS = env_int("SCORING_WINDOW_CHUNKS", 8)
 if SCORING_WINDOW_CHUNKS < 1:
     raise ImproperlyConfigured(f"SCORING_WINDOW_CHUNKS={SCORING_WINDOW_CHUNKS} must be at least 1")

@@ -62,14 +62,14 @@ def test_a_job_sends_one_window_and_a_raised_priority_widens_it(settings, django
     assert len(sent) == 1 and list(dispatched.values_list("id", flat=True)) == sorted(
         job.chunks.values_list("id", flat=True))[:3]
     with django_capture_on_commit_callbacks(execute=False):
-        scoring_job_priority_set(job=job, priority=2)
+        scoring_job_priority_set(job=job, priority=2, by=None)
     assert dispatched.count() == 6
     for bad in (0, 11, True, "3", 2.0):
         with pytest.raises(PriorityError):
-            scoring_job_priority_set(job=job, priority=bad)
+            scoring_job_priority_set(job=job, priority=bad, by=None)
     scoring_job_cancel(job=job)
     with pytest.raises(PriorityJobFinished):
-        scoring_job_priority_set(job=job, priority=3)
+        scoring_job_priority_set(job=job, priority=3, by=None)
 
 
 @pytest.mark.django_db
@@ -107,10 +107,11 @@ def test_a_job_of_short_chunks_keeps_more_of_them_sent_so_that_jobs_share_the_wo
         settings, django_capture_on_commit_callbacks):
     """MiniLM's chunks stop at SCORING_CHUNK_PAIRS and take seconds; SmolLM2's are cut to SCORING_CHUNK_SECONDS.
     With a window of as many chunks each, the fast judge got an eighth of the worker (`make demo`); its window
-    grows by SCORING_CHUNK_SECONDS over the time its finished chunks took, up to WINDOW_SCALE_MAX."""
+    grows by SCORING_CHUNK_SECONDS over the time its finished chunks took, up to WINDOW_SCALE_MAX (each chunk then
+    counts as that fraction of a chunk of its project's share)."""
     from django.utils import timezone
 
-    from labeling.services.scoring_dispatch import WINDOW_SCALE_MAX, chunk_seconds, scoring_dispatch, window_size
+    from labeling.services.scoring_dispatch import WINDOW_SCALE_MAX, chunk_seconds, scoring_dispatch, time_scale
 
     settings.SCORING_WINDOW_CHUNKS, settings.SCORING_CHUNK_SECONDS = 2, 30.0
     project = ProjectFactory()
@@ -120,7 +121,7 @@ def test_a_job_of_short_chunks_keeps_more_of_them_sent_so_that_jobs_share_the_wo
         job = scoring_job_create(project=project, judge=minilm_judge(project), scope="selection",
                                  pair_ids=[p.id for p in pairs], chunk_pairs=1)
     sent = ScoringChunk.objects.filter(job=job, dispatched_at__isnull=False)
-    assert chunk_seconds(job) is None and window_size(job) == 2 and sent.count() == 2
+    assert chunk_seconds(job) is None and time_scale(job) == 1 and sent.count() == 2
     # Its two chunks are done: 1 pair each, one timed at 2 s, the other at 4 s (a part of a chunk that loaded the
     # model is not timed: timed_pairs 0 is left out).
     first, second = sent.order_by("id")
@@ -131,13 +132,13 @@ def test_a_job_of_short_chunks_keeps_more_of_them_sent_so_that_jobs_share_the_wo
     assert chunk_seconds(job) == pytest.approx(3.0)
     with django_capture_on_commit_callbacks(execute=False):
         scoring_dispatch(job=job)
-    assert window_size(job) == 2 * 10  # 30 s / 3 s
+    assert time_scale(job) == 10  # 30 s / 3 s
     assert sent.filter(finished_at__isnull=True).count() == 20
     # Faster still: the scale stops at WINDOW_SCALE_MAX; slower than SCORING_CHUNK_SECONDS: never below the base.
     ScoringChunk.objects.filter(id__in=[first.id, second.id]).update(busy_seconds=0.01)
-    assert window_size(job) == 2 * WINDOW_SCALE_MAX
+    assert time_scale(job) == WINDOW_SCALE_MAX
     ScoringChunk.objects.filter(id__in=[first.id, second.id]).update(busy_seconds=90.0)
-    assert window_size(job) == 2
+    assert time_scale(job) == 1
 
 
 @pytest.mark.django_db
@@ -184,3 +185,47 @@ def test_a_job_waiting_its_turn_is_queued_with_what_is_ahead_and_stalled_only_wh
     BundleImportJob.objects.filter(id=imports[0].id).update(heartbeat_at=hour_ago)
     imports[0].refresh_from_db()
     assert job_state(imports[0]).text == "stalled"
+
+
+@pytest.mark.django_db
+def test_projects_share_the_bulk_workers_evenly_however_many_jobs_each_runs(
+        tmp_path, settings, django_capture_on_commit_callbacks):
+    """Issue #47, finding 9: the window was per job, so a project running three judges kept three windows in the
+    queue beside another project's one and took three quarters of the workers. Each project now keeps one share;
+    its jobs take turns in it, and a job that ends hands its place to the project's others at once."""
+    from labeling.services.scoring import scoring_chunk_run, scoring_job_start
+    from tests.scoring_fixtures import small_scoring_project
+
+    # Chunks of milliseconds would count as fractions of a chunk of the share (the test above): not here.
+    settings.SCORING_WINDOW_CHUNKS, settings.SCORING_CHUNK_PAIRS, settings.SCORING_CHUNK_SECONDS = 4, 5, 1e-6
+    many = small_scoring_project(tmp_path / "many", slug="many", queries=3, passages=10)
+    one = small_scoring_project(tmp_path / "one", slug="one", queries=3, passages=10)
+    with django_capture_on_commit_callbacks(execute=False):
+        jobs = [scoring_job_start(project=many, judge=minilm_judge(many, f"judge-{i}"), scope="all")[0]
+                for i in range(3)]
+        single, _ = scoring_job_start(project=one, judge=minilm_judge(one), scope="all")
+    assert {job.chunks.count() for job in [*jobs, single]} == {6}  # 3 queries x 10 pairs, 5 pairs a chunk
+    waiting = ScoringChunk.objects.filter(dispatched_at__isnull=False, finished_at__isnull=True,
+                                          job__status=ScoringJob.Status.RUNNING)
+
+    def sent(**where) -> int:
+        return waiting.filter(**where).count()
+
+    # Per job this was 12 chunks of `many` sent (three windows of 4) beside 4 of `one`.
+    assert (sent(job__project=many), sent(job__project=one)) == (4, 4)
+    # The first job took the share alone when it started; each chunk it writes goes to the job furthest behind.
+    for _ in range(2):
+        chunk = jobs[0].chunks.filter(dispatched_at__isnull=False, finished_at__isnull=True).order_by("id").first()
+        with django_capture_on_commit_callbacks(execute=False):
+            assert scoring_chunk_run(chunk_id=chunk.id) == 5
+    assert [sent(job=job) for job in jobs] == [2, 1, 1] and sent(job__project=one) == 4
+    # The first job is cancelled: its place goes to the project's other jobs now, not at their next chunk.
+    with django_capture_on_commit_callbacks(execute=False):
+        scoring_job_cancel(job=jobs[0])
+    assert [sent(job=job) for job in jobs[1:]] == [2, 2] and sent(job__project=one) == 4
+    # The second job is written to its end: the chunk that ends it sends the third job's next ones.
+    for chunk_id in jobs[1].chunks.filter(finished_at__isnull=True).order_by("id").values_list("id", flat=True):
+        with django_capture_on_commit_callbacks(execute=False):
+            scoring_chunk_run(chunk_id=chunk_id)
+    jobs[1].refresh_from_db()
+    assert jobs[1].status == ScoringJob.Status.DONE and sent(job=jobs[2]) == 4 and sent(job__project=one) == 4

@@ -173,12 +173,14 @@ class ScoringJobCreateSerializer(serializers.Serializer):
     scope = serializers.ChoiceField(choices=ScoringJob.Scope.values, default=ScoringJob.Scope.MISSING.value)
     pair_ids = serializers.ListField(child=IdField(), required=False, allow_empty=False)
     priority = StrictIntegerField(min_value=1, max_value=10, default=1,
-                                  help_text="the job's share of the workers among running jobs (1 to 10)")
+                                  help_text="the job's part of its project's share of the workers (1 to 10; above 1 "
+                                            "staff only, else 403)")
 
 
 class ScoringJobPrioritySerializer(serializers.Serializer):
     priority = StrictIntegerField(min_value=1, max_value=10,
-                                  help_text="the job's share of the workers among running jobs (1 to 10)")
+                                  help_text="the job's part of its project's share of the workers (1 to 10; above 1 "
+                                            "staff only, else 403)")
 
 
 class ScoringJobSerializer(serializers.Serializer):
@@ -196,7 +198,8 @@ class ScoringJobSerializer(serializers.Serializer):
                   "stalled: a chunk a worker took has not moved for SCORING_STALL_SECONDS; or how it ended")
     ahead = StrictIntegerField(source="state.ahead", allow_null=True,
                                help_text="queued: tasks of other jobs before it in the queue; else null")
-    priority = StrictIntegerField(source="job.priority", help_text="its share of the workers (1 to 10)")
+    priority = StrictIntegerField(source="job.priority",
+                                  help_text="its part of its project's share of the workers (1 to 10)")
     stalled = StrictBooleanField(help_text="a chunk a worker took has not moved for SCORING_STALL_SECONDS")
     lost_calls = StrictIntegerField(help_text="pairs sent whose answer went with a lost worker (in calls)")
     created_at = serializers.DateTimeField(source="job.created_at")

@@ -287,7 +287,8 @@ class JudgeListView(APIView):
 
 class ScoringJobListView(APIView):
     """POST starts a scoring job (project admins): `judge`, `scope` (missing, all or selection) and, for a
-    selection, `pair_ids`. GET lists the project's recent jobs with their progress."""
+    selection, `pair_ids`; a `priority` above 1 only for staff (403). GET lists the project's recent jobs with their
+    progress."""
 
     @extend_schema(responses={200: ScoringJobSerializer(many=True)})
     def get(self, request: Request, slug: str) -> Response:
@@ -321,9 +322,8 @@ class ScoringJobDetailView(APIView):
 
 
 class ScoringJobPriorityView(APIView):
-    """POST `priority` (1 to 10) gives a running job another share of the workers among running jobs (project
-    admins): it keeps SCORING_WINDOW_CHUNKS x priority chunks in the queue. 200 with the job; 409 when it has
-    ended."""
+    """POST `priority` (1 to 10) gives a running job another part of its project's share of the workers (project
+    admins may set 1, only staff more: 403 naming the rule). 200 with the job; 409 when it has ended."""
 
     @extend_schema(request=ScoringJobPrioritySerializer, responses={200: ScoringJobSerializer})
     def post(self, request: Request, slug: str, job_id: int) -> Response:
@@ -331,7 +331,7 @@ class ScoringJobPriorityView(APIView):
         job = scoring_job_of_project(project=project, job_id=job_id)
         body = ScoringJobPrioritySerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        job = scoring_job_priority_set(job=job, priority=body.validated_data["priority"])
+        job = scoring_job_priority_set(job=job, priority=body.validated_data["priority"], by=request.user)
         return Response(ScoringJobSerializer(job_progress(job, show_errors=True)).data)
 
 

@@ -324,8 +324,8 @@ class ScoringJob(Job):
     first_result_at = models.DateTimeField(
         null=True, blank=True, help_text="the first part written: speed counts from here, model loading excluded"
     )
-    # The job's share of the bulk workers while other jobs run: it keeps SCORING_WINDOW_CHUNKS x priority chunks
-    # in the queue at a time (labeling/services/scoring_dispatch.py). Project admins may raise it.
+    # The job's part of its project's share of the bulk workers, among the project's running jobs; the highest
+    # among them also widens the project's share (labeling/services/scoring_dispatch.py). Only staff may raise it.
     priority = models.PositiveSmallIntegerField(default=1, db_default=1,
                                                 help_text="share of the workers among running jobs (1 to 10)")
 

@@ -31,7 +31,8 @@ from labeling.services.scoring_chunks import (  # noqa: F401
 )
 from labeling.services.scoring_dispatch import (  # noqa: F401
     PriorityError,
-    priority_check,
+    PriorityForbidden,
+    priority_require,
     scoring_dispatch,
     scoring_job_priority_set,
     scoring_resend,
@@ -132,10 +133,12 @@ def scoring_job_start(
     """Score `scope` of the project's pairs with `judge` on the workers: (job, created). The judge is locked, so
     two starts at once (two clicks, two API calls, the page and the CLI) never make two jobs: while the judge has
     a running job, that job is resumed (its unwritten chunks queued again) and returned with created False. A
-    selection leaves out the pairs a running job of the judge has still to write. The one way to start a job."""
+    selection leaves out the pairs a running job of the judge has still to write. The one way to start a job.
+    A `priority` above 1 needs a staff `user` (or none: the operator's commands), even for a job resumed."""
     if judge.project_id != project.id:
         raise ScoringError(f"judge {judge.name!r} belongs to another project")
     _scope_check(scope, pair_ids)
+    priority_require(priority=priority, by=user)
     Judge.objects.select_for_update().filter(id=judge.id).first()
     running = ScoringJob.objects.filter(judge=judge, status=ScoringJob.Status.RUNNING).order_by("id")
     if scope == ScoringJob.Scope.SELECTION and pair_ids:
@@ -163,7 +166,7 @@ def scoring_job_create(
     if judge.project_id != project.id:
         raise ScoringError(f"judge {judge.name!r} belongs to another project")
     _scope_check(scope, pair_ids)
-    priority_check(priority)
+    priority_require(priority=priority, by=user)
     try:
         judge_check(judge)
     except JudgeConfigError as exc:
@@ -186,14 +189,14 @@ def scoring_job_create(
         ScoringJob.objects.filter(id=job.id).update(status=ScoringJob.Status.DONE, finished_at=timezone.now())
         job.refresh_from_db()
         return job
-    scoring_dispatch(job=job)  # its first window; each chunk written sends the next (scoring_dispatch.py)
+    scoring_dispatch(job=job)  # its part of its project's share; each chunk written sends more (scoring_dispatch.py)
     return job
 
 
 def scoring_job_resume(*, job: ScoringJob) -> int:
     """Queue again every chunk of a running job that was sent and has not been written (its worker was killed, its
-    message lost) and fill the job's window; finished chunks are never redone, and a chunk a live worker holds is
-    skipped by the second delivery. Returns the number of chunks queued."""
+    message lost) and fill its project's share; finished chunks are never redone, and a chunk a live worker holds
+    is skipped by the second delivery. Returns the number of chunks queued (the project's other jobs' included)."""
     if job.status != ScoringJob.Status.RUNNING:
         return 0
     sent = list(job.chunks.filter(finished_at__isnull=True, dispatched_at__isnull=False).values_list("id", flat=True))
@@ -204,11 +207,12 @@ def scoring_job_resume(*, job: ScoringJob) -> int:
 @transaction.atomic
 def scoring_job_cancel(*, job: ScoringJob) -> ScoringJob:
     """Stop a running job: chunks not yet started are skipped, a chunk being scored stops at its next part;
-    what was written stays."""
+    what was written stays. Its place in its project's share goes to the project's other running jobs at once."""
     ScoringJob.objects.filter(id=job.id, status=ScoringJob.Status.RUNNING).update(
         status=ScoringJob.Status.CANCELLED, finished_at=timezone.now()
     )
     job.refresh_from_db()
+    scoring_dispatch(job=job)
     return job
 
 

@@ -1,14 +1,20 @@
-"""Fair scoring: a job's chunks go to the workers a window at a time, not all at once.
+"""Fair scoring: chunks go to the workers a share at a time, shared between projects first, then between a
+project's jobs.
 
-A job keeps at most SCORING_WINDOW_CHUNKS x its priority chunks sent and unwritten; each chunk written (or given
-up) sends the job's next one. The broker hands messages out in the order they came, so jobs running together take
-the bulk workers in turn, in proportion to their priorities: a 20-chunk job started behind a 500-chunk one waits
-for one window of the big job, not for all of it. Priority 1 is everyone's; a project admin may raise a job's.
+Each project keeps at most SCORING_WINDOW_CHUNKS chunks (times the highest priority among its running jobs) sent and
+unwritten on each queue, whatever the number of its running jobs there; each chunk written (or given up) sends the
+project's next ones. The broker hands messages out in the order they came, so projects running together take the
+bulk workers in turn: a project with ten running jobs gets about what a project with one gets. A project's share
+goes to its jobs in proportion to their priorities: at each dispatch, the job furthest below its part gets the next
+chunk, and among equals the one sent to longest ago, so a project's jobs take turns instead of the first ones
+holding the share until they end. When a job ends (done, cancelled), the dispatch that ends it hands its place to
+the project's other jobs at once. Priority 1 is everyone's; only staff may raise it (priority_require), since a
+higher priority widens its project's share of everyone's workers.
 
 Turns are shared by time, not by chunk: a slow judge's chunks are cut to about SCORING_CHUNK_SECONDS
-(scoring.chunk_size_for), and a job whose chunks take less (a fast judge, whose chunks stop at
-SCORING_CHUNK_PAIRS) keeps proportionally more of them sent, up to WINDOW_SCALE_MAX times as many, from the time its
-own finished chunks took. Without it, MiniLM's 3-second chunks beside SmolLM2's 25-second ones got an eighth of
+(scoring.chunk_size_for), and a job whose chunks take less (a fast judge, whose chunks stop at SCORING_CHUNK_PAIRS)
+counts each of them as that fraction of a chunk of the share, up to WINDOW_SCALE_MAX of them per chunk, from the time
+its own finished chunks took. Without it, MiniLM's 3-second chunks beside SmolLM2's 25-second ones got an eighth of
 the worker.
 
 Sending is marked on the chunk (`dispatched_at`) before the message goes, so the sweep can tell a chunk whose
@@ -16,16 +22,23 @@ message was lost (sent, never claimed, its job idle) from one that is simply not
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from itertools import count
 
 from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
+from django.db.models import Count, Max, Q
 from django.utils import timezone
 
-from labeling.exceptions import Conflict, DomainError
+from labeling.exceptions import Conflict, DomainError, Forbidden
 from labeling.models import Judge, ScoringChunk, ScoringJob
 from labeling.tasks import score_chunk_task
 
 PRIORITY_MIN, PRIORITY_MAX = 1, 10
+PRIORITY_DEFAULT = 1
+PRIORITY_STAFF_ONLY = (f"Only staff can give a job a priority above {PRIORITY_DEFAULT}: a higher priority takes "
+                       f"workers from the other projects. A project admin may set {PRIORITY_DEFAULT}.")
 
 
 class PriorityError(DomainError):
@@ -34,6 +47,10 @@ class PriorityError(DomainError):
 
 class PriorityJobFinished(Conflict, PriorityError):
     """A priority asked of a job that no longer runs."""
+
+
+class PriorityForbidden(Forbidden):
+    """A priority above PRIORITY_DEFAULT asked by someone who is not staff."""
 
 
 def bulk_queue_for(judge: Judge) -> str:
@@ -52,8 +69,8 @@ def scoring_chunks_enqueue(chunk_ids: Sequence[int], *, queue: str | None = None
         score_chunk_task.apply_async((chunk_id,), queue=queue or settings.BULK_QUEUE)
 
 
-# How many times SCORING_WINDOW_CHUNKS x priority a job of short chunks may keep sent; and how many of its newest
-# finished chunks tell how long its chunks take.
+# How many of a job's short chunks may stand for one chunk of the share; and how many of its newest finished chunks
+# tell how long its chunks take.
 WINDOW_SCALE_MAX, WINDOW_SAMPLE = 16, 8
 
 
@@ -68,32 +85,88 @@ def chunk_seconds(job: ScoringJob) -> float | None:
     return sum(seconds for seconds, _, _ in rows) / timed * (sum(size for _, _, size in rows) / len(rows))
 
 
-def window_size(job: ScoringJob) -> int:
-    """SCORING_WINDOW_CHUNKS x priority chunks of about SCORING_CHUNK_SECONDS each: more of shorter chunks (up to
-    WINDOW_SCALE_MAX times), so that jobs share the workers by time."""
-    base = settings.SCORING_WINDOW_CHUNKS * job.priority
+def time_scale(job: ScoringJob) -> int:
+    """How many of the job's chunks stand for one chunk of its project's share: SCORING_CHUNK_SECONDS over the time
+    its chunks take, from 1 (also before any is measured) to WINDOW_SCALE_MAX, so that jobs share the workers by
+    time."""
     seconds = chunk_seconds(job)
     if not seconds or seconds <= 0:
-        return base
-    return base * max(1, min(WINDOW_SCALE_MAX, round(settings.SCORING_CHUNK_SECONDS / seconds)))
+        return 1
+    return max(1, min(WINDOW_SCALE_MAX, round(settings.SCORING_CHUNK_SECONDS / seconds)))
+
+
+@dataclass
+class _JobShare:
+    """A running job's place in its project's share while a dispatch fills it."""
+    job_id: int
+    priority: int
+    cost: float  # the part of a chunk of the share one of its chunks takes: 1 / time_scale
+    sent: int  # chunks sent and not yet written
+    unsent: int
+    turn: tuple  # when it was last sent a chunk, never first: equals take turns
+
+    def behind(self) -> float:
+        """How far one more chunk would take it into its part of the share (lowest goes first)."""
+        return (self.sent + 1) * self.cost / self.priority
+
+
+def _project_shares(*, job: ScoringJob, queue: str) -> list[_JobShare]:
+    """The running jobs of the job's project whose chunks go to `queue`, with what each has sent."""
+    jobs = (ScoringJob.objects.filter(project_id=job.project_id, status=ScoringJob.Status.RUNNING)
+            .select_related("judge").order_by("id"))
+    running = [other for other in jobs if bulk_queue_for(other.judge) == queue]
+    rows = {row["job_id"]: row for row in ScoringChunk.objects.filter(job__in=running).values("job_id").annotate(
+        sent=Count("id", filter=Q(finished_at__isnull=True, dispatched_at__isnull=False)),
+        unsent=Count("id", filter=Q(finished_at__isnull=True, dispatched_at__isnull=True)),
+        last=Max("dispatched_at"))}
+    shares = []
+    for other in running:
+        row = rows.get(other.id, {"sent": 0, "unsent": 0, "last": None})
+        shares.append(_JobShare(job_id=other.id, priority=other.priority, cost=1 / time_scale(other),
+                                sent=row["sent"], unsent=row["unsent"],
+                                turn=(0,) if row["last"] is None else (1, row["last"])))
+    return shares
+
+
+def _share_fill(shares: list[_JobShare]) -> dict[int, int]:
+    """Job id -> how many more chunks it sends: the project's share is SCORING_WINDOW_CHUNKS x the highest priority
+    among its running jobs, in chunks of the share (sent chunks count their cost); each next chunk goes to the job
+    that would be least far into its part (its priority over the jobs' total), ties to the one sent to longest ago."""
+    if not shares:
+        return {}
+    budget = settings.SCORING_WINDOW_CHUNKS * max(share.priority for share in shares)
+    used = sum(share.sent * share.cost for share in shares)
+    turns = count()
+    more: dict[int, int] = {}
+    while True:
+        # The tolerance keeps sixteen sixteenths of a chunk equal to one, which float sums need not be.
+        open_shares = [share for share in shares if share.unsent and used + share.cost <= budget + 1e-9]
+        if not open_shares:
+            return more
+        share = min(open_shares, key=lambda s: (s.behind(), s.turn))
+        share.sent, share.unsent, share.turn = share.sent + 1, share.unsent - 1, (2, next(turns))
+        used += share.cost
+        more[share.job_id] = more.get(share.job_id, 0) + 1
 
 
 def scoring_dispatch(*, job: ScoringJob) -> list[int]:
-    """Fill the job's window: mark its next unsent chunks (in id order, the order the job wants them scored) sent
-    and send them once the transaction commits. Returns the ids sent. Two callers at once cannot send a chunk twice:
-    each chunk is marked by a conditional update, and only the caller whose update took it sends it."""
-    if job.status != ScoringJob.Status.RUNNING:
-        return []
-    waiting = ScoringChunk.objects.filter(job_id=job.id, finished_at__isnull=True)
-    room = window_size(job) - waiting.filter(dispatched_at__isnull=False).count()
-    if room <= 0:
-        return []
-    candidates = list(waiting.filter(dispatched_at__isnull=True).order_by("id").values_list("id", flat=True)[:room])
+    """Fill the share of the job's project on the job's queue (the job itself may have ended: its place goes to the
+    project's other jobs): mark the chosen jobs' next unsent chunks (each job's in id order, the order it wants them
+    scored) sent, and send them once the transaction commits. Returns the ids sent. Two callers at once cannot send a
+    chunk twice: each chunk is marked by a conditional update (in id order, so two callers never wait on each other
+    in a cycle), and only the caller whose update took it sends it. Two at once may together send a chunk or two
+    beyond the share; the dispatches after them send that much less."""
+    queue = bulk_queue_for(job.judge)
+    more = _share_fill(_project_shares(job=job, queue=queue))
+    candidates = sorted(
+        chunk_id for job_id, n in more.items()
+        for chunk_id in ScoringChunk.objects.filter(job_id=job_id, finished_at__isnull=True, dispatched_at__isnull=True)
+        .order_by("id").values_list("id", flat=True)[:n]
+    )
     now = timezone.now()
     sent = [chunk_id for chunk_id in candidates
             if ScoringChunk.objects.filter(id=chunk_id, dispatched_at__isnull=True).update(dispatched_at=now)]
     if sent:
-        queue = bulk_queue_for(job.judge)
         transaction.on_commit(lambda: scoring_chunks_enqueue(sent, queue=queue))
     return sent
 
@@ -113,11 +186,28 @@ def priority_check(priority: object) -> None:
         raise PriorityError(f"priority must be a whole number from {PRIORITY_MIN} to {PRIORITY_MAX}, got {priority!r}")
 
 
-@transaction.atomic
-def scoring_job_priority_set(*, job: ScoringJob, priority: int) -> ScoringJob:
-    """Give a running job another share of the workers (project admins): a higher priority widens its window at
-    once; a lower one lets its sent chunks run and sends fewer after them."""
+def priority_max_for(user: AbstractBaseUser | None) -> int:
+    """The highest priority `user` may give a job: PRIORITY_MAX for active staff and superusers, and for the
+    operator's own commands (no user); PRIORITY_DEFAULT for everyone else, project admins included."""
+    if user is None or (user.is_active and (user.is_staff or user.is_superuser)):
+        return PRIORITY_MAX
+    return PRIORITY_DEFAULT
+
+
+def priority_require(*, priority: object, by: AbstractBaseUser | None) -> None:
+    """The one rule for who may set which priority, for every interface: PriorityError when `priority` is not a
+    whole number from 1 to 10, PriorityForbidden (403) when it is above what `by` may set (priority_max_for)."""
     priority_check(priority)
+    if priority > priority_max_for(by):
+        raise PriorityForbidden(PRIORITY_STAFF_ONLY)
+
+
+@transaction.atomic
+def scoring_job_priority_set(*, job: ScoringJob, priority: int, by: AbstractBaseUser | None) -> ScoringJob:
+    """Give a running job another part of its project's share (above 1, and so a wider share for its project, only
+    for staff: priority_require): a higher priority sends more of its chunks at once; a lower one lets its sent
+    chunks run and sends fewer after them."""
+    priority_require(priority=priority, by=by)
     locked = ScoringJob.objects.select_for_update().select_related("judge").get(id=job.id)
     if locked.status != ScoringJob.Status.RUNNING:
         raise PriorityJobFinished(f"job {job.id} is {locked.status}: only a running job's priority can change")

@@ -20,13 +20,14 @@ from labeling.selectors.scoring import job_progress, jobs_for_project, judges_fo
 from labeling.services.judges import JudgeError, judge_create
 from labeling.services.scoring import (
     PriorityError,
+    PriorityForbidden,
     ScoringError,
     scoring_job_cancel,
     scoring_job_estimate,
     scoring_job_priority_set,
     scoring_job_start,
 )
-from labeling.services.scoring_dispatch import PRIORITY_MAX, PRIORITY_MIN
+from labeling.services.scoring_dispatch import PRIORITY_MIN, priority_max_for
 from labeling.views.access import project_view
 from labeling.views.htmx import htmx_partial
 from models_llm.prompts import DEFAULT_TEMPLATE
@@ -49,7 +50,7 @@ def _judges_context(request: HttpRequest, project: Project, form: JudgeForm | No
         "jobs": jobs,
         "any_running": any(p.job.status == ScoringJob.Status.RUNNING for p in jobs),
         "is_admin": role == Membership.Role.ADMIN,
-        "priorities": range(PRIORITY_MIN, PRIORITY_MAX + 1),
+        "priorities": range(PRIORITY_MIN, priority_max_for(request.user) + 1),
         "sees_reports": sees_reports(project=project, role=role),
         "form": form or JudgeForm(project=project),
         "default_template": json.dumps(DEFAULT_TEMPLATE, indent=2),
@@ -130,11 +131,16 @@ def job_cancel_view(request: HttpRequest, project: Project, job_id: int) -> Http
 @require_POST
 @project_view(JUDGE_ADMIN)
 def job_priority_view(request: HttpRequest, project: Project, job_id: int) -> HttpResponse:
-    """A running job's share of the workers (1 to 10): its window of chunks in the queue widens at once."""
+    """A running job's part of its project's share of the workers (1 to 10; above 1 staff only, else a 403): it
+    sends more of its chunks at once."""
     job = scoring_job_of_project(project=project, job_id=job_id)
     raw = request.POST.get("priority", "")
     try:
-        job = scoring_job_priority_set(job=job, priority=int(raw) if raw.isdigit() else raw)
+        job = scoring_job_priority_set(job=job, priority=int(raw) if raw.isdigit() else raw, by=request.user)
+    except PriorityForbidden as exc:
+        # A 403, as the API answers, on the page itself so that the admin reads the rule.
+        messages.error(request, str(exc))
+        return render(request, "labeling/judges.html", _judges_context(request, project), status=403)
     except PriorityError as exc:
         messages.error(request, str(exc))
     else:
