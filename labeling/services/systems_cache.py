@@ -110,8 +110,8 @@ def _prune(project_id: int) -> None:
 
 def systems_refresh(*, result_id: int) -> SystemsResult | None:
     """The worker's side: compute the result of the row's choice with its progress (steps done of total) and store
-    it. A row already computed since its last request is left as it is (the task may run twice); an error is
-    recorded with systems_refresh_fail and raised."""
+    it. A row already computed since its last request, or one a live worker computes, is left as it is (the task
+    may run twice); an error is recorded with systems_refresh_fail and raised."""
     result = SystemsResult.objects.select_related("project").filter(id=result_id).first()
     if result is None:
         return None
@@ -121,16 +121,17 @@ def systems_refresh(*, result_id: int) -> SystemsResult | None:
     started = timezone.now()
     inputs = systems_inputs(project)
     rows = SystemsResult.objects.filter(id=result.id)
-    job_take(rows, now=started, total=systems_steps(project), done=0)
-    try:
-        with job_heartbeat(rows):
+    if not job_take(rows, now=started, total=systems_steps(project), done=0):
+        return rows.get()  # a live worker computes it
+    with job_heartbeat(rows):
+        try:
             bundle = systems_bundle_compute(
                 project=project, choice=_choice(result.options),
                 progress=lambda done: rows.update(done=done, heartbeat_at=timezone.now()))
-    except Exception as exc:
-        systems_refresh_fail(result_id=result_id, error=f"{type(exc).__name__}: {exc}")
-        raise
-    return _store(result=result, bundle=bundle, inputs=inputs, started=started)
+        except Exception as exc:
+            systems_refresh_fail(result_id=result_id, error=f"{type(exc).__name__}: {exc}")
+            raise
+        return _store(result=result, bundle=bundle, inputs=inputs, started=started)
 
 
 def systems_refresh_fail(*, result_id: int, error: str) -> None:
