@@ -8,13 +8,17 @@ from __future__ import annotations
 import json
 import random
 import re
+from dataclasses import replace
 from io import StringIO
 
 import pytest
+from celery.contrib.testing.worker import start_worker
+from celery.signals import task_postrun
 from django.core.management import CommandError, call_command
 from django.urls import reverse
 from rest_framework.test import APIClient
 
+from annotator.celery import app
 from labeling.exceptions import Conflict
 from labeling.models import Membership, Pair, PairSource, Passage, Query, QueryGenerationJob
 from labeling.selectors.query_sets import query_sets
@@ -26,6 +30,7 @@ from labeling.services.query_generation import (
     query_generation_plan,
     query_generation_run,
 )
+from labeling.tasks import query_generation_task
 from models_llm.cost import approximate_token_count
 from models_llm.query_generation import estimate_messages, preset
 from models_llm.types import Generation
@@ -39,6 +44,7 @@ from tests.factories import (
     UserFactory,
 )
 from tests.models_llm.fake_openai import FakeOpenAI, Reply, completion
+from tests.polling import wait_for
 
 pytestmark = pytest.mark.django_db
 
@@ -154,6 +160,44 @@ def test_a_retried_job_goes_on_from_the_unit_it_stopped_at(project, server):
     job = query_generation_run(job_id=job.id, generate=flaky)
     assert (job.status, job.done, job.created) == ("done", 2, 2)
     assert Query.objects.filter(project=project, metadata__query_set="llm").count() == 2
+
+
+@pytest.mark.worker
+@pytest.mark.django_db(transaction=True)
+def test_a_task_delivered_again_while_its_job_runs_asks_the_model_once(project, server, private_broker):
+    """Redis delivers a task again when it runs past the visibility timeout, and a generation can run for hours: the
+    second delivery finds the job held by a live worker and leaves it be, so no paid call is made twice."""
+    server.default = lambda body: replace(stub(body), delay=0.3)  # a slow model: the job runs for about 2 s
+    admin = UserFactory()
+    MembershipFactory(project=project, user=admin, role=Membership.Role.ADMIN)
+    api = APIClient()
+    api.force_authenticate(admin)
+    ended: list[str] = []
+
+    def count_end(sender, task_id, **_):
+        if sender.name == query_generation_task.name:
+            ended.append(task_id)
+
+    task_postrun.connect(count_end, weak=False)
+    try:
+        with start_worker(app, pool="threads", concurrency=2, perform_ping_check=False, shutdown_timeout=30):
+            started = api.post(reverse("api:query-generation-list", args=[project.slug]),
+                               {"judge": "writer", "query_set": "llm", "intents": ["QAdoc"],
+                                "passages": ["p1", "p2", "p3"]}, format="json")
+            assert started.status_code == 202
+            job_id = started.json()["id"]
+            wait_for(lambda: server.bodies, "the first delivery asked nothing", seconds=30, every=0.05)
+            query_generation_task.apply_async((job_id,))  # the same task delivered again while it runs
+            wait_for(lambda: len(ended) == 2, "the two deliveries did not both end", seconds=60, every=0.05)
+    finally:
+        task_postrun.disconnect(count_end)
+    found = api.get(reverse("api:query-generation-detail", args=[project.slug, job_id])).json()
+    # Three QAdoc units of two calls each, once: a brainstorm (40 + 12 tokens) and a query (55 + 8 tokens).
+    assert (found["status"], found["done"], found["created"]) == ("done", 3, 3)
+    assert len(server.bodies) == found["calls"] == 6
+    assert (found["prompt_tokens"], found["completion_tokens"]) == (3 * (40 + 55), 3 * (12 + 8))
+    assert found["cost_usd"] == pytest.approx((285 * 0.15 + 60 * 0.6) / 1_000_000)
+    assert QueryGenerationJob.objects.get(id=job_id).attempts == 1
 
 
 def test_the_dry_run_estimates_and_asks_nothing(project, server):

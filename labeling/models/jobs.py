@@ -43,6 +43,8 @@ class Job(models.Model):
     attempts = models.PositiveIntegerField(default=0, help_text="times a worker took this job")
     # Written when a worker takes the job and then every JOB_HEARTBEAT_SECONDS while it runs (and by kinds that
     # report progress, at each report): the sweep (labeling/services/job_sweep.py) reads a stale one as a lost worker.
+    # A fresh one means a live worker holds the job and no other takes it (labeling.services.jobs.job_free); a worker
+    # that leaves a job running (an error, for the task to retry) clears it.
     heartbeat_at = models.DateTimeField(null=True, blank=True, help_text="the worker's last sign of life")
 
     class Meta:

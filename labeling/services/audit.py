@@ -9,12 +9,11 @@ import random
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from datetime import timedelta
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
-from django.db.models import F, Q, QuerySet
+from django.db.models import F, QuerySet
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -110,18 +109,13 @@ def _sampled_scorer(config: JudgeConfig) -> Scorer:
 
 
 def _audit_take(job_id: int) -> int | None:
-    """Take the audit for this worker: the attempt number it now owns, or None when the audit is finished or a
-    live worker holds it (a redelivered message: Redis delivers again a task that runs past its visibility
-    timeout, and a long audit can). A holder whose heartbeat is older than JOB_STALL_SECONDS is gone, as the sweep
-    takes it (labeling.services.job_sweep)."""
-    stale = timezone.now() - timedelta(seconds=settings.JOB_STALL_SECONDS)
-    free = Q(status=AuditJob.Status.PENDING) | Q(heartbeat_at__isnull=True) | Q(heartbeat_at__lt=stale)
+    """Take the audit for this worker (job_take): the attempt number it now owns, or None when the audit is finished
+    or a live worker holds it."""
     with transaction.atomic():
-        job = AuditJob.objects.select_for_update().filter(id=job_id, finished_at__isnull=True).filter(free).first()
-        if job is None:
+        job = AuditJob.objects.select_for_update().filter(id=job_id, finished_at__isnull=True).first()
+        if job is None or not job_take(AuditJob.objects.filter(id=job_id), done=0, calls=0, prompt_tokens=None,
+                                       completion_tokens=None):
             return None
-        job_take(AuditJob.objects.filter(id=job_id), heartbeat_at=timezone.now(), done=0, calls=0,
-                 prompt_tokens=None, completion_tokens=None)
         return job.attempts + 1
 
 
@@ -134,20 +128,17 @@ def audit_run(*, job_id: int) -> None:
     if attempt is None:
         return
     owned = AuditJob.objects.filter(id=job_id, status=AuditJob.Status.RUNNING, attempts=attempt)
-    try:
-        with job_heartbeat(owned):
-            job = AuditJob.objects.select_related("project", "judge").get(id=job_id)
-            spec = _kind(job.kind)
-            probes = spec.probes(project=job.project, judge=job.judge, parameters=job.parameters)
-            verdicts = _score(job, probes, owned)
-    except BaseException:
-        owned.update(heartbeat_at=None)  # its retry (or another worker) may take it at once
-        raise
-    if verdicts is None:
-        return
-    report = spec.report(project=job.project, judge=job.judge, parameters=job.parameters, probes=probes,
-                         verdicts=verdicts)
-    owned.update(report=report, status=AuditJob.Status.DONE, finished_at=timezone.now(), heartbeat_at=timezone.now())
+    with job_heartbeat(owned):
+        job = AuditJob.objects.select_related("project", "judge").get(id=job_id)
+        spec = _kind(job.kind)
+        probes = spec.probes(project=job.project, judge=job.judge, parameters=job.parameters)
+        verdicts = _score(job, probes, owned)
+        if verdicts is None:
+            return
+        report = spec.report(project=job.project, judge=job.judge, parameters=job.parameters, probes=probes,
+                             verdicts=verdicts)
+        owned.update(report=report, status=AuditJob.Status.DONE, finished_at=timezone.now(),
+                     heartbeat_at=timezone.now())
 
 
 def _score(job: AuditJob, probes: Sequence[Probe], owned: QuerySet[AuditJob]) -> list[Verdict] | None:

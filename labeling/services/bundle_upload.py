@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import shutil
 import time
-from datetime import datetime, timedelta
 from pathlib import Path
 
 from django.conf import settings
@@ -16,7 +15,6 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.core.files import File
 from django.core.files.storage import default_storage
 from django.db import transaction
-from django.db.models import Q
 from django.utils import timezone
 
 from labeling.archive import ArchiveLimits, ArchiveRefused, archive_extract, archive_kind
@@ -255,14 +253,6 @@ def _import_training_set(job: BundleImportJob) -> dict[str, int]:
     return {"training sets": 1, "examples": len(read.examples), "bad rows skipped": len(read.skipped)}
 
 
-def _takeable(now: datetime) -> Q:
-    """Jobs a worker may take: pending, or running without a heartbeat for JOB_STALL_SECONDS (their worker died
-    and the message came back before the sweep gave them up). A job another worker runs is left to it."""
-    stale = now - timedelta(seconds=settings.JOB_STALL_SECONDS)
-    return Q(status=BundleImportJob.Status.PENDING) | Q(status=BundleImportJob.Status.RUNNING) & (
-        Q(heartbeat_at__isnull=True) | Q(heartbeat_at__lt=stale))
-
-
 def bundle_import_run(*, job_id: int) -> BundleImportJob | None:
     """Unpack and import the job's upload (or store its run file, for a job with a `run_name`, or its training file,
     for a job with a `training_set_name`). A refused archive, a bundle with problems or a file with bad rows ends the
@@ -270,8 +260,7 @@ def bundle_import_run(*, job_id: int) -> BundleImportJob | None:
     rows written. The upload is removed in every ending. A finished job is returned as it is (None: it is gone);
     other errors propagate for the task to retry or to record with bundle_import_fail."""
     job = BundleImportJob.objects.select_related("project", "requested_by").filter(id=job_id).first()
-    takeable = BundleImportJob.objects.filter(_takeable(timezone.now()), id=job_id, finished_at__isnull=True)
-    if job is None or not job_take(takeable):
+    if job is None or not job_take(BundleImportJob.objects.filter(id=job_id, finished_at__isnull=True)):
         return job
     job.refresh_from_db(fields=["attempts"])
     if job.attempts > MAX_ATTEMPTS:

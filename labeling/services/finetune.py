@@ -13,13 +13,11 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from datetime import timedelta
 from pathlib import Path
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
-from django.db.models import Q
 from django.utils import timezone
 
 from labeling.exceptions import Conflict, DomainError, NotFound
@@ -30,7 +28,7 @@ from labeling.selectors.distill import STUDENT_NAME_MAX_LENGTH, base_judge_name,
 from labeling.selectors.throughput import Throughput, finetune_throughput
 from labeling.selectors.training_sets import teacher_refusal
 from labeling.selectors.validation import gold_set
-from labeling.services.jobs import job_fail, job_heartbeat, job_scratch, job_take
+from labeling.services.jobs import job_fail, job_free, job_heartbeat, job_scratch, job_take
 from labeling.services.judges import judge_create
 from labeling.services.scoring import scoring_job_start
 from labeling.storage_folders import ADAPTER_PREFIX, CHECKPOINT_PREFIX, folder_delete, folder_download, folder_upload
@@ -232,17 +230,11 @@ def finetune_cancel(*, job: FineTuneJob) -> FineTuneJob:
     return job
 
 
-def _resumable(now) -> Q:
-    """Jobs a worker may take: pending, or running without a sign of life for stall_seconds (its worker died)."""
-    stale = now - timedelta(seconds=stall_seconds())
-    return Q(status=FineTuneJob.Status.PENDING) | Q(status=FineTuneJob.Status.RUNNING) & (
-        Q(heartbeat_at__isnull=True) | Q(heartbeat_at__lt=stale))
-
-
 def finetune_resume(*, job: FineTuneJob) -> FineTuneJob:
     """Queue an unfinished job again after its worker died: the next worker goes on from its last checkpoint.
     FinetuneJobError while its worker still reports, or when the job is finished."""
-    if not FineTuneJob.objects.filter(_resumable(timezone.now()), id=job.id, finished_at__isnull=True).exists():
+    free = job_free(timezone.now(), stall_seconds=stall_seconds())
+    if not FineTuneJob.objects.filter(free, id=job.id, finished_at__isnull=True).exists():
         job.refresh_from_db()
         state = "finished" if job.finished_at else f"running (its worker reported at {job.heartbeat_at:%H:%M:%S})"
         raise FinetuneJobConflict(f"fine-tuning job {job.id} is {state}: nothing to resume")
@@ -261,9 +253,7 @@ def finetune_run(*, job_id: int) -> FineTuneJob | None:
     """Run the job on this worker: from its last stored checkpoint when there is one, reporting step, loss and
     ETA on the row after every step (the row's status is the cancel signal). A finished job, or one another worker
     still runs, is returned as it is (None: it is gone)."""
-    now = timezone.now()
-    taken = job_take(FineTuneJob.objects.filter(_resumable(now), id=job_id, finished_at__isnull=True), now=now,
-                     heartbeat_at=now)
+    taken = job_take(FineTuneJob.objects.filter(id=job_id, finished_at__isnull=True), stall_seconds=stall_seconds())
     job = FineTuneJob.objects.select_related("project", "training_set", "teacher", "parent").filter(
         id=job_id).first()
     if job is None or not taken:

@@ -22,11 +22,28 @@ from labeling.models import MAX_ERROR_CHARS, Job
 logger = logging.getLogger(__name__)
 
 
-def job_take(jobs: QuerySet[Job], *, now: datetime | None = None, **also: object) -> int:
-    """A worker takes the jobs in `jobs` (the caller has filtered them to the ones that may run): running, one
-    attempt more, started now unless an earlier attempt started them, its heartbeat now, and the kind's own columns
-    in `also` set in the same UPDATE (no other worker may see the job taken without a heartbeat). Returns the rows
-    taken."""
+def job_free(now: datetime, *, stall_seconds: float | None = None) -> Q:
+    """Jobs no live worker holds: not running, or running without a heartbeat for `stall_seconds`
+    (JOB_STALL_SECONDS unless given): its worker left it (job_heartbeat releases what it held) or died. The one
+    rule of every take, so that a second delivery of a task (a Celery retry, or Redis delivering again a task that
+    runs past its visibility timeout) never runs a job beside the worker that holds it."""
+    stale = now - timedelta(seconds=settings.JOB_STALL_SECONDS if stall_seconds is None else stall_seconds)
+    return ~Q(status=Job.Status.RUNNING) | Q(heartbeat_at__isnull=True) | Q(heartbeat_at__lt=stale)
+
+
+def job_take(jobs: QuerySet[Job], *, now: datetime | None = None, stall_seconds: float | None = None,
+             **also: object) -> int:
+    """A worker takes the jobs in `jobs` (the caller has filtered them to the ones that may run) that no live worker
+    holds (job_free): running, one attempt more, started now unless an earlier attempt started them, its heartbeat
+    now, and the kind's own columns in `also` set in the same UPDATE (no other worker may see the job taken without
+    a heartbeat). Returns the rows taken: 0 when another worker holds them, and the caller then leaves them be."""
+    now = now or timezone.now()
+    return job_attempt(jobs.filter(job_free(now, stall_seconds=stall_seconds)), now=now, **also)
+
+
+def job_attempt(jobs: QuerySet[Job], *, now: datetime | None = None, **also: object) -> int:
+    """What job_take writes, without its rule: for a job many workers share, each holding its own part by the
+    kind's own rule (scoring's chunks, claimed one worker each), every part claimed counts as an attempt."""
     now = now or timezone.now()
     also.setdefault("heartbeat_at", now)
     return jobs.update(status=Job.Status.RUNNING, attempts=F("attempts") + 1,
@@ -88,7 +105,8 @@ def job_heartbeat(jobs: QuerySet[Job]) -> Iterator[None]:
     """While the block runs, the running jobs in `jobs` show that their worker lives: their `heartbeat_at` is
     written every JOB_HEARTBEAT_SECONDS by a thread of this process, so a job whose worker was killed (SIGKILL, out
     of memory, a machine lost) stops beating and the sweep gives it up, whatever its work is doing meanwhile (a
-    long transaction, a model call). What the work itself does too long is the time limit's business."""
+    long transaction, a model call). What the work itself does too long is the time limit's business. When the block
+    ends, however it ends, the jobs it leaves running are released (a kind finishes its job inside the block)."""
     beat = _Heartbeat(jobs, settings.JOB_HEARTBEAT_SECONDS)
     beat.start()
     try:
@@ -96,6 +114,16 @@ def job_heartbeat(jobs: QuerySet[Job]) -> Iterator[None]:
     finally:
         beat.stopped.set()
         beat.join(timeout=5)
+        _release(jobs)
+
+
+def _release(jobs: QuerySet[Job]) -> None:
+    """The worker leaves the jobs it still holds running (an error on the way out, for its task to retry): no
+    heartbeat, so that the retry, or another worker, may take them at once (job_free)."""
+    try:
+        jobs.filter(status=Job.Status.RUNNING).update(heartbeat_at=None)
+    except DatabaseError as exc:  # the error being raised may be this very database's: the sweep frees them later
+        logger.warning("%s not released: %s", jobs.model.__name__, exc)
 
 
 def scratch_root() -> Path:

@@ -226,8 +226,8 @@ def query_generation_cancel(*, job: QueryGenerationJob) -> QueryGenerationJob:
 def query_generation_run(*, job_id: int, generate: Generate | None = None) -> QueryGenerationJob | None:
     """Work the job's units in order from the first not done (a retry goes on where its last attempt stopped):
     two calls of the judge's model (`generate`: its scorer's generate_chat unless given) per unit, each unit's
-    query, passages, pairs and progress written in one transaction. A finished job is returned as it is (None:
-    gone). Transient errors propagate for the task to retry."""
+    query, passages, pairs and progress written in one transaction. A finished job, or one a live worker holds (a
+    task delivered twice), is returned as it is (None: gone). Transient errors propagate for the task to retry."""
     owned = QueryGenerationJob.objects.filter(id=job_id, finished_at__isnull=True)
     if not job_take(owned):
         return QueryGenerationJob.objects.filter(id=job_id).first()
@@ -246,7 +246,7 @@ def query_generation_run(*, job_id: int, generate: Generate | None = None) -> Qu
             if not QueryGenerationJob.objects.filter(id=job.id, status=QueryGenerationJob.Status.RUNNING).exists():
                 return _stopped(job.id)  # cancelled or given up meanwhile
             _unit(job, index, *units[index], by_intent[units[index][1]], generate)
-    return _finish(job.id)
+        return _finish(job.id)
 
 
 def _unit(job: QueryGenerationJob, index: int, passage_ext: str, intent: str, prompts: IntentPrompts,

@@ -174,8 +174,8 @@ def round_finish(*, round_id: int) -> LabellingRound | None:
                 return LabellingRound.objects.get(id=round_id)
             numbers["calibration"] = {"method": calibration.method, "n": calibration.n,
                                       "n_relevant": calibration.n_relevant}
-    LabellingRound.objects.filter(id=round_id).update(numbers=numbers, status=LabellingRound.Status.DONE,
-                                                      finished_at=timezone.now())
+        LabellingRound.objects.filter(id=round_id).update(numbers=numbers, status=LabellingRound.Status.DONE,
+                                                          finished_at=timezone.now())
     return LabellingRound.objects.get(id=round_id)
 
 

@@ -19,7 +19,7 @@ from labeling.llm_adapter import judge_device, judge_method
 from labeling.models import Judgment, Pair, RelevanceDefinition, ScoringChunk, ScoringJob
 from labeling.selectors.definitions import current_definition
 from labeling.selectors.scoring import job_last_moved
-from labeling.services.jobs import job_take
+from labeling.services.jobs import job_attempt
 from labeling.services.judging import Usage, judge_pairs, judgments_upsert
 from labeling.services.scoring_dispatch import scoring_dispatch, scoring_resend
 from labeling.services.validation import validation_request_refresh
@@ -74,7 +74,8 @@ def _chunk_claim(*, chunk_id: int, worker: str) -> ScoringChunk | None:
             chunk.claimed_by, chunk.claimed_at = worker, timezone.now()
             chunk.save(update_fields=["attempts", "lost_calls", "in_flight", "claimed_by", "claimed_at"])
             # Each claim is an attempt at the job: the first one starts it.
-            job_take(ScoringJob.objects.filter(id=chunk.job_id, status=ScoringJob.Status.RUNNING), now=chunk.claimed_at)
+            job_attempt(ScoringJob.objects.filter(id=chunk.job_id, status=ScoringJob.Status.RUNNING),
+                        now=chunk.claimed_at)
             return chunk
     scoring_chunk_fail(chunk_id=chunk_id, error=give_up, worker=None)
     return None

@@ -144,8 +144,8 @@ def _prune(project_id: int) -> None:
 
 def systems_refresh(*, result_id: int) -> SystemsResult | None:
     """The worker's side: compute the result of the row's choice with its progress (steps done of total) and store
-    it. A row already computed since its last request is left as it is (the task may run twice), one removed
-    meanwhile gives None; an error is recorded with systems_refresh_fail and raised."""
+    it. A row already computed since its last request, or one a live worker computes, is left as it is (the task
+    may run twice), one removed meanwhile gives None; an error is recorded with systems_refresh_fail and raised."""
     result = SystemsResult.objects.select_related("project").filter(id=result_id).first()
     if result is None:
         return None
@@ -156,16 +156,16 @@ def systems_refresh(*, result_id: int) -> SystemsResult | None:
     inputs = systems_inputs(project)
     rows = SystemsResult.objects.filter(id=result.id)
     if not job_take(rows, now=started, total=systems_steps(project), done=0):
-        return None  # removed since it was read
-    try:
-        with job_heartbeat(rows):
+        return rows.first()  # a live worker computes it, or it was removed since it was read (None)
+    with job_heartbeat(rows):
+        try:
             bundle = systems_bundle_compute(
                 project=project, choice=SystemsChoice.from_json(result.options),
                 progress=lambda done: rows.update(done=done, heartbeat_at=timezone.now()))
-    except Exception as exc:
-        systems_refresh_fail(result_id=result_id, error=f"{type(exc).__name__}: {exc}")
-        raise
-    return _store(result=result, bundle=bundle, inputs=inputs, started=started)
+        except Exception as exc:
+            systems_refresh_fail(result_id=result_id, error=f"{type(exc).__name__}: {exc}")
+            raise
+        return _store(result=result, bundle=bundle, inputs=inputs, started=started)
 
 
 def systems_refresh_fail(*, result_id: int, error: str) -> None:

@@ -124,8 +124,9 @@ def _report_to_cache(project: Project) -> dict:
 
 def validation_refresh(*, project_id: int) -> ValidationResult | None:
     """Recompute and store the cached report of a project unless a report newer than the last request is
-    stored already (the task may run twice; the second run then writes nothing). An error is recorded at once
-    with validation_refresh_fail, so that the next request queues a new recomputation, and raised."""
+    stored already, or a live worker computes it (the task may run twice; the second run then writes nothing). An
+    error is recorded at once with validation_refresh_fail, so that the next request queues a new recomputation,
+    and raised."""
     project = Project.objects.filter(id=project_id).first()
     if project is None:
         return None
@@ -133,14 +134,16 @@ def validation_refresh(*, project_id: int) -> ValidationResult | None:
     if not result.is_stale:
         return result
     started = timezone.now()
-    job_take(ValidationResult.objects.filter(id=result.id), now=started)
-    try:
-        with job_heartbeat(ValidationResult.objects.filter(id=result.id)):
+    rows = ValidationResult.objects.filter(id=result.id)
+    if not job_take(rows, now=started):
+        return rows.get()  # a live worker computes it
+    with job_heartbeat(rows):
+        try:
             data = _report_to_cache(project)
-    except Exception as exc:
-        validation_refresh_fail(project_id=project_id, error=f"{type(exc).__name__}: {exc}")
-        raise
-    return _report_store(result=result, data=data, started=started)
+        except Exception as exc:
+            validation_refresh_fail(project_id=project_id, error=f"{type(exc).__name__}: {exc}")
+            raise
+        return _report_store(result=result, data=data, started=started)
 
 
 def validation_refresh_fail(*, project_id: int, error: str) -> None:

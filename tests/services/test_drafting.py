@@ -290,3 +290,32 @@ def test_the_task_retries_a_server_that_is_down_then_records_the_error(query, mo
     draft.refresh_from_db()
     assert (draft.status, draft.attempts, draft.error) == ("failed", 4, "TransientScoringError: 503 from the server")
     assert draft.finished_at is not None and query.definitions.count() == 1
+
+
+def test_one_worker_holds_a_draft_and_leaves_it_to_its_retry_or_to_whoever_finds_it_lost(query, settings):
+    """job_take's one rule, as every kind of job has it: the same task delivered again while a worker drafts finds
+    the draft held and asks the model nothing; a worker that stops on an error releases it, so the task's retry
+    takes it at once; a holder that has not shown it lives for JOB_STALL_SECONDS is taken over."""
+    judge = openai_judge(query.project)
+    draft = definition_draft_create(query=query, judge=judge, refine=False, user=None)
+    duplicate = Scripted()
+
+    def down_after_a_second_delivery(messages, max_new_tokens=None):
+        again = definition_draft_run(draft_id=draft.id, generate=duplicate)  # delivered again meanwhile
+        assert (again.status, again.attempts) == ("running", 1)
+        raise TransientScoringError("503 from the server")
+
+    with pytest.raises(TransientScoringError):
+        definition_draft_run(draft_id=draft.id, generate=down_after_a_second_delivery)
+    assert duplicate.calls == []
+    retried = definition_draft_run(draft_id=draft.id, generate=Scripted())  # the task's retry, 10 s later
+    assert (retried.status, retried.attempts, retried.definition.text) == ("done", 2, DRAFTED)
+
+    settings.JOB_STALL_SECONDS = 600
+    lost = definition_draft_create(query=query, judge=judge, refine=False, user=None)
+    beat = timezone.now() - timedelta(seconds=599)
+    DefinitionDraft.objects.filter(id=lost.id).update(status="running", attempts=1, started_at=beat, heartbeat_at=beat)
+    assert definition_draft_run(draft_id=lost.id, generate=duplicate).status == "running" and not duplicate.calls
+    DefinitionDraft.objects.filter(id=lost.id).update(heartbeat_at=timezone.now() - timedelta(seconds=601))
+    taken = definition_draft_run(draft_id=lost.id, generate=duplicate)
+    assert (taken.status, taken.attempts, len(duplicate.calls)) == ("done", 2, 1)
