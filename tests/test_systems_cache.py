@@ -5,12 +5,14 @@ SYSTEMS_MAX_PENDING of a project at once, and asking never removes a computed re
 from __future__ import annotations
 
 import pickle
+from datetime import timedelta
 
 import pytest
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 from django.test import Client
 from django.urls import reverse
+from django.utils import timezone
 
 from labeling.models import Membership, Run, RunEntry, SystemsResult
 from labeling.selectors.significance import systems_significance
@@ -268,3 +270,32 @@ def test_a_result_removed_while_it_was_computed_is_not_stored(built, monkeypatch
     monkeypatch.setattr(systems_cache, "systems_bundle_compute", removed_meanwhile)
     assert systems_refresh(result_id=result.id) is None
     assert default_storage.listdir(f"{systems_cache.STORE_PREFIX}{built.project.id}")[1] == []
+
+
+def test_a_computation_whose_task_was_lost_frees_its_place_after_the_time_limit(built, settings, monkeypatch):
+    """A broker flushed, a task lost: its row stays pending, and without a bound in time every lost one would keep
+    one of the project's SYSTEMS_MAX_PENDING places for good."""
+    settings.SYSTEMS_MAX_PENDING = 1
+    queued = []
+    monkeypatch.setattr(systems_cache.systems_refresh_task, "apply_async",
+                        lambda args, countdown: queued.append(args[0]))
+    monkeypatch.setattr(systems_cache.transaction, "on_commit", lambda queue: queue())
+    lost = systems_request(project=built.project, choice=CHOICE)
+    other = SystemsChoice(sources=("human", "judge:llm@0.3"))
+    with pytest.raises(systems_cache.SystemsBusy):
+        systems_request(project=built.project, choice=other)
+    # Asking again for the lost one within the limit queues nothing more.
+    systems_request(project=built.project, choice=CHOICE)
+    assert len(queued) == 1
+
+    past = timezone.now() - timedelta(seconds=settings.SYSTEMS_TIME_LIMIT + 1)
+    SystemsResult.objects.filter(id=lost.id).update(heartbeat_at=past)
+    systems_request(project=built.project, choice=other)
+    assert len(queued) == 2
+    # Asked again, the lost one is queued afresh (one worker computes it, whichever delivery comes first).
+    SystemsResult.objects.filter(id=lost.id).update(heartbeat_at=past)
+    SystemsResult.objects.exclude(id=lost.id).update(status="done", finished_at=timezone.now())
+    systems_request(project=built.project, choice=CHOICE)
+    assert queued[-1] == lost.id and len(queued) == 3
+    systems_refresh(result_id=lost.id)
+    assert systems_cached(project=built.project, choice=CHOICE).fresh

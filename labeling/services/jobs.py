@@ -58,17 +58,22 @@ def job_fail(jobs: QuerySet[Job], *, error: str, now: datetime | None = None) ->
     )
 
 
-# A cached result recomputed by a worker when asked (the validation report, the Systems page's evaluation): what a
-# request that finds no recomputation pending makes of its row, a job asked for afresh.
-REFRESH_PENDING_AGAIN = {"status": Job.Status.PENDING, "error": "", "attempts": 0, "started_at": None,
-                         "finished_at": None}
+# A cached result recomputed by a worker when asked (the validation report, the Systems page's evaluation).
+def refresh_pending_again(now: datetime) -> dict[str, object]:
+    """What a request that finds no recomputation pending makes of its row: a job asked for afresh, its queueing
+    time kept in `heartbeat_at` (no worker beats for a pending row) so that a row whose task was lost is known."""
+    return {"status": Job.Status.PENDING, "error": "", "attempts": 0, "started_at": None, "finished_at": None,
+            "heartbeat_at": now}
 
 
 def refresh_none_pending(now: datetime, *, time_limit: float) -> Q:
     """A cached result's row with no recomputation pending: none was ever asked for, the last one asked for is done
-    or failed, or it has been running longer than `time_limit` seconds (its worker was lost: nothing else would
-    ever end it). The condition of the one UPDATE that decides, so that of two requests at once only one queues."""
-    lost = Q(status=Job.Status.RUNNING, started_at__lt=now - timedelta(seconds=time_limit))
+    or failed, or it has been running, or waiting since it was queued, longer than `time_limit` seconds (its worker
+    or its task was lost, a broker flushed: nothing else would ever end it, and a project's bound on pending
+    computations would stay taken). The condition of the one UPDATE that decides, so that of two requests at once
+    only one queues."""
+    before = now - timedelta(seconds=time_limit)
+    lost = Q(status=Job.Status.RUNNING, started_at__lt=before) | Q(status=Job.Status.PENDING, heartbeat_at__lt=before)
     return Q(requested_at__isnull=True) | lost | ~Q(status__in=[Job.Status.PENDING, Job.Status.RUNNING])
 
 

@@ -31,12 +31,12 @@ from labeling.selectors.systems_cache import (
     systems_steps,
 )
 from labeling.services.jobs import (
-    REFRESH_PENDING_AGAIN,
     job_fail,
     job_heartbeat,
     job_take,
     refresh_countdown,
     refresh_none_pending,
+    refresh_pending_again,
 )
 from labeling.tasks import systems_refresh_task
 
@@ -51,8 +51,9 @@ _UNFINISHED = (SystemsResult.Status.PENDING, SystemsResult.Status.RUNNING)
 class SystemsBusy(DomainError):
     """The project has SYSTEMS_MAX_PENDING computations pending or running: no other is queued until one ends."""
 
-# A computation asked for afresh: as any cached result's, and no steps done yet.
-_PENDING_AGAIN = REFRESH_PENDING_AGAIN | {"done": 0}
+def _pending_again(now: datetime) -> dict[str, object]:
+    """A computation asked for afresh: as any cached result's, and no steps done yet."""
+    return refresh_pending_again(now) | {"done": 0}
 
 
 def _none_pending(now: datetime) -> Q:
@@ -89,7 +90,7 @@ def systems_request(*, project: Project, choice: SystemsChoice,
     result, _ = SystemsResult.objects.get_or_create(project=project, key=choice.key,
                                                     defaults={"options": choice.as_json()})
     if rows.filter(_none_pending(now)).update(requested_at=now, requested_by=user, total=systems_steps(project),
-                                              **_PENDING_AGAIN):
+                                              **_pending_again(now)):
         _queue(result.id, _seconds_until_due(result.computed_at))
     return rows.get()
 
@@ -126,7 +127,7 @@ def _store(*, result: SystemsResult, bundle: SystemsBundle, inputs: dict, starte
     _prune(result.project_id)
     if (rows.filter(status=SystemsResult.Status.DONE, requested_at__gt=started).exists()
             and systems_inputs(result.project) != inputs
-            and rows.filter(status=SystemsResult.Status.DONE).update(**_PENDING_AGAIN)):
+            and rows.filter(status=SystemsResult.Status.DONE).update(**_pending_again(timezone.now()))):
         _queue(result.id, _seconds_until_due(started))
     return rows.first()
 

@@ -27,12 +27,12 @@ from labeling.selectors.validation import (
     scale_spec,
 )
 from labeling.services.jobs import (
-    REFRESH_PENDING_AGAIN,
     job_fail,
     job_heartbeat,
     job_take,
     refresh_countdown,
     refresh_none_pending,
+    refresh_pending_again,
 )
 from labeling.tasks import validation_refresh_task
 from models_llm.calibration import CalibrationError, calibrator_fit
@@ -166,7 +166,8 @@ def _report_store(*, result: ValidationResult, data: dict, started: datetime) ->
     rows = ValidationResult.objects.filter(id=result.id)
     rows.update(data=data, computed_at=started, status=ValidationResult.Status.DONE, error="",
                 finished_at=timezone.now())
-    if rows.filter(status=ValidationResult.Status.DONE, requested_at__gt=started).update(**REFRESH_PENDING_AGAIN):
+    if rows.filter(status=ValidationResult.Status.DONE, requested_at__gt=started).update(
+            **refresh_pending_again(timezone.now())):
         project_id, countdown = result.project_id, _seconds_until_due(started)
         transaction.on_commit(lambda: validation_refresh_task.apply_async((project_id,), countdown=countdown))
     return rows.get()
@@ -179,7 +180,7 @@ def _mark_stale(project_id: int, user: AbstractBaseUser | None) -> float | None:
     now = timezone.now()
     ValidationResult.objects.get_or_create(project_id=project_id)
     rows = ValidationResult.objects.filter(project_id=project_id)
-    if not rows.filter(_none_pending(now)).update(requested_at=now, requested_by=user, **REFRESH_PENDING_AGAIN):
+    if not rows.filter(_none_pending(now)).update(requested_at=now, requested_by=user, **refresh_pending_again(now)):
         rows.update(requested_at=now)
         return None
     return _seconds_until_due(rows.values_list("computed_at", flat=True).get())
