@@ -3,6 +3,7 @@ still does after new labels; the diff of two releases lists exactly the pairs th
 taken, a non-admin and bad sources are refused."""
 import io
 import json
+from pathlib import Path
 
 import pytest
 from django.core.files.base import ContentFile
@@ -128,6 +129,19 @@ def test_the_api_freezes_exports_and_diffs(world):
     assert api.get(f"{base}v2/diff/").json()["added"] == [{"query_id": "q1", "doc_id": "d5", "grade": 1}]
     assert api.get(f"{base}v2/diff/", {"against": "v9"}).status_code == 404
     assert api.post(base, {"name": "v3"}, format="json").status_code == 403
+
+
+def test_a_release_file_on_disk_is_private_to_the_service_account(world, settings):
+    from rest_framework.test import APIClient
+
+    project, admin, _ = world
+    api = APIClient()
+    api.force_authenticate(admin)
+    assert api.post(f"/api/projects/{project.slug}/releases/", {"name": "v1"}, format="json").status_code == 201
+    path = Path(settings.MEDIA_ROOT) / QrelsRelease.objects.get().storage
+    assert path.stat().st_mode & 0o777 == 0o600
+    for folder in (path.parent, path.parent.parent):  # releases/<project>/, made by this save
+        assert folder.stat().st_mode & 0o777 == 0o700, folder
 
 
 def test_runs_are_evaluated_on_a_release_as_on_the_qrels_it_froze(world):
