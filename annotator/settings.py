@@ -72,10 +72,16 @@ VAR_DIR.mkdir(parents=True, exist_ok=True)
 
 def _local_secret_key() -> str:
     path = VAR_DIR / "secret_key"
-    if not path.exists():
-        path.write_text(secrets.token_urlsafe(50))
-        path.chmod(0o600)
-    return path.read_text().strip()
+    try:
+        # Created 0600 in one step (never readable by others, whatever the umask), and only if absent: a process
+        # starting at the same time reads the key this one wrote instead of replacing it with its own.
+        handle = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return path.read_text().strip()
+    key = secrets.token_urlsafe(50)
+    with os.fdopen(handle, "w") as out:
+        out.write(key)
+    return key
 
 
 SECRET_KEY = env_str("SECRET_KEY")
@@ -189,6 +195,10 @@ STATICFILES_DIRS = [BASE_DIR / "static"]
 # worker must see the same one, so a deployment on several machines points MEDIA_ROOT at a shared volume (or
 # replaces the backend).
 MEDIA_ROOT = Path(env_str("MEDIA_ROOT", str(VAR_DIR / "media")))
+# Stored files (uploads, releases, the Systems pickles, embeddings, adapters) are the service account's alone: every
+# web and worker process runs as that one account (docs/operations.md). Django's default would be 0644 and 0755.
+FILE_UPLOAD_PERMISSIONS = 0o600
+FILE_UPLOAD_DIRECTORY_PERMISSIONS = 0o700
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},

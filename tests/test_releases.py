@@ -1,8 +1,10 @@
 """Frozen qrels releases (#34): a release exports byte for byte what the live export gave when it was frozen, and
 still does after new labels; the diff of two releases lists exactly the pairs that changed; a damaged file, a name
 taken, a non-admin and bad sources are refused."""
+import hashlib
 import io
 import json
+from pathlib import Path
 
 import pytest
 from django.core.files.base import ContentFile
@@ -128,6 +130,50 @@ def test_the_api_freezes_exports_and_diffs(world):
     assert api.get(f"{base}v2/diff/").json()["added"] == [{"query_id": "q1", "doc_id": "d5", "grade": 1}]
     assert api.get(f"{base}v2/diff/", {"against": "v9"}).status_code == 404
     assert api.post(base, {"name": "v3"}, format="json").status_code == 403
+
+
+def test_a_release_file_on_disk_is_private_to_the_service_account(world, settings):
+    from rest_framework.test import APIClient
+
+    project, admin, _ = world
+    api = APIClient()
+    api.force_authenticate(admin)
+    assert api.post(f"/api/projects/{project.slug}/releases/", {"name": "v1"}, format="json").status_code == 201
+    path = Path(settings.MEDIA_ROOT) / QrelsRelease.objects.get().storage
+    assert path.stat().st_mode & 0o777 == 0o600
+    for folder in (path.parent, path.parent.parent):  # releases/<project>/, made by this save
+        assert folder.stat().st_mode & 0o777 == 0o700, folder
+
+
+@pytest.mark.parametrize("fmt", list(QrelsFormat))
+def test_a_release_file_changed_between_the_check_and_the_stream_breaks_the_download(world, monkeypatch, fmt):
+    """The export checks the file before its first byte, then reads it again to stream it: a change in between
+    must end the download in an error, never deliver the changed content as the release."""
+    from rest_framework.test import APIClient
+
+    from labeling.api import releases as releases_api
+
+    project, admin, viewer = world
+    made = release_create(project=project, by=admin, name="v1")
+    path = Path(default_storage.path(made.storage))
+    stored = path.read_bytes()
+    assert b'"grade":2' in stored
+    checked = releases_api.release_verify
+
+    def check_then_change(release):
+        checked(release)
+        path.write_bytes(stored.replace(b'"grade":2', b'"grade":0', 1))  # in place: the same file, regraded
+
+    monkeypatch.setattr(releases_api, "release_verify", check_then_change)
+    api = APIClient()
+    api.force_authenticate(viewer)
+    response = api.get(f"/api/projects/{project.slug}/releases/v1/export/", {"format": fmt.value})
+    assert response.status_code == 200
+    received = []
+    with pytest.raises(ReleaseDamaged, match="has changed since it was frozen"):
+        received.extend(response.streaming_content)  # keeps the chunks that came before the error
+    changed = QrelsRelease(name="v1", storage=made.storage, sha256=hashlib.sha256(path.read_bytes()).hexdigest())
+    assert len(b"".join(received)) < len(exported(changed, fmt).encode())  # its last line is never sent
 
 
 def test_runs_are_evaluated_on_a_release_as_on_the_qrels_it_froze(world):

@@ -116,6 +116,54 @@ def test_the_api_and_the_command_start_and_list_rounds(world):  # noqa: F811
                      "--budget", "3")
 
 
+@pytest.mark.parametrize("body, status, field", [
+    ({"mix": {"uncertain": 1e308}}, 400, "mix.uncertain"),
+    ({"mix": {"uncertain": 1e308, "disagreement": 1e308}}, 400, "mix.disagreement"),
+    ({"mix": {"uncertain": 1, "disagreement": 1e7}}, 400, "mix.disagreement"),
+    ({"random_share": 1e308}, 422, "random_share"),
+    ({"budget": 1e308}, 400, "budget"),
+    ({"budget": 10 ** 400}, 422, "budget"),
+])
+def test_the_api_refuses_a_huge_number_in_any_field_naming_it_and_starts_nothing(
+        world, body, status, field):  # noqa: F811
+    """Shares of 1e308 overflowed to NaN in the stored mix, a 500 from the database's JSON check."""
+    project, *_ = world
+    client = APIClient()
+    client.force_authenticate(admin_of(project))
+    mix_before = project.queue_mix
+    response = client.post("/api/projects/complete/rounds/", {"judge": "imported", "budget": 4, **body},
+                           format="json")
+    assert response.status_code == status, response.content
+    answer = response.json()
+    assert field in answer["errors"] if status == 400 else answer["message"].startswith(f"{field} must be")
+    assert not LabellingRound.objects.exists()
+    project.refresh_from_db()
+    assert project.queue_mix == mix_before
+
+
+@pytest.mark.parametrize("fields, named", [
+    ({"share_uncertain": "1e308"}, "the share of &#x27;uncertain&#x27;"),
+    ({"share_uncertain": "1e308", "share_disagreement": "1e308"}, "the share of &#x27;uncertain&#x27;"),
+    ({"share_disagreement": "inf"}, "the share of &#x27;disagreement&#x27;"),
+    ({"share_uncertain": "nan"}, "the share of &#x27;uncertain&#x27;"),
+    ({"random_share": "1e308"}, "random_share must be"),
+    ({"random_share": "nan"}, "random_share must be"),
+    ({"budget": "1e308"}, "budget"),
+    ({"budget": "9" * 30}, "budget must be"),
+])
+def test_the_page_form_refuses_a_huge_or_non_finite_number_in_any_field_and_starts_nothing(
+        world, client, fields, named):  # noqa: F811
+    project, *_ = world
+    client.force_login(admin_of(project))
+    form = {"judge": "imported", "budget": "4", "share_uncertain": "1", "share_disagreement": "0",
+            "random_share": "20", **fields}
+    response = client.post(f"/projects/{project.slug}/rounds/start/", form)
+    assert response.status_code == 400
+    error = re.search(r'data-testid="round-error">([^<]*)<', response.content.decode())
+    assert error is not None and named in error.group(1)
+    assert not LabellingRound.objects.exists()
+
+
 @pytest.mark.worker
 @pytest.mark.django_db(transaction=True)
 def test_a_round_end_to_end_with_a_real_worker(world, worker, client):  # noqa: F811

@@ -77,6 +77,21 @@ def test_local_secret_key_is_generated_once_and_reused(monkeypatch, tmp_path):
     assert key_file.stat().st_mode & 0o077 == 0
 
 
+def test_local_secret_key_is_created_private_not_narrowed_after_being_written(monkeypatch, tmp_path):
+    """A key written with the umask's mode and chmod-ed afterwards was readable by others in between: with nothing
+    to narrow it afterwards, the file must still be the owner's alone."""
+    monkeypatch.setattr(Path, "chmod", lambda *args, **kwargs: None)
+    monkeypatch.setattr(os, "chmod", lambda *args, **kwargs: None)
+    previous = os.umask(0o022)
+    try:
+        config = load_settings(monkeypatch, DEBUG="1", VAR_DIR=str(tmp_path))
+    finally:
+        os.umask(previous)
+    key_file = tmp_path / "secret_key"
+    assert key_file.stat().st_mode & 0o777 == 0o600
+    assert config["SECRET_KEY"] == key_file.read_text()
+
+
 def test_local_database_defaults_to_sqlite_under_var_dir(monkeypatch, tmp_path):
     config = load_settings(monkeypatch, DEBUG="1", VAR_DIR=str(tmp_path))
 

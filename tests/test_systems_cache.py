@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pickle
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from django.core.files.base import ContentFile
@@ -103,6 +104,15 @@ def test_the_stored_bundle_is_what_the_selectors_compute(built):
     significance = systems_significance(report, CHOICE.significance)
     assert cached.bundle.significance["human"]["nDCG@10"].best == significance["human"]["nDCG@10"].best
     assert cached.bundle.reusability is not None and cached.bundle.reusability.source == "human"
+
+
+def test_the_stored_pickle_on_disk_is_private_to_the_service_account(built, settings):
+    result = systems_request(project=built.project, choice=CHOICE)
+    systems_refresh(result_id=result.id)
+    result.refresh_from_db()
+    path = Path(settings.MEDIA_ROOT) / result.file
+    assert result.status == "done" and path.stat().st_mode & 0o777 == 0o600
+    assert path.parent.stat().st_mode & 0o777 == 0o700
 
 
 def test_progress_counts_each_run_then_the_tests_and_leave_one_run_out(built):

@@ -12,13 +12,13 @@ from labeling.api.fields import StrictCharField, StrictFloatField, StrictInteger
 from labeling.models import LabellingRound
 from labeling.selectors.projects import READ_REPORTS, admin_to, project_for_user
 from labeling.selectors.rounds import round_row, round_rows
-from labeling.services.rounds import ROUND_RANDOM_FLOOR, round_start
+from labeling.services.rounds import ROUND_RANDOM_FLOOR, ROUND_SHARE_MAX, round_start
 
 
 class RoundStartSerializer(serializers.Serializer):
     judge = StrictCharField(help_text="the judge whose P orders the uncertain queue (refitted or retrained)")
     budget = StrictIntegerField(help_text="expert labels the round waits for")
-    mix = serializers.DictField(child=StrictFloatField(), required=False,
+    mix = serializers.DictField(child=StrictFloatField(min_value=0, max_value=ROUND_SHARE_MAX), required=False,
                                 help_text="targeted strategies and their shares, e.g. {\"uncertain\": 1} (default)")
     random_share = StrictFloatField(required=False, default=ROUND_RANDOM_FLOOR,
                                     help_text=f"the random validation share, at least {ROUND_RANDOM_FLOOR:g}")

@@ -53,35 +53,60 @@ def release_before(release: QrelsRelease) -> QrelsRelease:
     return found
 
 
+def _unreadable(release: QrelsRelease, exc: OSError) -> ReleaseDamaged:
+    return ReleaseDamaged(f"release {release.name!r}: its stored file {release.storage!r} cannot be read "
+                          f"({type(exc).__name__})")
+
+
+def _check(release: QrelsRelease, sha256: str) -> None:
+    if sha256 != release.sha256:
+        raise ReleaseDamaged(f"release {release.name!r}: its stored file has changed since it was frozen "
+                             f"(SHA-256 {sha256[:12]}..., frozen as {release.sha256[:12]}...)")
+
+
 def release_verify(release: QrelsRelease) -> None:
-    """ReleaseDamaged unless the stored file is there and hashes to the recorded SHA-256 (read once, in blocks)."""
+    """ReleaseDamaged unless the stored file is there and hashes to the recorded SHA-256 (read once, in blocks):
+    for a reader that wants the answer before its first byte (a response that has not started yet)."""
     digest = hashlib.sha256()
     try:
         with default_storage.open(release.storage, "rb") as handle:
             while block := handle.read(READ_BLOCK):
                 digest.update(block)
     except OSError as exc:
-        raise ReleaseDamaged(f"release {release.name!r}: its stored file {release.storage!r} cannot be read "
-                             f"({type(exc).__name__})") from None
-    if digest.hexdigest() != release.sha256:
-        raise ReleaseDamaged(f"release {release.name!r}: its stored file has changed since it was frozen "
-                             f"(SHA-256 {digest.hexdigest()[:12]}..., frozen as {release.sha256[:12]}...)")
+        raise _unreadable(release, exc) from None
+    _check(release, digest.hexdigest())
 
 
 def _raw_lines(release: QrelsRelease) -> Iterator[bytes]:
-    with default_storage.open(release.storage, "rb") as handle:
-        yield from handle
+    """The stored file's lines, hashed as they are read: ReleaseDamaged in place of the last line when they are
+    not the bytes that were frozen. Whatever reads a release reads these, so content changed after an earlier
+    check is never taken for the release, and a download of it ends in an error rather than complete."""
+    digest, held = hashlib.sha256(), None
+    try:
+        with default_storage.open(release.storage, "rb") as handle:
+            for line in handle:
+                digest.update(line)
+                if held is not None:
+                    yield held
+                held = line
+    except OSError as exc:
+        raise _unreadable(release, exc) from None
+    _check(release, digest.hexdigest())
+    if held is not None:
+        yield held
 
 
 def release_records(release: QrelsRelease) -> Iterator[dict]:
-    """The frozen records, in their stored (pool) order."""
+    """The frozen records, in their stored (pool) order; ReleaseDamaged in place of the last one when the file read
+    is not what was frozen."""
     for line in _raw_lines(release):
         yield orjson.loads(line)
 
 
 def release_lines(release: QrelsRelease, format: QrelsFormat, *, verify: bool = True) -> Iterator[str]:
     """The release exported as `format`, line by line, as qrels_lines writes the live export: TREC `qid 0 docid
-    grade`, BEIR under its header, JSONL the stored records. Verified against its SHA-256 first (ReleaseDamaged)."""
+    grade`, BEIR under its header, JSONL the stored records. Verified against its SHA-256 first (ReleaseDamaged;
+    `verify` False: the caller did), and again as it is read (ReleaseDamaged in place of the last line)."""
     if verify:
         release_verify(release)
     if format is QrelsFormat.JSONL:

@@ -14,7 +14,7 @@ from labeling.models import Judge, Membership, Project
 from labeling.models.project import QUEUE_STRATEGIES
 from labeling.names import NameRefused, clean_name
 from labeling.scale import DEFAULT_SCALE, LabelScale
-from labeling.selectors.projects import project_named, project_role
+from labeling.selectors.projects import project_named, project_role, projects_visible_to
 from labeling.selectors.queue_settings import STRATEGIES_NEEDING_JUDGE
 from labeling.selectors.scoring import judges_with_judgments
 
@@ -60,21 +60,27 @@ def may_create_projects(user: AbstractBaseUser) -> bool:
     return bool(user.is_authenticated and user.is_active and (user.is_staff or user.is_superuser))
 
 
-def project_name_refusal(*, name: str, project: Project | None = None) -> str | None:
+def project_name_refusal(*, name: str, project: Project | None = None,
+                         told: AbstractBaseUser | None = None) -> str | None:
     """Why `name` (as clean_name left it) cannot be the name of `project` (None: a new project): another project
-    bears it, whatever the case; None when it is free. The pages, the API and import_bundle all say this."""
+    bears it, whatever the case; None when it is free. The pages, the API and import_bundle all say this. The
+    other project's own spelling is quoted only to whoever may see that project (`told` None: the operator at the
+    command line); anyone else is told only that the name they gave is taken."""
     other = project_named(name=name, other_than=project)
     if other is None:
         return None
+    # A project someone may not see is a 404 to them everywhere, so its exact name is not theirs to learn.
+    if told is not None and not projects_visible_to(user=told).filter(pk=other.pk).exists():
+        return f"the name {name!r} is taken (project names are compared ignoring case): choose another name"
     return (f"a project named {other.name!r} exists already: choose another name (project names are compared "
             "ignoring case)")
 
 
-def _taken(slug: str, name: str) -> dict[str, str]:
+def _taken(slug: str, name: str, told: AbstractBaseUser) -> dict[str, str]:
     taken = {}
     if Project.objects.filter(slug=slug).exists():
         taken["slug"] = f"a project named {slug!r} exists already"
-    name_refusal = project_name_refusal(name=name)
+    name_refusal = project_name_refusal(name=name, told=told)
     if name_refusal is not None:
         taken["name"] = name_refusal
     return taken
@@ -102,7 +108,7 @@ def project_create(
         errors["slug"] = f"{slug!r} is not a slug: letters, digits, '-' and '_'"
     if errors:
         raise ProjectCreateError(errors)
-    taken = _taken(slug, name)
+    taken = _taken(slug, name, by)
     if taken:
         raise ProjectTaken(taken)
     try:
@@ -112,7 +118,7 @@ def project_create(
             Membership.objects.create(project=project, user=by, role=Membership.Role.ADMIN)
     except IntegrityError:
         # Two requests for one slug or name at once: the unique constraints decide, and the loser is told as above.
-        raise ProjectTaken(_taken(slug, name) or {"slug": f"a project named {slug!r} exists already"}) from None
+        raise ProjectTaken(_taken(slug, name, by) or {"slug": f"a project named {slug!r} exists already"}) from None
     return project
 
 

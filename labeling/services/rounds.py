@@ -30,6 +30,8 @@ from labeling.services.jobs import job_fail, job_heartbeat, job_take
 
 ROUND_RANDOM_FLOOR = 0.2  # the random validation share of a round's labels is never below this
 ROUND_BUDGET_MAX = 1_000_000
+# Shares are relative weights; the bound keeps their sum and the scaling below finite (1e308 overflowed to NaN).
+ROUND_SHARE_MAX = 1_000_000
 ROUND_STRATEGIES = ("uncertain", "disagreement", "random")
 
 
@@ -59,8 +61,9 @@ def _mix(mix: Mapping[str, object], random_share: object) -> dict[str, float]:
                          f"{', '.join(s for s in ROUND_STRATEGIES if s != 'random')} (random is its own share)")
     shares = {}
     for name, share in mix.items():
-        if isinstance(share, bool) or not isinstance(share, int | float) or not share >= 0:
-            raise RoundError(f"mix: the share of {name!r} must be a number >= 0, not {share!r}")
+        if isinstance(share, bool) or not isinstance(share, int | float) or not 0 <= share <= ROUND_SHARE_MAX:
+            raise RoundError(f"mix: the share of {name!r} must be a number from 0 to {ROUND_SHARE_MAX:,}, "
+                             f"not {share!r}")
         shares[name] = float(share)
     if sum(shares.values()) <= 0:
         raise RoundError("mix: the shares are all 0")
@@ -69,7 +72,7 @@ def _mix(mix: Mapping[str, object], random_share: object) -> dict[str, float]:
         raise RoundError(f"random_share must be at least {ROUND_RANDOM_FLOOR:g} (the validation floor) and below 1, "
                          f"not {random_share!r}")
     total = sum(shares.values())
-    out = {name: round(100 * (1 - random_share) * share / total, 4) for name, share in shares.items() if share}
+    out = {name: round(100 * (1 - random_share) * (share / total), 4) for name, share in shares.items() if share}
     out["random"] = round(100 * random_share, 4)
     assert set(out) <= set(QUEUE_STRATEGIES)
     return out

@@ -6,7 +6,7 @@ from django.urls import reverse
 from rest_framework.test import APIClient
 
 from labeling.models import Membership, Project
-from tests.factories import ProjectFactory, UserFactory
+from tests.factories import MembershipFactory, ProjectFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -39,8 +39,8 @@ def test_staff_create_a_project_and_become_its_admin(api, staff):
     assert api.get(reverse("api:project-detail", args=["flood"])).status_code == 200
 
 
-def test_a_name_or_slug_taken_is_a_409_naming_the_field(api):
-    ProjectFactory(slug="flood", name="Flood study")
+def test_a_name_or_slug_taken_is_a_409_naming_the_field(api, staff):
+    MembershipFactory(project=ProjectFactory(slug="flood", name="Flood study"), user=staff)
     response = api.post(URL, {"name": "FLOOD STUDY", "slug": "other"}, format="json")
     assert response.status_code == 409
     message = ("a project named 'Flood study' exists already: choose another name (project names are compared "
@@ -49,6 +49,17 @@ def test_a_name_or_slug_taken_is_a_409_naming_the_field(api):
     response = api.post(URL, {"name": "Heat study", "slug": "flood"}, format="json")
     assert response.status_code == 409
     assert response.json()["errors"] == {"slug": ["a project named 'flood' exists already"]}
+    assert list(Project.objects.values_list("slug", flat=True)) == ["flood"]
+
+
+def test_a_staff_non_member_is_not_told_the_stored_name_of_a_project_they_cannot_see(api):
+    ProjectFactory(slug="flood", name="Flood study")
+    assert api.get(reverse("api:project-detail", args=["flood"])).status_code == 404
+    response = api.post(URL, {"name": "FLOOD STUDY", "slug": "other"}, format="json")
+    assert response.status_code == 409
+    message = "the name 'FLOOD STUDY' is taken (project names are compared ignoring case): choose another name"
+    assert response.json() == {"code": "conflict", "message": f"name: {message}", "errors": {"name": [message]}}
+    assert "Flood study" not in response.content.decode()
     assert list(Project.objects.values_list("slug", flat=True)) == ["flood"]
 
 

@@ -241,9 +241,9 @@ def test_two_creations_of_one_name_at_once_tell_the_loser_what_is_taken(monkeypa
     project_create(by=staff, name="Flood", slug="flood")
     real, calls = project_services._taken, []
 
-    def first_sees_nothing(slug, name):
+    def first_sees_nothing(slug, name, told):
         calls.append(name)
-        return {} if len(calls) == 1 else real(slug, name)
+        return {} if len(calls) == 1 else real(slug, name, told)
 
     monkeypatch.setattr(project_services, "_taken", first_sees_nothing)
     with pytest.raises(ProjectTaken) as taken:
