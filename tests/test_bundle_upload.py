@@ -255,6 +255,9 @@ def test_an_upload_puts_the_queries_that_name_no_set_into_the_query_set_asked_fo
     api = f"/api/projects/{project.slug}/bundles/"
     answer = client.post(api, {"file": _upload(zip_folder(SAMPLE)), "query_set": "x" * 101})
     assert answer.status_code == 400 and "query_set" in json.dumps(answer.json())
+    # A string the schema admits that the rule of names refuses: 422 naming the field (schemathesis' positive data).
+    answer = client.post(api, {"file": _upload(zip_folder(SAMPLE)), "query_set": "hu\x07man"})
+    assert answer.status_code == 422 and "query_set" in json.dumps(answer.json())
     with django_capture_on_commit_callbacks(execute=True):
         answer = client.post(api, {"file": _upload(zip_folder(SAMPLE)), "query_set": "llm"})
     assert answer.status_code == 202 and answer.json()["query_set"] == "llm"

@@ -18,7 +18,7 @@ from labeling.names import NameRefused
 from labeling.selectors.bundle_imports import bundle_import_of_project, bundle_imports
 from labeling.selectors.job_states import job_state
 from labeling.selectors.projects import admin_to, project_for_user
-from labeling.selectors.query_sets import MAX_SET_CHARS, query_set_name
+from labeling.selectors.query_sets import MAX_SET_CHARS
 from labeling.services.bundle_upload import (
     BundleUploadError,
     bundle_import_cancel,
@@ -59,12 +59,6 @@ class BundleUploadSerializer(serializers.Serializer):
                                 help_text="the query set (LVHQ) of the bundle's queries whose metadata names none "
                                           "(import_bundle --query-set); empty: none")
 
-    def validate_query_set(self, value: str) -> str:
-        try:
-            return query_set_name(value) if value.strip() else ""
-        except NameRefused as exc:
-            raise serializers.ValidationError(str(exc)) from None
-
 
 class BundleListView(APIView):
     """GET the project's bundle imports, newest first. POST uploads a bundle archive (multipart: `file`,
@@ -98,6 +92,9 @@ class BundleListView(APIView):
             job = bundle_import_request(project=project, upload=body.validated_data["file"],
                                         all_pairs=body.validated_data["all_pairs"],
                                         query_set=body.validated_data["query_set"], user=request.user)
+        except NameRefused as exc:
+            # A set name the schema's string admits but the rule of names refuses: 422, as every refused name.
+            raise FieldsRefused({"query_set": [str(exc)]}) from None
         except BundleUploadError as exc:
             if isinstance(exc, TooLarge):
                 raise
