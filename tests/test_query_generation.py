@@ -381,6 +381,8 @@ def test_an_expert_cannot_tell_which_generated_pair_holds_a_reference_grade(proj
     for page in pages:
         html = client.get(page).content.decode()
         assert "generated-positive" not in html and "seed-passage" not in html and "seed_passage" not in html
+        # Nor is the expert told a story about the hidden sources: the page says what it says of any pair.
+        assert "imported into the pool without one" not in html
 
     # Admins and viewers see where each pair came from and the grade it was given.
     for role in (Membership.Role.VIEWER, Membership.Role.ADMIN):
