@@ -78,8 +78,8 @@ def scoring_job_state(job: ScoringJob) -> JobState:
 
 def job_state(job: Job) -> JobState:
     """Any other kind of job: queued while pending (N ahead in its queue), running while its worker's heartbeat is
-    fresh, stalled once it is older than its kind's stall time, JOB_STALL_SECONDS or FINETUNE_STALL_SECONDS (the
-    sweep then gives the job up or resumes it)."""
+    fresh (or released for its task's retry), stalled once it is older than its kind's stall time, JOB_STALL_SECONDS
+    or FINETUNE_STALL_SECONDS (the sweep then gives the job up or resumes it)."""
     if isinstance(job, ScoringJob):
         return scoring_job_state(job)
     ended = _finished(job)
@@ -91,7 +91,8 @@ def job_state(job: Job) -> JobState:
         else:
             ahead = _bulk_ahead(job.created_at)
         return JobState(name="queued", ahead=ahead)
-    beat = job.heartbeat_at or job.started_at
+    # No heartbeat: its worker released it for its task's retry (job_heartbeat), which takes it again shortly.
+    beat = job.heartbeat_at
     stall = settings.FINETUNE_STALL_SECONDS if isinstance(job, FineTuneJob) else settings.JOB_STALL_SECONDS
     if beat is not None:
         idle = (timezone.now() - beat).total_seconds()

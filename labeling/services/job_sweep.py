@@ -63,8 +63,10 @@ def _finetune_resume(job: Job) -> bool:
         finetune_resume(job=job)
     except FinetuneJobError:
         return False
-    # Queued once per stall time: while the GPU queue is busy, a sweep a minute later must not queue it again.
-    FineTuneJob.objects.filter(id=job.id).update(heartbeat_at=timezone.now())
+    # Released, as a worker leaving it would (no heartbeat): the task just queued may take it (a fresh heartbeat here
+    # made the job look held, and the worker left it alone), and the sweep does not queue it again while the GPU
+    # queue is busy (the time limit bounds it).
+    FineTuneJob.objects.filter(id=job.id).update(heartbeat_at=None)
     return True
 
 
@@ -114,11 +116,11 @@ _BY_NAME = {kind.name: kind for kind in JOB_KINDS}
 
 
 def stalled(kind: JobKind, now: datetime) -> Q:
-    """Running jobs of `kind` whose worker has shown no sign of life for its stall time (a job taken before
-    heartbeats were kept counts from its start)."""
+    """Running jobs of `kind` whose worker has shown no sign of life for its stall time. A running job without a
+    heartbeat was released by its worker for its task's retry (labeling.services.jobs.job_heartbeat), which comes
+    within minutes: not a lost worker; the kind's time limit bounds it if the retry never comes."""
     stale = now - timedelta(seconds=kind.stall_seconds or 0)
-    return Q(status=Job.Status.RUNNING) & (Q(heartbeat_at__lt=stale)
-                                           | Q(heartbeat_at__isnull=True, started_at__lt=stale))
+    return Q(status=Job.Status.RUNNING, heartbeat_at__lt=stale)
 
 
 @dataclass

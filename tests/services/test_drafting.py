@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from labeling.models import DefinitionDraft, Judgment, RelevanceDefinition, ScoringJob
 from labeling.selectors.definitions import current_definition, current_definitions, definition_versions, stale_judgments
+from labeling.selectors.job_states import job_state
 from labeling.services import drafting as drafting_module
 from labeling.services.definitions import DefinitionError, definition_save
 from labeling.services.drafting import (
@@ -20,6 +21,7 @@ from labeling.services.drafting import (
     definition_draft_request,
     definition_draft_run,
 )
+from labeling.services.job_sweep import jobs_sweep
 from labeling.services.scoring import scoring_job_create
 from labeling.tasks import definition_draft_task
 from models_llm.backends import TransientScoringError
@@ -319,3 +321,24 @@ def test_one_worker_holds_a_draft_and_leaves_it_to_its_retry_or_to_whoever_finds
     DefinitionDraft.objects.filter(id=lost.id).update(heartbeat_at=timezone.now() - timedelta(seconds=601))
     taken = definition_draft_run(draft_id=lost.id, generate=duplicate)
     assert (taken.status, taken.attempts, len(duplicate.calls)) == ("done", 2, 1)
+
+
+def test_the_sweep_leaves_a_released_draft_to_its_retry(query, settings):
+    """A long job that stops on a transient error is released for its task's retry, which comes up to 5 minutes
+    later; the sweep (every minute) must not take the released job for one whose worker was lost, or a query
+    generation that ran an hour would be failed by a 503 its retry would have got past."""
+    settings.JOB_STALL_SECONDS, settings.DRAFT_TIME_LIMIT = 600, 3600
+    draft = definition_draft_create(query=query, judge=openai_judge(query.project), refine=False, user=None)
+    long_ago = timezone.now() - timedelta(seconds=700)  # longer than the stall time, within the time limit
+
+    def down(messages, max_new_tokens=None):
+        DefinitionDraft.objects.filter(id=draft.id).update(started_at=long_ago)
+        raise TransientScoringError("503 from the server")
+
+    with pytest.raises(TransientScoringError):
+        definition_draft_run(draft_id=draft.id, generate=down)
+    swept = jobs_sweep()
+    assert swept.given_up == {} and DefinitionDraft.objects.get(id=draft.id).status == "running"
+    assert job_state(DefinitionDraft.objects.get(id=draft.id)).name == "running"
+    retried = definition_draft_run(draft_id=draft.id, generate=Scripted())
+    assert (retried.status, retried.attempts) == ("done", 2)

@@ -28,7 +28,7 @@ from labeling.models import (
 )
 from labeling.services import finetune
 from labeling.services.job_sweep import JOB_KINDS, jobs_sweep, scratch_sweep
-from labeling.services.jobs import job_heartbeat, job_scratch, scratch_root
+from labeling.services.jobs import job_free, job_heartbeat, job_scratch, scratch_root
 from tests.factories import JudgeFactory, ProjectFactory, QueryFactory
 
 pytestmark = pytest.mark.django_db
@@ -98,11 +98,12 @@ def test_a_job_whose_worker_stopped_beating_is_failed_with_the_reason(settings, 
     now = timezone.now()
     lost = _job(kind, heartbeat_at=now - timedelta(seconds=601))
     alive = _job(kind, heartbeat_at=now - timedelta(seconds=500))
-    never = _job(kind, heartbeat_at=None, started_at=now - timedelta(seconds=700))  # taken before heartbeats
-    assert jobs_sweep(now=now).given_up == {kind: [lost.id, never.id]}
-    for job in (lost, alive, never):
+    # Released by its worker for its task's retry (no heartbeat): the retry takes it; the time limit bounds it.
+    released = _job(kind, heartbeat_at=None, started_at=now - timedelta(seconds=700))
+    assert jobs_sweep(now=now).given_up == {kind: [lost.id]}
+    for job in (lost, alive, released):
         job.refresh_from_db()
-    assert lost.status == never.status == "failed" and alive.status == "running"
+    assert lost.status == "failed" and alive.status == released.status == "running"
     assert lost.error == ("its worker stopped: no sign of life for 600 s (JOB_STALL_SECONDS); it was killed, ran out "
                           "of memory or lost its machine")
 
@@ -129,8 +130,10 @@ def test_a_fine_tuning_job_whose_worker_stopped_resumes_then_fails_after_three_a
         result = jobs_sweep()
     job.refresh_from_db()
     assert result.resumed == {"finetune": [job.id]} and sent == [job.id] and job.status == "running"
+    # The task it queued may take the job (finetune_run's take), and no other worker holds it meanwhile.
+    assert FineTuneJob.objects.filter(job_free(timezone.now(), stall_seconds=900), id=job.id).exists()
     with django_capture_on_commit_callbacks(execute=True):
-        assert not jobs_sweep().resumed  # queued once per stall time, however busy the workers are
+        assert not jobs_sweep().resumed  # queued once, however busy the workers are
     assert sent == [job.id]
     FineTuneJob.objects.filter(id=job.id).update(attempts=3, heartbeat_at=stale)
     with django_capture_on_commit_callbacks(execute=True):
