@@ -11,6 +11,7 @@ import re
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.utils import timezone
 from rest_framework.test import APIClient
 
 from labeling.models import JudgeCalibration, LabellingRound, Membership, Project
@@ -72,8 +73,13 @@ def test_the_batch_in_hands_the_round_to_a_worker_once_and_it_records_the_comple
     claim = queue_next_for_annotator(project=project, annotator=expert)
     label_submit(project=project, annotator=expert, pair_id=claim.pair.id, grade=1)
     started.refresh_from_db()
-    assert started.status == "running" and started.attempts == 1
+    assert started.status == "running" and started.attempts == 1 and started.heartbeat_at is None
     expected = completeness_compute(project=project, options=completeness_options(project=project, judge="imported"))
+    # The task delivered again while a worker measures the round (its heartbeat fresh) leaves it to that worker.
+    LabellingRound.objects.filter(id=started.id).update(heartbeat_at=timezone.now())
+    held = round_finish(round_id=started.id)
+    assert (held.status, held.numbers, held.attempts) == ("running", None, 1)
+    LabellingRound.objects.filter(id=started.id).update(heartbeat_at=None)
     done = round_finish(round_id=started.id)
     assert done.status == "done" and done.numbers["labels"] == 3
     assert done.numbers["pool"] == expected["pool"] and done.numbers["judge_accuracy"] == expected["judge_accuracy"]

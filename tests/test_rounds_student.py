@@ -67,7 +67,7 @@ def test_a_student_round_retrains_from_the_stored_student_with_the_experts_label
     assert set(examples.exclude(origin="expert").values_list("pair_id", "split")) == set(
         TrainingExample.objects.filter(training_set=training_set).values_list("pair_id", "split"))
     # A round taken again (its worker lost) makes nothing twice.
-    LabellingRound.objects.filter(id=done.id).update(status=LabellingRound.Status.RUNNING)
+    LabellingRound.objects.filter(id=done.id).update(status=LabellingRound.Status.RUNNING, heartbeat_at=None)
     assert round_finish(round_id=done.id).finetune_id == job.id
     assert FineTuneJob.objects.count() == 2
 

@@ -135,7 +135,9 @@ def round_check(*, project_id: int) -> LabellingRound | None:
     if current_label_count(pending.project) - pending.labels_at_start < pending.budget:
         return None
     now = timezone.now()
-    if not job_take(LabellingRound.objects.filter(id=pending.id, status=LabellingRound.Status.PENDING), now=now):
+    # Running, and held by no worker yet (no heartbeat): round_finish's take is the worker's.
+    if not job_take(LabellingRound.objects.filter(id=pending.id, status=LabellingRound.Status.PENDING), now=now,
+                    heartbeat_at=None):
         return None
     transaction.on_commit(lambda: round_finish_task.delay(pending.id))
     return pending
@@ -144,12 +146,16 @@ def round_check(*, project_id: int) -> LabellingRound | None:
 def round_finish(*, round_id: int) -> LabellingRound | None:
     """The worker's part: measure what the round bought under its judge, then refit the judge's calibrator on
     every gold pair. A refit that cannot be made (too few relevant or non-relevant gold pairs) fails the round
-    with the reason; its numbers are kept."""
+    with the reason; its numbers are kept. A round that is not running gives None; one a live worker measures (the
+    task delivered again) is returned as it is."""
     from labeling.services.validation import ValidationReportError, judge_calibrate
 
-    found = LabellingRound.objects.filter(id=round_id, status=LabellingRound.Status.RUNNING).first()
+    running = LabellingRound.objects.filter(id=round_id, status=LabellingRound.Status.RUNNING)
+    found = running.first()
     if found is None:
         return None
+    if not job_take(running):
+        return LabellingRound.objects.get(id=round_id)
     with job_heartbeat(LabellingRound.objects.filter(id=round_id)):
         project = found.project
         report = completeness_compute(project=project, options=completeness_options(project=project,
@@ -261,6 +267,8 @@ def round_resume(*, job: LabellingRound) -> bool:
 
     if job.attempts >= ROUND_MAX_ATTEMPTS:
         return False
-    LabellingRound.objects.filter(id=job.id).update(heartbeat_at=timezone.now(), attempts=job.attempts + 1)
+    # Released (no heartbeat), as a worker leaving it would: the task queued takes it (and counts the attempt); the
+    # sweep does not queue it again meanwhile, and the time limit bounds it.
+    LabellingRound.objects.filter(id=job.id).update(heartbeat_at=None)
     round_finish_task.delay(job.id)
     return True

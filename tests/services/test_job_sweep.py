@@ -154,7 +154,9 @@ def test_a_round_whose_worker_stopped_is_queued_again_then_fails_after_three_att
     result = jobs_sweep()
     job.refresh_from_db()
     assert result.resumed == {"round": [job.id]} and sent == [job.id] and job.status == "running"
-    assert job.attempts == 2 and not jobs_sweep().resumed  # queued once per stall time
+    # Released for the task it queued, which takes it (and counts the attempt); not queued again meanwhile.
+    assert job.heartbeat_at is None and job.attempts == 1 and not jobs_sweep().resumed
+    assert LabellingRound.objects.filter(job_free(timezone.now()), id=job.id).exists()
     LabellingRound.objects.filter(id=job.id).update(attempts=3, heartbeat_at=stale)
     result = jobs_sweep()
     job.refresh_from_db()
