@@ -56,7 +56,8 @@ class Coverage:
         return self.queued is not None and self.partial and self.queued >= self.missing
 
     def as_json(self) -> dict:
-        queued = {} if self.queued is None else {"queued": self.queued}
+        # `queued` only where it says something: a complete judge has nothing to queue.
+        queued = {"queued": self.queued} if self.queued is not None and self.partial else {}
         return {"needed": self.needed, "covered": self.covered, "share": self.share, "partial": self.partial,
                 **queued}
 
