@@ -29,10 +29,12 @@ def _time_limits(setting: str) -> dict[str, int]:
 
 @shared_task(bind=True, acks_late=True, max_retries=2, **_time_limits("VALIDATION_TIME_LIMIT"))
 def validation_refresh_task(self, project_id: int) -> None:
-    """Recompute a project's cached validation report (a no-op when it is already up to date)."""
-    from labeling.services.validation import validation_refresh, validation_refresh_fail  # a task imports its service
+    """Queue the scoring of new gold pairs and recompute a project's cached validation report (a no-op when it is
+    already up to date)."""
+    from labeling.services.gold_scoring import validation_refresh_scoring_gold  # a task imports its service
+    from labeling.services.validation import validation_refresh_fail
 
-    _run_job(self, validation_refresh, validation_refresh_fail, project_id=project_id)
+    _run_job(self, validation_refresh_scoring_gold, validation_refresh_fail, project_id=project_id)
 
 
 @shared_task(bind=True, acks_late=True, max_retries=2, **_time_limits("SYSTEMS_TIME_LIMIT"))

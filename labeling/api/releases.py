@@ -18,7 +18,8 @@ from rest_framework.views import APIView
 from labeling.api.export import FormatIsTheQrelsFormat
 from labeling.api.fields import StrictCharField, StrictFloatField
 from labeling.models import QrelsRelease
-from labeling.selectors.export import READ_QRELS, QrelsFormat, utf8_chunks
+from labeling.selectors.degenerate import qrels_warning
+from labeling.selectors.export import READ_QRELS, QrelsFormat, export_source_parse, utf8_chunks
 from labeling.selectors.projects import admin_to, project_for_user
 from labeling.selectors.releases import (
     release_before,
@@ -50,7 +51,7 @@ class ReleaseCreateSerializer(serializers.Serializer):
 
 class ReleaseListView(APIView):
     """GET: the project's releases, newest first. POST: a project admin freezes the current qrels of a source
-    (409: the name is taken)."""
+    (409: the name is taken); its answer's `warning` says when the source's judge is degenerate (null: it is not)."""
 
     @extend_schema(responses={200: OpenApiTypes.OBJECT})
     def get(self, request: Request, slug: str) -> Response:
@@ -62,8 +63,10 @@ class ReleaseListView(APIView):
         project = project_for_user(user=request.user, slug=slug, need=admin_to("freeze qrels"))
         body = ReleaseCreateSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        return Response(release_json(release_create(project=project, by=request.user, **body.validated_data)),
-                        status=201)
+        made = release_create(project=project, by=request.user, **body.validated_data)
+        frozen = export_source_parse(project=project, source=body.validated_data["source"],
+                                     threshold=body.validated_data["threshold"])
+        return Response({**release_json(made), "warning": qrels_warning(frozen)}, status=201)
 
 
 class ReleaseExportView(APIView):

@@ -21,10 +21,12 @@ INCLUDE_PARTIAL = "include_partial"
 
 @dataclass(frozen=True)
 class Coverage:
-    """`covered` of the `needed` pairs have an ok judgment of the judge under their current definition."""
+    """`covered` of the `needed` pairs have an ok judgment of the judge under their current definition; `queued` of
+    the missing ones a running job of the judge has still to score (None: not asked, as in the Systems report)."""
 
     needed: int
     covered: int
+    queued: int | None = None
 
     @property
     def share(self) -> float | None:
@@ -48,12 +50,22 @@ class Coverage:
         percent = math.floor(self.share * 100)
         return "< 1" if percent == 0 and self.covered else str(percent)
 
+    @property
+    def all_queued(self) -> bool:
+        """Whether every missing pair is queued for scoring."""
+        return self.queued is not None and self.partial and self.queued >= self.missing
+
     def as_json(self) -> dict:
-        return {"needed": self.needed, "covered": self.covered, "share": self.share, "partial": self.partial}
+        # `queued` only where it says something: a complete judge has nothing to queue.
+        queued = {"queued": self.queued} if self.queued is not None and self.partial else {}
+        return {"needed": self.needed, "covered": self.covered, "share": self.share, "partial": self.partial,
+                **queued}
 
     @classmethod
     def from_json(cls, data: Mapping) -> Coverage:
-        return cls(needed=int(data["needed"]), covered=int(data["covered"]))
+        queued = data.get("queued")
+        return cls(needed=int(data["needed"]), covered=int(data["covered"]),
+                   queued=None if queued is None else int(queued))
 
 
 def judged_pair_ids(judge: Judge) -> np.ndarray:
@@ -65,6 +77,16 @@ def judged_pair_ids(judge: Judge) -> np.ndarray:
 def coverage_of(*, judge: Judge, needed: np.ndarray) -> Coverage:
     """The judge's coverage of the pairs whose ids are `needed` (each once)."""
     return coverages_of(judge=judge, needed_at={None: needed})[None]
+
+
+def coverage_queued(*, judge: Judge, needed: np.ndarray, queued: Iterable[int]) -> Coverage:
+    """coverage_of, with how many of the missing pairs are among `queued` (the judge's queued pair ids,
+    labeling.selectors.scoring.queued_pairs): what a partial mark says is on its way."""
+    needed = np.asarray(needed, dtype=np.int64)
+    missing = needed[~np.isin(needed, judged_pair_ids(judge))] if needed.size else needed
+    waiting = np.fromiter(queued, dtype=np.int64)
+    return Coverage(needed=int(needed.size), covered=int(needed.size - missing.size),
+                    queued=int(np.isin(missing, waiting).sum()))
 
 
 def pool_pairs_retrieved(*, project: Project, tops: Sequence[np.ndarray]) -> np.ndarray:

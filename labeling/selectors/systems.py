@@ -26,6 +26,7 @@ import numpy as np
 
 from labeling.models import Judge, Pair, Project, Query
 from labeling.selectors.coverage import Coverage, coverages_of, is_ranked, pool_pairs_retrieved_at
+from labeling.selectors.degenerate import sources_degeneracy
 from labeling.selectors.qrels_sources import (
     COMBINED,
     HUMAN,
@@ -39,6 +40,7 @@ from labeling.selectors.qrels_sources import (
     thresholded,
 )
 from labeling.selectors.runs import RunNames, project_runs, rankings_named, run_entry_ids, run_top_ids
+from models_llm.metrics import Degeneracy
 from models_llm.retrieval.agreement import Agreement, system_agreement
 from models_llm.retrieval.evaluation import (
     ALL_MEASURES,
@@ -92,7 +94,8 @@ class SystemsReport:
     judge's coverage of the pool pairs the runs retrieve within `depth` (None: human, not a judge's; depth None:
     the whole rankings), what every measure asked needs; `measure_coverage[source][measure]` the same within the
     depth that one measure reads; `include_partial`: whether partial sources are ranked and compared all the
-    same."""
+    same. `degenerate[source]` (`degenerate_sources`): for a source graded by a degenerate judge
+    (models_llm.metrics.degenerate), why; its ranking of the runs says nothing."""
 
     project: str
     sources: tuple[QrelsSource, ...]
@@ -111,6 +114,12 @@ class SystemsReport:
     depth: int | None
     include_partial: bool
     measure_coverage: dict[str, dict[str, Coverage | None]]
+    # A default held by the class: a report a worker pickled before the field existed reads none.
+    degenerate_sources: tuple[tuple[str, Degeneracy], ...] = ()
+
+    @property
+    def degenerate(self) -> dict[str, Degeneracy]:
+        return dict(self.degenerate_sources)
 
     @property
     def lead_measure(self) -> str:
@@ -352,6 +361,7 @@ def systems_report(*, project: Project, sources: Sequence[str] | None = None, me
         agreement_measures=agreement_measures, overall=overall, per_query=per_query, judged_entries=judged_entries,
         group_by=group_by, groups=groups, draws=draws, seed=seed, level=level, coverage=coverage_at[depth],
         depth=depth, include_partial=include_partial, measure_coverage=measure_coverage,
+        degenerate_sources=tuple(sources_degeneracy(project=project, sources=chosen).items()),
     )
 
 
@@ -411,6 +421,9 @@ def systems_report_json(report: SystemsReport) -> dict:
      "include_partial": whether partial sources are compared all the same, "left_out": the partial sources
                  that are not on agreement_measure (absent from every "agreement"), "left_out_by_measure":
                  {measure: those left out of that measure's agreement},
+     "degenerate": {source: {"degenerate", "reason", "n", "n_relevant", "n_gold", "kappa", "one_side", "chance"}}:
+                 the sources graded by a degenerate judge (labeling.selectors.degenerate) and why, a warning: their
+                 ranking of the runs says nothing,
      "agreement": {"human|judge:X": {"kendall_tau", "tau_ap", "spearman"}},
      "agreement_intervals": {"human|judge:X": {coefficient: [low, high]}},
      "agreement_by_measure": {"human|judge:X": {measure: every field of the Agreement}},
@@ -437,6 +450,7 @@ def systems_report_json(report: SystemsReport) -> dict:
         "include_partial": report.include_partial,
         "left_out": list(report.left_out),
         "left_out_by_measure": {measure: list(keys) for measure, keys in report.left_out_by_measure.items()},
+        "degenerate": {key: found.as_json() for key, found in report.degenerate.items()},
         "groups": None if report.group_by is None else {
             "key": report.group_by,
             "values": {value: _table_json(table, main) for value, table in report.groups.items()},

@@ -242,6 +242,29 @@ def gold_set(project: Project, options: ReportOptions = DEFAULT_OPTIONS) -> Gold
 
 
 @dataclass(frozen=True)
+class GoldGrades:
+    """The project's gold pairs: their ids, sorted, and their gold grades."""
+
+    pair_ids: np.ndarray
+    grades: np.ndarray
+
+    @classmethod
+    def of(cls, ids: np.ndarray, grades: np.ndarray) -> GoldGrades:
+        order = np.argsort(ids, kind="stable")
+        return cls(np.asarray(ids, np.int64)[order], np.asarray(grades, np.int64)[order])
+
+
+def gold_grades(project: Project, gold: GoldSet | None = None) -> GoldGrades:
+    """The gold pairs of `project`: those of `gold` when a report has its gold set at hand (without all_pairs,
+    which adds ungraded pairs as irrelevant), else read."""
+    if gold is not None and not gold.all_pairs:
+        return GoldGrades.of(gold.pair_ids, gold.gold)
+    rows = [(pair.pair_id, pair.gold) for pair in gold_pairs(project) if pair.gold is not None]
+    return GoldGrades.of(np.fromiter((row[0] for row in rows), dtype=np.int64, count=len(rows)),
+                         np.fromiter((row[1] for row in rows), dtype=np.int64, count=len(rows)))
+
+
+@dataclass(frozen=True)
 class JudgeArrays:
     """A judge on the gold pairs as the metrics take it (`data`), the gold pairs it judged with their P (for a
     calibrator), and the count of gold pairs it did not judge."""
@@ -322,10 +345,10 @@ BY_DEFINITION = "by_definition"
 def holds_report(result: ValidationResult | None) -> bool:
     """Whether the cache holds a report with every part the pages and the API read (one stored before the
     metrics by definition version, the options and the count of ungraded pool pairs, or the count of non-relevant
-    gold pairs and the judges' coverage, lacks them)."""
+    gold pairs and the judges' coverage and degeneracy, lacks them)."""
     return (result is not None and result.data is not None and BY_DEFINITION in result.data
             and "options" in result.data and "non_relevant" in result.data["counts"]
-            and all("coverage" in section for section in result.data["judges"]))
+            and all("coverage" in section and "degenerate" in section for section in result.data["judges"]))
 
 
 def report_for_judges(data: dict, names: list[str] | None) -> dict:

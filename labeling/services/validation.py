@@ -14,13 +14,17 @@ from django.utils import timezone
 from labeling.exceptions import DomainError
 from labeling.models import Judge, JudgeCalibration, Project, ValidationResult
 from labeling.selectors.completeness import COMPLETENESS, CompletenessOptionsError, completeness_compute
-from labeling.selectors.coverage import coverage_of
+from labeling.selectors.coverage import coverage_queued
 from labeling.selectors.definition_metrics import judge_metrics_by_definition
+from labeling.selectors.degenerate import judge_degeneracy
+from labeling.selectors.scoring import queued_pairs
 from labeling.selectors.validation import (
     BY_DEFINITION,
     DEFAULT_OPTIONS,
+    GoldGrades,
     GoldSet,
     ReportOptions,
+    gold_grades,
     gold_set,
     holds_report,
     judge_arrays,
@@ -61,7 +65,8 @@ def _counts(gold: GoldSet, relevant_from: int) -> dict[str, int]:
     }
 
 
-def _judge_section(gold: GoldSet, judge: Judge, *, bootstrap_draws: int, options: ReportOptions) -> dict:
+def _judge_section(gold: GoldSet, judge: Judge, *, bootstrap_draws: int, options: ReportOptions,
+                   grades: GoldGrades, queued: set[int]) -> dict:
     arrays = judge_arrays(gold, judge)
     report = judge_report(arrays.data, scale_spec(judge.project), bootstrap_draws=bootstrap_draws, seed=0,
                           cutoffs=options.cutoffs)
@@ -71,8 +76,11 @@ def _judge_section(gold: GoldSet, judge: Judge, *, bootstrap_draws: int, options
         **report,
         "n_unresolved": gold.n_unresolved,
         "n_unjudged": arrays.n_unjudged,
-        # Its metrics are on the pairs it judged under any version; a partial judge is one the page does not rank.
-        "coverage": coverage_of(judge=judge, needed=gold.pair_ids).as_json(),
+        # Its metrics are on the pairs it judged under any version; a partial judge is one the page does not rank,
+        # marked with how many of the pairs it lacks are queued for scoring (labeling.services.gold_scoring).
+        "coverage": coverage_queued(judge=judge, needed=gold.pair_ids, queued=queued).as_json(),
+        # Its calls on every pair it judged, as its qrels grade them: a degenerate judge is never the best.
+        "degenerate": judge_degeneracy(judge=judge, gold=grades).as_json(),
         "calibration": None if calibration is None else {
             "method": calibration.method,
             "n": calibration.n,
@@ -94,14 +102,16 @@ def validation_compute(*, project: Project, judges: list[Judge] | None = None,
 def _report(project: Project, judges: list[Judge], gold: GoldSet, bootstrap_draws: int,
             options: ReportOptions) -> dict:
     human = gold.human
+    grades = gold_grades(project, gold)
+    queued = queued_pairs(judge_ids=[judge.id for judge in judges])
     return {
         "project": project.slug,
         "computed_at": timezone.now().isoformat(),
         "options": {**options.as_json(), "n_units": gold.n_units},
         "counts": _counts(gold, project.label_scale.relevant_from),
         "human": human_agreement(human.item, human.annotator, human.grade, scale_spec(project)),
-        "judges": [_judge_section(gold, judge, bootstrap_draws=bootstrap_draws, options=options)
-                   for judge in judges],
+        "judges": [_judge_section(gold, judge, bootstrap_draws=bootstrap_draws, options=options, grades=grades,
+                                  queued=queued[judge.id]) for judge in judges],
     }
 
 

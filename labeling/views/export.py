@@ -12,6 +12,7 @@ from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_GET
 
 from labeling.models import Project
+from labeling.selectors.degenerate import qrels_warning
 from labeling.selectors.export import (
     READ_QRELS,
     ExportError,
@@ -22,14 +23,19 @@ from labeling.selectors.export import (
 )
 from labeling.views.access import project_view
 
+WARNING_HEADER = "X-Qrels-Warning"
+
 
 def qrels_download(*, project: Project, asked: QrelsRequest) -> StreamingHttpResponse:
     """The export as a streamed attachment named for the project, the source and today: the page's and the API's
-    response alike."""
+    response alike; from a degenerate judge, with WARNING_HEADER saying so (a file has no other place for it)."""
     lines = qrels_lines(project=project, format=asked.format, source=asked.source)
     response = StreamingHttpResponse(utf8_chunks(lines), content_type=asked.format.media_type)
     name = asked.file_name(project=project, day=timezone.localdate())
     response["Content-Disposition"] = content_disposition_header(True, name)
+    warning = qrels_warning(asked.source)
+    if warning is not None:
+        response[WARNING_HEADER] = warning
     return response
 
 

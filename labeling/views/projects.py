@@ -13,6 +13,7 @@ from labeling.models import Membership, Project
 from labeling.selectors.completeness import completeness_cached
 from labeling.selectors.coverage import pool_coverage
 from labeling.selectors.definitions import stale_counts_for_queries
+from labeling.selectors.degenerate import cached_degenerate_judges
 from labeling.selectors.disclosure import sees_reports
 from labeling.selectors.overview import project_overview
 from labeling.selectors.projects import (
@@ -66,5 +67,8 @@ def project_detail(request: HttpRequest, project: Project) -> HttpResponse:
     if context["sees_reports"]:
         # The export form marks a judge that has not scored the whole pool it would write.
         context["export_judges"] = pool_coverage(project=project, judges=project.judges.order_by("name"))
-        context["completeness"] = completeness_cached(result=validation_result_for(project))
+        result = validation_result_for(project)
+        # And one whose qrels would say nothing, as the validation report last found it (under its own rule).
+        context["export_degenerate"] = sorted(cached_degenerate_judges(result).items())
+        context["completeness"] = completeness_cached(result=result)
     return render(request, "labeling/project_detail.html", context)

@@ -113,7 +113,8 @@ def _leaderboards(report: SystemsReport, significance: dict[str, dict[str, Compa
     that is not ranked keeps the runs in name order. A measure the source is partial on carries its own mark and
     its values are shown muted (a judge that has scored the runs' top 10 ranks them on nDCG@10 while AP, which
     reads every rank, waits for the rest). `seconds`: each run's recorded retrieval time, shown beside its measures
-    (the crisis paper's Table 5: time and effectiveness of each retriever, with the significance marks)."""
+    (the crisis paper's Table 5: time and effectiveness of each retriever, with the significance marks). A source
+    graded by a degenerate judge carries why, and marks no run best."""
     seconds = seconds or {}
     asked = [measure for measure in report.measures if measure != JUDGED]
     boards = []
@@ -128,7 +129,9 @@ def _leaderboards(report: SystemsReport, significance: dict[str, dict[str, Compa
         # A sample's board is ordered and marked on the first of its own measures.
         lead_measure = measures[0] if source.sampled else report.lead_measure
         first = measures.index(lead_measure) if lead_measure in measures else 0
-        lead = compared.get(lead_measure) if ranked else None
+        degenerate = report.degenerate.get(source.key)
+        # A degenerate judge's ordering says nothing (every run ties at the top): no run is marked best under it.
+        lead = compared.get(lead_measure) if ranked and degenerate is None else None
         for run in report.runs:
             scores = report.scores[run][source.key]
             cells = [Cell(scores[measure].mean, scores[measure].low, scores[measure].high, mute)
@@ -150,7 +153,7 @@ def _leaderboards(report: SystemsReport, significance: dict[str, dict[str, Compa
                             "ranked": report.ranked(source.key, measure), "depth_words": _depth_words(measure)})
         boards.append({"source": source, "queries": report.overall.queries.get(source.key, 0), "rows": rows,
                        "measures": columns, "coverage": lead_coverage, "ranked": ranked,
-                       "comparison": lead, "lead_measure": lead_measure,
+                       "comparison": lead, "lead_measure": lead_measure, "degenerate": degenerate,
                        "matrices": _p_matrices(compared, [row.run for row in rows])})
     return boards
 

@@ -105,7 +105,8 @@ def _unbiased(result: ValidationResult | None) -> dict | None:
 def _validation_context(project: Project, result: ValidationResult | None, role: str | None,
                         data: dict | None = None, include_partial: bool = False) -> dict:
     """`data`: a report computed for this request with other options (else the cached one of `result`). Only the
-    judges that are complete, or all with `include_partial`, compete for the best value of a metric's line."""
+    judges that are complete, or all with `include_partial`, compete for the best value of a metric's line, and
+    never a degenerate one (models_llm.metrics.degenerate): its calls say nothing, whatever its numbers."""
     data = data if data is not None else result.data if result is not None else None
     few = few_non_relevant(data["counts"]) if data else False
     judges = []
@@ -117,6 +118,8 @@ def _validation_context(project: Project, result: ValidationResult | None, role:
                     "section": section,
                     "coverage": coverage,
                     "ranked": is_ranked(coverage, include_partial=include_partial),
+                    "degenerate": section["degenerate"] if (section.get("degenerate") or {}).get("degenerate")
+                    else None,
                     "reliability": reliability_chart(section["reliability"]) if section.get("reliability") else None,
                     "f1_curve": f1_curve_chart(section["f1_curve"]) if section.get("f1_curve") else None,
                 }
@@ -132,7 +135,8 @@ def _validation_context(project: Project, result: ValidationResult | None, role:
         # A report cached before the options existed has none: it used the default cut-offs.
         "metric_table": metric_table(data["judges"] if data else [],
                                      tuple((data or {}).get("options", {}).get("cutoffs", DEFAULT_OPTIONS.cutoffs)),
-                                     ranked=[judge["ranked"] for judge in judges], few_non_relevant=few),
+                                     ranked=[judge["ranked"] and not judge["degenerate"] for judge in judges],
+                                     few_non_relevant=few),
         "include_partial": include_partial,
         "any_partial": any(judge["coverage"] is not None and judge["coverage"].partial for judge in judges),
         "few_non_relevant": few,

@@ -1,5 +1,6 @@
 """Metrics comparing LLM judgments with human labels (DIRAS App. C, DisastIR LVHL)."""
 from models_llm.metrics.calibration_error import ReliabilityBin, brier, ece, ece_adaptive, reliability_bins
+from models_llm.metrics.degenerate import Degeneracy, degeneracy
 from models_llm.metrics.display import MetricLine, MetricRow, human_rows, metric_table
 from models_llm.metrics.human_agreement import human_agreement, is_uncertain
 from models_llm.metrics.judge_data import JudgeData, ScaleSpec
@@ -10,6 +11,7 @@ from models_llm.metrics.registry import METRICS, JudgedPairs, Metric, MetricValu
 
 __all__ = [
     "DEFAULT_CUTOFFS",
+    "Degeneracy",
     "MAX_CUTOFF",
     "METRICS",
     "JudgeData",
@@ -23,6 +25,7 @@ __all__ = [
     "agreement_curve",
     "brier",
     "cutoffs_check",
+    "degeneracy",
     "ece",
     "ece_adaptive",
     "human_agreement",

@@ -89,5 +89,6 @@ def test_a_partial_judge_is_named_with_what_it_lacks():
     assert "partial: partial (60 %): judged under the current definition 60 of the 100 gold pairs." in text
     assert "full: partial" not in text
     data = json.loads(run("--project", project.slug, "--judge", "partial", "--json"))
-    assert data["judge"]["coverage"] == {"needed": 100, "covered": 60, "share": 0.6, "partial": True}
+    # None of its missing pairs is queued: an imported judge has nothing to score them with.
+    assert data["judge"]["coverage"] == {"needed": 100, "covered": 60, "share": 0.6, "partial": True, "queued": 0}
     assert data["counts"]["non_relevant"] == 10

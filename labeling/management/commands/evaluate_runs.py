@@ -101,6 +101,10 @@ class Command(BaseCommand):
         if not report.sources:
             raise CommandError(f"project {project!r} has no qrels: no gold grade and no judge with a P")
         significance = systems_significance(report, chosen) if chosen else None
+        # On standard error, so that --json's output stays one JSON document (which names them under "degenerate").
+        for key, degenerate in report.degenerate.items():
+            self.stderr.write(f"Warning: {key} is graded by a degenerate judge: {degenerate.reason}. Its ranking of "
+                              f"the runs says nothing.")
         if as_json:
             out = systems_report_json(report)
             if significance is not None:

@@ -9,6 +9,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from labeling.management.lookup import command_project
 from labeling.models import Project
+from labeling.selectors.degenerate import qrels_warning
 from labeling.selectors.export import ExportError, ExportSource, QrelsFormat, export_source_parse, qrels_lines
 
 
@@ -30,6 +31,9 @@ class Command(BaseCommand):
             export_source = export_source_parse(project=found, source=source, threshold=threshold)
         except ExportError as exc:
             raise CommandError(str(exc)) from None
+        warning = qrels_warning(export_source)
+        if warning is not None:
+            self.stderr.write(f"Warning: {warning}")
         if output == "-":
             try:
                 count = self._write(sys.stdout, found, qrels_format, export_source)

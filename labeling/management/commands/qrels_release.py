@@ -10,7 +10,8 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from labeling.exceptions import DomainError
 from labeling.management.lookup import command_project
-from labeling.selectors.export import QrelsFormat
+from labeling.selectors.degenerate import qrels_warning
+from labeling.selectors.export import QrelsFormat, export_source_parse
 from labeling.selectors.releases import release_by_name, release_diff, release_lines, releases_of
 from labeling.services.releases import release_create
 
@@ -57,6 +58,9 @@ class Command(BaseCommand):
                               description=description)
         self.stdout.write(f"Release {made.name!r} frozen: {made.graded:,} graded pairs ({made.relevant:,} relevant) "
                           f"in {made.queries:,} queries from {made.source}; SHA-256 {made.sha256}")
+        warning = qrels_warning(export_source_parse(project=project, source=source, threshold=threshold))
+        if warning is not None:
+            self.stderr.write(f"Warning: {warning}")
 
     def _list(self, project, *, as_json: bool, **options) -> None:
         rows = [{"name": r.name, "source": r.source, "threshold": r.threshold, "rule": r.rule, "graded": r.graded,
