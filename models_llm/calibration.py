@@ -23,8 +23,8 @@ FOLDS = 5
 # An isotonic block's calibrated P is the posterior mean of its rate under the Beta(PRIOR, PRIOR) prior, Jeffreys'
 # (k + 1/2) / (n + 1): never exactly 0 or 1, so a block of 200 irrelevant gold pairs says 1 in 402, not "never",
 # of the thousands of open pairs beside it. The uniform prior, (k + 1) / (n + 2), adds a pseudo-relevant pair to
-# every block: over the many small blocks of a rare class it overstated a simulated pool's relevant count by
-# twice as much (bias 8.7 against 4.1 pairs of 1,000, tests/models_llm/test_calibration_posterior.py's design).
+# every block: over the many small blocks of a rare class it overstated the relevant count of simulated pools of
+# 1,000 pairs (150 gold, a step-shaped truth) twice as much as Jeffreys' did (8.7 pairs on average against 4.1).
 PRIOR = 0.5
 
 # P is clipped to [LOGIT_EPS, 1 - LOGIT_EPS] before the logit only so that P = 0 or 1 stays finite; 1e-12 keeps

@@ -7,9 +7,10 @@ Two estimates of R, the number of relevant pairs, each with an interval at `leve
 - **model-based**: R = V + X, V the relevant pairs experts verified, X = sum over the pairs no expert graded of
   Bernoulli(P_i), P_i the judge's calibrated P. X is Poisson-binomial; its quantiles give the interval (exactly,
   by dynamic programming, up to EXACT_LIMIT unlabelled pairs; above, by the refined normal approximation of
-  Volkova (1996), Hong (2013) eq. 14). Where the calibrator's own fit is uncertain, each bootstrap refit gives
-  its own P and the interval is taken from the mixture. Assumes the judge's P is calibrated on the pairs
-  nobody graded.
+  Volkova (1996), Hong (2013) eq. 14). Where the P come from a calibrator fitted on gold pairs, its own fit is
+  uncertain too: count_draws draws the calibrator from its posterior (models_llm.calibration) and each open
+  pair's relevance under it, and the interval is the draws' quantiles. Assumes the judge's P is calibrated on
+  the pairs nobody graded; a judge whose P is a score gets no model-based estimate until it has a calibrator.
 - **design-based** (Horvitz-Thompson): from the random validation sample alone. The sample is every pair of the
   pool whose random order key (uniform, drawn when the pair was made) lies below the first key no grade has
   reached: a simple random sample of n of the N pairs, each included with probability pi = n / N, whatever the
