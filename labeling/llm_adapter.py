@@ -144,6 +144,16 @@ def judge_relevance_rule(judge: Judge) -> RelevanceRule:
     return SCORE_ABOVE_ZERO if strategy else POINTWISE
 
 
+def judge_gives_scores(judge: Judge) -> bool:
+    """Whether the judge's P is a score, not a probability (JudgeBackend.scoring): its own backend's, or for a judges
+    ensemble, which averages its members' P, any member's."""
+    if judge.is_ensemble:
+        names = (judge.parameters or {}).get("members")
+        return isinstance(names, list) and Judge.objects.filter(
+            project_id=judge.project_id, name__in=names, backend__in=Judge.Backend.scoring()).exists()
+    return judge.backend in Judge.Backend.scoring()
+
+
 def judge_config(judge: Judge) -> JudgeConfig:
     """The judge's JudgeConfig; JudgeConfigError names what is wrong."""
     if judge.is_ensemble:

@@ -145,12 +145,12 @@ def test_a_calibrated_judge_is_summed_calibrated_with_its_fits_uncertainty(world
                                     n_relevant=int(relevant.sum()),
                                     fitted_on={"pair_ids": [], "p": fit_p.tolist(), "relevant": relevant.tolist()})
     body = client.get("/api/projects/complete/completeness/").json()
-    assert "calibrated (platt)" in body["basis"] and "bootstrap refits" in body["basis"]
+    assert "calibrated (platt)" in body["basis"] and "drawn from its posterior" in body["basis"]
     halved = [q / (q + 2 * (1 - q)) for q in p]  # sigmoid(logit(P) + log 0.5): the odds halved
     verified = sum(graded.values())
     point = verified + sum(halved[i] for i in range(len(pairs)) if i not in graded)
     calibrated = body["pool"]["model"]
-    # the point value is the mean over refits, near the stored calibrator's sum
+    # the point value is the mean over the calibrator's draws, near the stored calibrator's sum
     assert calibrated["total"] == pytest.approx(point, rel=0.25) and calibrated["total"] < plain["total"]
 
 
@@ -303,3 +303,47 @@ def test_a_kappa_target_is_met_by_the_lower_bound_of_the_judges_kappa_on_the_ran
     with pytest.raises(ProjectSettingsError, match="kappa target"):
         project_stopping_update(project=project, by=admin, stop_recall=None, stop_alpha=0.1, stop_budget=None,
                                 stop_kappa=-1.5)
+
+
+def test_an_embedding_judge_without_a_calibrator_gets_no_model_based_estimate_until_one_is_fitted(world, client):
+    """Its P is a rescaled cosine, not a probability (#48): summed, it counted relevant pairs that are not there.
+    The API and the card withhold the model-based estimate and say why; the admin's button fits the calibrator,
+    and then the estimate is the calibrated one."""
+    from labeling.services.validation import validation_result_ensure
+
+    project, _judge, pairs, _order, p, _graded = world
+    minilm = JudgeFactory(project=project, name="minilm", backend="embedding", model="minilm")
+    for pair, value in zip(pairs, p):
+        JudgmentFactory(pair=pair, judge=minilm, p_relevant=float(value))
+    project.queue_judge = minilm
+    project.save(update_fields=["queue_judge"])
+    api = reader_client(project)
+    body = api.get("/api/projects/complete/completeness/").json()
+    assert body["pool"]["model"] is None and all(query["model"] is None for query in body["queries"])
+    assert body["pool"]["recall_model"]["value"] is None and body["stopping"]["probability"] is None
+    assert body["pool"]["design"] is not None  # the design-based estimate assumes nothing of the judge
+    # the gold: the 12 sampled pairs (3 relevant) and 5 relevant further down the random order
+    assert "gives scores (embedding), not probabilities" in body["model_withheld"]
+    assert "it has 8 and 9" in body["model_withheld"]
+    assert "only the design-based estimate" in body["basis"]
+
+    validation_result_ensure(project=project)
+    admin = UserFactory()
+    MembershipFactory(project=project, user=admin, role=Membership.Role.ADMIN)
+    client.force_login(admin)
+    html = client.get(f"/projects/{project.slug}/").content.decode()
+    assert "withheld: the judge's scores are not probabilities" in html
+    assert 'data-completeness="model-withheld"' in html and "gives scores (embedding), not probabilities" in html
+    assert f'action="/projects/{project.slug}/judges/minilm/calibrate/"' in html
+    viewer = UserFactory()
+    MembershipFactory(project=project, user=viewer, role=Membership.Role.VIEWER)
+    client.force_login(viewer)
+    html = client.get(f"/projects/{project.slug}/").content.decode()
+    assert 'data-completeness="model-withheld"' in html and "/judges/minilm/calibrate/" not in html
+
+    client.force_login(admin)
+    client.post(f"/projects/{project.slug}/judges/minilm/calibrate/")
+    body = api.get("/api/projects/complete/completeness/").json()
+    assert body["model_withheld"] is None and "calibrated" in body["basis"] and "posterior" in body["basis"]
+    model = body["pool"]["model"]
+    assert model["low"] < model["total"] < model["high"] and body["stopping"]["probability"] is not None

@@ -41,6 +41,13 @@ class JudgeBackend(models.TextChoices):
         bought; each has a method of its own name."""
         return (cls.EMBEDDING, cls.CROSSENCODER)
 
+    @classmethod
+    def scoring(cls) -> tuple[JudgeBackend, ...]:
+        """The backends whose P is a score squeezed into [0, 1], not a probability: an embedding's rescaled cosine, a
+        re-ranker's head through a sigmoid. It orders pairs but says nothing of how many are relevant until a
+        calibrator maps it to P."""
+        return (cls.EMBEDDING, cls.CROSSENCODER)
+
 
 class JudgeMethod(models.TextChoices):
     """How a judge turns its model's answer into P (Judge.Method), recorded on each judgment; models_llm.types.Method

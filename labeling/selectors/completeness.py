@@ -10,23 +10,26 @@ from dataclasses import dataclass
 import numpy as np
 
 from labeling.exceptions import DomainError, NotFound
-from labeling.llm_adapter import judge_relevance_rule
+from labeling.llm_adapter import judge_gives_scores, judge_relevance_rule
 from labeling.models import Judge, JudgeCalibration, Label, Pair, Project, Query, ValidationResult
 from labeling.selectors.export import judge_calibrator
 from labeling.selectors.streams import definition_version_numbers, gold_pairs, judge_rows
-from models_llm.calibration import Calibrator, calibrator_refit
+from models_llm.calibration import FOLDS, CalibratorPosterior, calibrator_posterior
 from models_llm.metrics.completeness import (
+    MODEL_DRAWS,
     CompletenessError,
+    CountDraws,
+    count_draws,
     design_based_total,
     knee_stops,
     model_based_total,
+    model_based_total_drawn,
     recall_reached_probability,
     sample_accuracy,
     verified_recall,
 )
 from models_llm.relevance_rule import RelevanceRule
 
-CALIBRATOR_DRAWS = 30
 # The key of the cached validation report's data under which the worker stores the default completeness report.
 COMPLETENESS = "completeness"
 UNGRADED, UNRESOLVED = -1, -2
@@ -46,7 +49,7 @@ class CompletenessOptions:
     level: float = 0.9
     target: float = 0.9
     alpha: float = 0.1
-    calibrator_draws: int = CALIBRATOR_DRAWS
+    model_draws: int = MODEL_DRAWS
     seed: int = 0
 
 
@@ -108,48 +111,69 @@ def _pool(project: Project, judge: Judge | None) -> _Pool:
                  query_ids=query_ids)
 
 
-def _calibrated(judge: Judge | None, raw_p: np.ndarray, options: CompletenessOptions) -> tuple[
-        np.ndarray, list[Calibrator] | None, str]:
-    """The judge's calibrated P of every pair (nan where unjudged), the bootstrap refits of its calibrator (None
-    without one; each is applied only to the pairs an estimate needs) and a line saying which."""
+@dataclass(frozen=True)
+class _Model:
+    """What the model-based estimate sums: `p`, every pair's P (calibrated where the judge has a calibrator; nan where
+    unjudged), taken as known unless `posterior` gives draws of the calibrator; `withheld`, why there is no
+    model-based estimate (None: there is one); `basis`, a line saying which."""
+
+    p: np.ndarray
+    posterior: CalibratorPosterior | None
+    basis: str
+    withheld: str | None = None
+
+
+def _model(judge: Judge | None, pool: _Pool, relevant_from: int) -> _Model:
     if judge is None:
-        return raw_p, None, "no judge: only the design-based estimate"
-    judged = ~np.isnan(raw_p)
+        return _Model(pool.raw_p, None, "no judge: only the design-based estimate")
+    judged = ~np.isnan(pool.raw_p)
     calibrator = judge_calibrator(judge)
     if calibrator is None:
-        return raw_p, None, f"judge {judge.name!r} has no calibrator: its P is taken as calibrated"
-    p = raw_p.copy()
-    p[judged] = calibrator.apply(raw_p[judged])
+        if not judge_gives_scores(judge):
+            return _Model(pool.raw_p, None, f"judge {judge.name!r} has no calibrator: its P is taken as calibrated")
+        scored = judged & (pool.gold >= 0)
+        relevant = int((scored & (pool.gold >= relevant_from)).sum())
+        return _Model(pool.raw_p, None, f"judge {judge.name!r} has no calibrator: only the design-based estimate",
+                      withheld=(f"Judge {judge.name!r} gives scores ({judge.backend}), not probabilities: summing them "
+                                f"would count relevant pairs that are not there. It gets a model-based estimate once "
+                                f"a calibrator maps its scores to P. A fit needs {FOLDS} relevant and {FOLDS} "
+                                f"non-relevant gold pairs it scored; it has {relevant:,} and "
+                                f"{int(scored.sum()) - relevant:,}."))
+    p = pool.raw_p.copy()
+    p[judged] = calibrator.apply(pool.raw_p[judged])
     fitted = (JudgeCalibration.objects.filter(judge=judge).order_by("-created_at", "-id")
               .values_list("fitted_on", flat=True).first()) or {}
-    fit_p, fit_relevant = np.asarray(fitted.get("p", []), float), np.asarray(fitted.get("relevant", []), int)
-    rng = np.random.default_rng(options.seed)
-    refits = []
-    for _ in range(options.calibrator_draws if fit_p.size else 0):
-        pick = rng.integers(0, fit_p.size, fit_p.size)
-        refit = calibrator_refit(calibrator.method, fit_p[pick], fit_relevant[pick])
-        if refit is not None:
-            refits.append(refit)
-    if not refits:
-        return p, None, f"judge {judge.name!r} calibrated ({calibrator.method}); its fit could not be resampled"
-    return p, refits, (f"judge {judge.name!r} calibrated ({calibrator.method}), the calibrator's own uncertainty "
-                       f"from {len(refits)} bootstrap refits of its fit")
+    posterior = calibrator_posterior(calibrator.method, np.asarray(fitted.get("p", []), float),
+                                     np.asarray(fitted.get("relevant", []), int))
+    if posterior is None:
+        return _Model(p, None, f"judge {judge.name!r} calibrated ({calibrator.method}); the pairs it was fitted on "
+                               f"give no posterior, so the calibrator's own uncertainty is left out")
+    return _Model(p, posterior, f"judge {judge.name!r} calibrated ({calibrator.method}), the calibrator's own "
+                                f"uncertainty drawn from its posterior")
 
 
-def _estimates(rows: np.ndarray, pool: _Pool, p: np.ndarray, refits: list[Calibrator] | None, relevant_from: int,
+def _model_draws(pool: _Pool, model: _Model, options: CompletenessOptions) -> CountDraws | None:
+    """Draws of the relevant count among each query's open pairs the judge scored, under draws of its calibrator."""
+    if model.posterior is None:
+        return None
+    open_judged = (pool.gold < 0) & ~np.isnan(pool.raw_p)
+    return count_draws(model.posterior, pool.raw_p[open_judged], pool.query[open_judged], len(pool.query_ids),
+                       draws=options.model_draws, seed=options.seed)
+
+
+def _estimates(rows: np.ndarray, pool: _Pool, model: _Model, drawn: CountDraws | None, relevant_from: int,
                frontier: float, options: CompletenessOptions) -> dict:
     gold = pool.gold[rows]  # rows: the positions of the pairs estimated (the pool, or one query's)
     graded = gold >= 0
     relevant = graded & (gold >= relevant_from)
     verified = int(relevant.sum())
     open_pairs = ~graded  # ungraded or unresolved: what the model has to guess
-    p_rows = p[rows]
+    p_rows = model.p[rows]
     judged = open_pairs & ~np.isnan(p_rows)
-    open_raw = pool.raw_p[rows][judged]
-    draws = [refit.apply(open_raw) for refit in refits] if refits else None
-    model = None
-    if judged.any() or not open_pairs.any():
-        model = model_based_total(verified, p_rows[judged], level=options.level, p_draws=draws)
+    estimate = None
+    if model.withheld is None and (judged.any() or not open_pairs.any()):
+        estimate = (model_based_total_drawn(verified, drawn, level=options.level) if drawn is not None
+                    else model_based_total(verified, p_rows[judged], level=options.level))
     in_sample = pool.key[rows] < frontier
     design = design_based_total(int(relevant[in_sample].sum()), int(in_sample.sum()), int(rows.size),
                                 level=options.level)
@@ -160,13 +184,12 @@ def _estimates(rows: np.ndarray, pool: _Pool, p: np.ndarray, refits: list[Calibr
         "verified_relevant": verified,
         "unjudged_open": int((open_pairs & ~judged).sum()),
         "sample": {"size": int(in_sample.sum()), "relevant": int(relevant[in_sample].sum())},
-        "model": model.as_dict() if model else None,
+        "model": estimate.as_dict() if estimate else None,
         "design": design.as_dict() if design else None,
-        "recall_model": verified_recall(verified, model).as_dict(),
+        "recall_model": verified_recall(verified, estimate).as_dict(),
         "recall_design": verified_recall(verified, design).as_dict(),
-        "drift": bool(model and design and not model.overlaps(design)),
+        "drift": bool(estimate and design and not estimate.overlaps(design)),
         "_open_p": p_rows[judged],
-        "_open_draws": draws,
     }
 
 
@@ -182,32 +205,36 @@ def completeness_compute(*, project: Project, options: CompletenessOptions | Non
     curve = _gain_curve(project, project.label_scale.relevant_from)
     labels = current_label_count(project)  # as the label budget counts them (an item labelled twice counts twice)
     pool = _pool(project, judge)
-    p, refits, basis = _calibrated(judge, pool.raw_p, options)
     relevant_from = project.label_scale.relevant_from
+    model = _model(judge, pool, relevant_from)
     waiting = pool.gold < 0
     # the random validation sample: every pair whose random order key is below the first one without a grade
     frontier = float(pool.key[waiting].min()) if waiting.any() else np.inf
     try:
-        whole = _estimates(np.arange(pool.gold.size), pool, p, refits, relevant_from, frontier, options)
+        drawn = _model_draws(pool, model, options)
+        drawn_whole = drawn.whole() if drawn is not None else None
+        whole = _estimates(np.arange(pool.gold.size), pool, model, drawn_whole, relevant_from, frontier, options)
         texts = dict(Query.objects.filter(id__in=pool.query_ids).values_list("id", "external_id"))
         queries = []
         by_query = np.argsort(pool.query, kind="stable")  # one sort: each query's pairs are then one slice
         bounds = np.searchsorted(pool.query[by_query], np.arange(len(pool.query_ids) + 1))
         for index, query_id in enumerate(pool.query_ids):
             rows = by_query[bounds[index]:bounds[index + 1]]
-            row = _estimates(rows, pool, p, refits, relevant_from, frontier, options)
+            row = _estimates(rows, pool, model, drawn.group(index) if drawn is not None else None, relevant_from,
+                             frontier, options)
             queries.append({"query": texts[query_id], **_public(row)})
         reached = (recall_reached_probability(whole["verified_relevant"], whole["_open_p"], options.target,
-                                              p_draws=whole["_open_draws"])
+                                              drawn=drawn_whole)
                    if whole["model"] is not None and whole["unjudged_open"] == 0 else None)
     except CompletenessError as exc:
         raise CompletenessOptionsError(str(exc)) from None
     return {
         "project": project.slug,
         "judge": judge.name if judge else None,
-        "judge_accuracy": _judge_accuracy(pool, p, relevant_from, frontier, judge_relevance_rule(judge))
+        "judge_accuracy": _judge_accuracy(pool, model.p, relevant_from, frontier, judge_relevance_rule(judge))
         if judge else None,
-        "basis": basis,
+        "basis": model.basis,
+        "model_withheld": model.withheld,
         "level": options.level,
         "relevant_from": relevant_from,
         "pool": _public(whole),

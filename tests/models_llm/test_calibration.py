@@ -1,4 +1,5 @@
-"""Recalibration of a judge's raw P: out-of-fold figures, monotone export, agreement with scikit-learn, errors."""
+"""Recalibration of a judge's raw P: out-of-fold figures, monotone export, agreement with scikit-learn (isotonic:
+scikit-learn's blocks, each at its Jeffreys posterior mean rate, computed here from its fit), errors."""
 import json
 
 import numpy as np
@@ -19,6 +20,20 @@ from models_llm.calibration import (
 from models_llm.metrics.calibration_error import brier, ece
 
 GRID = np.linspace(0.0, 1.0, 10001)
+
+
+def jeffreys_isotonic(p, y):
+    """scikit-learn's isotonic fit of (p, y) with each block's rate replaced by (k + 1/2) / (n + 1), k of its n pairs
+    relevant (blocks the prior reverses pooled again, their counts added), interpolated between its thresholds."""
+    model = IsotonicRegression(increasing=True, out_of_bounds="clip", y_min=0, y_max=1).fit(p, y)
+    fitted = model.predict(p)
+    levels = sorted(set(fitted.tolist()))
+    k = np.array([y[fitted == level].sum() for level in levels], dtype=float)
+    n = np.array([(fitted == level).sum() for level in levels], dtype=float)
+    pooled = IsotonicRegression().fit(np.arange(len(levels)), (k + 0.5) / (n + 1), sample_weight=n + 1)
+    rate = dict(zip(levels, pooled.predict(np.arange(len(levels)))))
+    thresholds = [rate[value] for value in model.y_thresholds_.tolist()]
+    return model.X_thresholds_, np.array(thresholds)
 
 
 def squashed_judge(n: int = 20000, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -73,11 +88,10 @@ def test_figures_are_out_of_fold_predictions_of_models_fitted_without_the_fold()
     isotonic, platt = np.empty(p.size), np.empty(p.size)
     features = logit(np.clip(p, LOGIT_EPS, 1 - LOGIT_EPS)).reshape(-1, 1)
     for train, test in StratifiedKFold(n_splits=5, shuffle=True, random_state=0).split(features, y):
-        model = IsotonicRegression(increasing=True, out_of_bounds="clip", y_min=0, y_max=1).fit(p[train], y[train])
-        isotonic[test] = model.predict(p[test])
+        isotonic[test] = np.interp(p[test], *jeffreys_isotonic(p[train], y[train]))
         lr = LogisticRegression(C=PLATT_C, tol=1e-10).fit(features[train], y[train])
         platt[test] = lr.predict_proba(features[test])[:, 1]
-    assert fit.cv["isotonic"] == {"ece": ece(isotonic, y), "brier": brier(isotonic, y)}
+    assert fit.cv["isotonic"] == pytest.approx({"ece": ece(isotonic, y), "brier": brier(isotonic, y)}, rel=1e-9)
     assert fit.cv["platt"] == pytest.approx({"ece": ece(platt, y), "brier": brier(platt, y)}, rel=1e-6)
     # The in-sample figure of the same fit is not what is reported.
     in_sample = IsotonicRegression(increasing=True, out_of_bounds="clip", y_min=0, y_max=1).fit(p, y).predict(p)
@@ -125,14 +139,15 @@ def test_platt_recovers_the_true_slope_and_intercept():
     assert fit.calibrator.params["b"] == pytest.approx(-0.5, abs=0.1)
 
 
-def test_isotonic_apply_is_sklearns_predict_on_all_pairs():
+def test_isotonic_apply_is_sklearns_blocks_at_their_jeffreys_posterior_mean_on_all_pairs():
     p, y = step_judge()
     fit = calibrator_fit(p, y)
-    model = IsotonicRegression(increasing=True, out_of_bounds="clip", y_min=0, y_max=1).fit(p, y)
-    assert fit.calibrator.params == {"x": model.X_thresholds_.tolist(), "y": model.y_thresholds_.tolist()}
+    x, rates = jeffreys_isotonic(p, y)
+    assert fit.calibrator.params["x"] == x.tolist()
+    assert fit.calibrator.params["y"] == pytest.approx(rates.tolist(), rel=1e-12)
     # GRID reaches below and above the fitted P (0.01 to 0.99), so clipping at the ends is compared too.
-    np.testing.assert_array_equal(fit.calibrator.apply(GRID), model.predict(GRID))
-    np.testing.assert_array_equal(fit.calibrator.apply(p), model.predict(p))
+    np.testing.assert_allclose(fit.calibrator.apply(GRID), np.interp(GRID, x, rates), rtol=1e-12)
+    np.testing.assert_allclose(fit.calibrator.apply(p), np.interp(p, x, rates), rtol=1e-12)
 
 
 def test_platt_apply_is_sklearns_predict_proba_on_all_pairs():
@@ -147,13 +162,19 @@ def test_hand_worked_isotonic_fit():
     # P:        0.1  0.2  0.3  0.4  0.5  0.6
     # relevant: 0    1    0    0    1    1
     # Pool adjacent violators: 1 > 0 at 0.2, 0.3 -> pool to 1/2; 1/2 > 0 at 0.4 -> pool 0.2..0.4 to 1/3; then
-    # 0 <= 1/3 <= 1 <= 1 holds. Fitted: 0, 1/3, 1/3, 1/3, 1, 1. The middle 1/3 at 0.3 equals both neighbours, so
-    # it is not a threshold; between thresholds calibrated P is linear.
+    # 0 <= 1/3 <= 1 <= 1 holds: blocks of 0 of 1, 1 of 3 and 2 of 2 relevant. The middle point at 0.3 equals both
+    # neighbours, so it is not a threshold; between thresholds calibrated P is linear. Each block's rate is its
+    # Jeffreys posterior mean (k + 1/2) / (n + 1): 0.5 / 2, 1.5 / 4, 2.5 / 3, never 0 or 1.
     calibrator = _fit_isotonic(np.array([0.1, 0.2, 0.3, 0.4, 0.5, 0.6]), np.array([0.0, 1, 0, 0, 1, 1]), np.ones(6))
     assert calibrator.params["x"] == [0.1, 0.2, 0.4, 0.5, 0.6]
-    assert calibrator.params["y"] == pytest.approx([0, 1 / 3, 1 / 3, 1, 1])
-    # 0.05 is below the data (clipped to 0); 0.15 halfway from 0 to 1/3; 0.45 halfway from 1/3 to 1; 0.9 clipped.
-    assert calibrator.apply([0.05, 0.15, 0.3, 0.45, 0.9]).tolist() == pytest.approx([0, 1 / 6, 1 / 3, 2 / 3, 1])
+    assert calibrator.params["y"] == pytest.approx([1 / 4, 3 / 8, 3 / 8, 5 / 6, 5 / 6])
+    # 0.05 is below the data (clipped to 1/4); 0.15 halfway from 1/4 to 3/8; 0.45 halfway from 3/8 to 5/6; 0.9 clipped.
+    assert calibrator.apply([0.05, 0.15, 0.3, 0.45, 0.9]).tolist() == pytest.approx(
+        [1 / 4, 5 / 16, 3 / 8, 29 / 48, 5 / 6])
+    # One irrelevant pair at 0.1 (0.5 / 2) beside 1 relevant of 10 at 0.2 (1.5 / 11): the prior reversed them, so
+    # they are pooled again, their posterior counts added: (0.5 + 1.5) / (2 + 11).
+    reversed_pair = _fit_isotonic(np.array([0.1, 0.2, 0.2]), np.array([0.0, 1, 0]), np.array([1.0, 1, 9]))
+    assert reversed_pair.params["y"] == pytest.approx([2 / 13, 2 / 13])
 
 
 @pytest.mark.parametrize("judge", [step_judge, logistic_judge])
