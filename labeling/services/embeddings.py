@@ -1,9 +1,11 @@
 """The passage embeddings a dense retriever keeps per project and encoder (PassageEmbeddings): one .npz file in the
-storage, read whole, so a later run embeds only the passages that are new or whose text changed."""
+storage, read whole, so a later run embeds only the passages that are new or whose text changed, and an embedding
+judge on the same model embeds none of them again."""
 from __future__ import annotations
 
 import hashlib
 import io
+import threading
 from collections.abc import Sequence
 
 import numpy as np
@@ -57,6 +59,42 @@ def embeddings_missing(*, project: Project, encoder: DenseEncoder, passages: Seq
     return np.flatnonzero(~_lookup(project=project, encoder=encoder, passages=passages)[4])
 
 
+def stored_passage_vectors(*, project_id: int, model: str, passages: Sequence[tuple[int, str]]
+                           ) -> dict[str, np.ndarray]:
+    """Embedded text -> its stored float32 unit vector, for those of `passages` ((passage id, embedded text)) that
+    the encoder named `model` (DenseEncoder.name) embedded from that same text; embeds nothing. The last file read
+    is kept in this process until it is replaced, so the parts of a scoring job read it once."""
+    row = PassageEmbeddings.objects.filter(project_id=project_id, model=model).first()
+    if row is None or not row.file.name or not passages:
+        return {}
+    ids, hashes, vectors = _stored_file(row)
+    position = {int(passage_id): i for i, passage_id in enumerate(ids)}
+    found = {}
+    for passage_id, text in passages:
+        i = position.get(passage_id)
+        if i is not None and hashes[i] == text_hash(text):
+            found[text] = vectors[i]
+    return found
+
+
+# The last stored file an embedding judge read, by (row, file name, write time): a rewritten file is saved under a
+# new name, but a deleted file's name can come back, so its time tells the two apart.
+_last_file: dict[tuple, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+_last_file_lock = threading.Lock()
+
+
+def _stored_file(row: PassageEmbeddings) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    key = (row.id, row.file.name, row.updated_at)
+    with _last_file_lock:
+        if key in _last_file:
+            return _last_file[key]
+    data = _read_file(row, dimension=row.dimension)
+    with _last_file_lock:
+        _last_file.clear()
+        _last_file[key] = data
+    return data
+
+
 def _lookup(*, project: Project, encoder: DenseEncoder, passages: Sequence[tuple[int, str]]):
     """(ids, hashes, the stored (ids, hashes, vectors), each passage's position in them or -1, whether it is
     reused)."""
@@ -73,17 +111,27 @@ def _lookup(*, project: Project, encoder: DenseEncoder, passages: Sequence[tuple
 def _read(*, project: Project, encoder: DenseEncoder) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(ids, hashes, vectors) stored for the project and encoder; nothing when there is no file, or when it was
     replaced and deleted between reading the row and opening it (the caller then embeds afresh)."""
-    empty = (np.zeros(0, np.int64), np.zeros(0, np.uint64), np.zeros((0, encoder.dimension), np.float32))
     row = PassageEmbeddings.objects.filter(project=project, model=encoder.name).first()
     if row is None or not row.file.name:
-        return empty
+        return _empty(encoder.dimension)
+    return _read_file(row, dimension=encoder.dimension)
+
+
+def _empty(dimension: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    return np.zeros(0, np.int64), np.zeros(0, np.uint64), np.zeros((0, dimension), np.float32)
+
+
+def _read_file(row: PassageEmbeddings, *, dimension: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(ids, hashes, vectors) in the row's file; nothing when the file is gone or its vectors are not `dimension`
+    wide."""
+    empty = _empty(dimension)
     try:
         with row.file.storage.open(row.file.name, "rb") as handle:
             data = np.load(io.BytesIO(handle.read()), allow_pickle=False)
     except FileNotFoundError:
         return empty
     vectors = data["vectors"].astype(np.float32)
-    if vectors.ndim != 2 or vectors.shape[1] != encoder.dimension:
+    if vectors.ndim != 2 or vectors.shape[1] != dimension:
         return empty
     return data["ids"].astype(np.int64), data["hashes"].astype(np.uint64), vectors
 

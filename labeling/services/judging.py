@@ -20,6 +20,7 @@ from labeling.llm_adapter import (
     scorer_for,
 )
 from labeling.models import Judge, Judgment, MemberOutput, Pair, RelevanceDefinition
+from labeling.services.embeddings import stored_passage_vectors
 from models_llm.ensembles import (
     DEFAULT_INTENT,
     LEGACY,
@@ -31,6 +32,7 @@ from models_llm.ensembles import (
     strategies_for,
     strategy_run,
 )
+from models_llm.retrieval.dense import passage_text
 from models_llm.types import JudgeConfig, PairInput, Verdict
 
 
@@ -67,12 +69,26 @@ def judge_pairs(
     config = judge_config(judge)
     if config.method == Judge.Method.ENSEMBLE:
         return _strategy_ensemble(judge, config, pairs, inputs, definitions)
-    verdicts = scorer_for(judge).score(inputs)
+    scorer = scorer_for(judge)
+    if config.backend == Judge.Backend.EMBEDDING:
+        verdicts = scorer.score(inputs, known=_stored_passages(judge, config, scorer.model_name, pairs))
+    else:
+        verdicts = scorer.score(inputs)
     usage = Usage()
     for verdict in verdicts:
         if verdict.status != Judgment.Status.FAILED or verdict.prompt_tokens:
             usage.add(Usage(1, verdict.prompt_tokens or 0, verdict.completion_tokens or 0))
     return verdicts, usage
+
+
+def _stored_passages(judge: Judge, config: JudgeConfig, model: str, pairs: Sequence[Pair]) -> dict:
+    """The passage embeddings the dense retriever stored for these pairs with the embedding judge's model, by
+    embedded text. The retriever embeds in float32: a judge in another dtype embeds its own, as it always has."""
+    if config.dtype != "float32":
+        return {}
+    return stored_passage_vectors(project_id=judge.project_id, model=model,
+                                  passages=[(pair.passage_id, passage_text(pair.passage.title, pair.passage.text))
+                                            for pair in pairs])
 
 
 # -- prompt-strategy ensembles ----------------------------------------------------------------------------

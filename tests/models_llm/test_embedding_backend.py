@@ -10,7 +10,7 @@ import pytest
 import torch
 from transformers import AutoModel, AutoTokenizer
 
-from models_llm.backends import ScorerConfigError
+from models_llm.backends import ScorerConfigError, embedding
 from models_llm.backends.embedding import EmbeddingScorer
 from models_llm.types import JudgeConfig, PairInput
 
@@ -115,3 +115,28 @@ def test_a_folder_that_is_no_model_is_a_configuration_error(tmp_path):
     (tmp_path / "notes.txt").write_text("not a model")
     with pytest.raises(ScorerConfigError, match="not a loadable sentence-transformers model"):
         EmbeddingScorer(JudgeConfig(backend="embedding", method="embedding", model=str(tmp_path)))
+
+
+def test_texts_are_embedded_once_across_calls_and_known_ones_not_at_all(monkeypatch):
+    """A chunk's parts share their query: the second call embeds only its new passage, a vector the caller knows
+    is not embedded, and the kept embeddings stay within TEXT_CACHE_SIZE (the least recently used goes first)."""
+    monkeypatch.setattr(embedding, "TEXT_CACHE_SIZE", 3)
+    scorer = EmbeddingScorer(JudgeConfig(backend="embedding", method="embedding", model=str(MINILM)))
+    calls = []
+    encode = scorer.encoder.encode
+    monkeypatch.setattr(scorer.encoder, "encode", lambda texts, **kw: calls.append(list(texts)) or encode(texts))
+    try:
+        first = scorer.score([PairInput(pair_id=1, query=QUERY, passage=RELATED)])
+        known = {UNRELATED: scorer.embed([UNRELATED])[0]}
+        calls.clear()
+        second = scorer.score([PairInput(pair_id=2, query=QUERY, passage=RELATED),
+                               PairInput(pair_id=3, query=QUERY, passage=UNRELATED),
+                               PairInput(pair_id=4, query=QUERY, passage="A third paragraph.")], known=known)
+        assert calls == [["A third paragraph."]]
+        assert second[0].p == first[0].p and second[1].p < second[0].p
+        scorer.score([PairInput(pair_id=5, query="Another question?", passage="A fourth paragraph.")])
+        calls.clear()
+        scorer.score([PairInput(pair_id=6, query=QUERY, passage=RELATED)])  # the two least recently used, pushed out
+        assert calls == [[QUERY, RELATED]]
+    finally:
+        scorer.close()
