@@ -18,6 +18,7 @@ from labeling.selectors.coverage import coverage_of
 from labeling.selectors.definition_metrics import judge_metrics_by_definition
 from labeling.selectors.validation import (
     BY_DEFINITION,
+    CALIBRATION_FOLDS,
     DEFAULT_OPTIONS,
     GoldSet,
     ReportOptions,
@@ -217,7 +218,7 @@ def judge_calibrate(*, judge: Judge, user=None) -> JudgeCalibration:
     arrays = judge_arrays(gold, judge)
     relevant = arrays.data.gold >= project.label_scale.relevant_from
     try:
-        fit = calibrator_fit(arrays.p, relevant, folds=5, seed=0)
+        fit = calibrator_fit(arrays.p, relevant, folds=CALIBRATION_FOLDS, seed=0)
     except CalibrationError as exc:
         raise ValidationReportError(f"judge {judge.name!r}: {exc}") from None
     calibration = JudgeCalibration.objects.create(
