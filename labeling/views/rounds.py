@@ -15,11 +15,17 @@ from labeling.selectors.rounds import refit_outlook, round_chart, round_rows
 from labeling.services.rounds import ROUND_RANDOM_FLOOR, round_start
 from labeling.views.access import project_view
 
+# The judge's figures on the random validation sample that the table shows before -> after, in its column order.
+CHANGES = ("auroc", "ece", "kappa", "f1")
+
 
 def _render(request: HttpRequest, project: Project, status: int = 200, error: str | None = None) -> HttpResponse:
     rows = round_rows(project=project)
+    shown = [{**row, "changes": [(name, (row["before"] or {}).get(name), (row["after_refit"] or {}).get(name))
+                                 for name in CHANGES],
+              "stopping": (row["after_refit"] or row["before"] or {}).get("stopping")} for row in rows]
     context = {
-        "project": project, "rounds": rows, "chart": round_chart(rows), "error": error,
+        "project": project, "rounds": shown, "chart": round_chart(rows), "error": error,
         "is_admin": project_role(user=request.user, project=project) == Membership.Role.ADMIN,
         "judges": project.judges.order_by("name"), "random_floor": ROUND_RANDOM_FLOOR,
         "open": any(row["status"] in ("pending", "running") for row in rows),
