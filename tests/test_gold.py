@@ -6,8 +6,9 @@ def label(grade: int, role: str = "annotator", label_id: int = 1) -> LabelView:
     return LabelView(grade=grade, role=role, label_id=label_id)
 
 
-def test_reference_grade_wins_over_labels():
-    assert gold_grade(0, [label(2, "adjudicator")]) == 0
+def test_reference_grade_wins_over_annotators_and_an_adjudication_over_the_reference():
+    assert gold_grade(0, [label(2), label(2, label_id=2)]) == 0
+    assert gold_grade(0, [label(2), label(1, "adjudicator", 2)]) == 1
 
 
 def test_newest_adjudicator_label_wins_over_annotators():

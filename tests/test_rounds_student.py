@@ -53,10 +53,12 @@ def test_a_student_round_retrains_from_the_stored_student_with_the_experts_label
     assert round_check(project_id=project.id) is None  # the last label already handed it over
     started.refresh_from_db()
     assert started.status == LabellingRound.Status.RUNNING
-    done = round_finish(round_id=started.id)
-    assert done.status == LabellingRound.Status.DONE, done.error
-    job = done.finetune
-    assert done.numbers["student"] == {"job": job.id, "name": "ce-r1", "training_set": "rule + round 1",
+    waiting = round_finish(round_id=started.id)
+    # Measured before; then the round waits, running and held by no worker, for the retrain and the pool's scoring.
+    assert waiting.status == LabellingRound.Status.RUNNING, waiting.error
+    assert waiting.waiting_since is not None and "before" in waiting.numbers and "after" not in waiting.numbers
+    job = waiting.finetune
+    assert waiting.numbers["student"] == {"job": job.id, "name": "ce-r1", "training_set": "rule + round 1",
                                        "examples": 8 + 6}  # q1 with the teacher, six new labels
     assert (job.parent_id, job.base_model, job.score_pool, job.student_kind) == (
         parent.id, parent.base_model, True, "crossencoder")
@@ -66,10 +68,21 @@ def test_a_student_round_retrains_from_the_stored_student_with_the_experts_label
     assert set(examples.filter(origin="expert").values_list("pair_id", flat=True)) == {p.id for p in new[2:]}
     assert set(examples.exclude(origin="expert").values_list("pair_id", "split")) == set(
         TrainingExample.objects.filter(training_set=training_set).values_list("pair_id", "split"))
-    # A round taken again (its worker lost) makes nothing twice.
-    LabellingRound.objects.filter(id=done.id).update(status=LabellingRound.Status.RUNNING, heartbeat_at=None)
-    assert round_finish(round_id=done.id).finetune_id == job.id
+    # The task delivered again while the round waits does nothing; the sweep leaves a waiting round alone, however
+    # long the retrain takes.
+    assert round_finish(round_id=waiting.id) is None
     assert FineTuneJob.objects.count() == 2
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from labeling.services.job_sweep import jobs_sweep
+
+    LabellingRound.objects.filter(id=waiting.id).update(started_at=timezone.now() - timedelta(days=2))
+    assert "round" not in jobs_sweep().given_up
+    client.force_login(admin)
+    page = reverse("labeling:rounds", args=[project.slug])
+    assert "retraining" in client.get(page).content.decode()
 
     retrained = finetune_run(job_id=job.id)
     assert retrained.status == FineTuneJob.Status.DONE, retrained.error
@@ -80,10 +93,17 @@ def test_a_student_round_retrains_from_the_stored_student_with_the_experts_label
     assert base.parameters["adapter_storage"] == parent.adapter
     scoring = retrained.student.scoring_jobs.get()
     assert scoring.total == Pair.objects.filter(project=project).count()
+    assert "re-scoring: 0 of 24 pairs" in client.get(page).content.decode()
     for chunk_id in scoring.chunks.values_list("id", flat=True):
         scoring_chunk_run(chunk_id=chunk_id)
     assert Judgment.objects.filter(judge=retrained.student, status="ok").count() == scoring.total
+    # The pool's scoring ended: the round was handed back to a worker, which measures under the new student.
+    woken = LabellingRound.objects.get(id=waiting.id)
+    assert (woken.status, woken.waiting_since, woken.heartbeat_at) == (LabellingRound.Status.RUNNING, None, None)
+    done = round_finish(round_id=waiting.id)
+    assert done.status == LabellingRound.Status.DONE, done.error
+    assert done.numbers["after"]["judge"] == "ce-r1" and done.numbers["before"]["judge"] == "ce"
+    assert done.numbers["after"]["judge_accuracy"]["sample"]["n"] == 1  # the random validation sample: new[0]
 
-    client.force_login(admin)
-    html = client.get(reverse("labeling:rounds", args=[project.slug])).content.decode()
+    html = client.get(page).content.decode()
     assert "ce-r1" in html and "trained; scoring the pool 24 of 24 (done)" in html

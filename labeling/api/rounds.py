@@ -8,10 +8,10 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from labeling.api.fields import StrictCharField, StrictFloatField, StrictIntegerField
+from labeling.api.fields import StrictBooleanField, StrictCharField, StrictFloatField, StrictIntegerField
 from labeling.models import LabellingRound
 from labeling.selectors.projects import READ_REPORTS, admin_to, project_for_user
-from labeling.selectors.rounds import round_row, round_rows
+from labeling.selectors.rounds import refit_outlook, round_row, round_rows
 from labeling.services.rounds import ROUND_RANDOM_FLOOR, ROUND_SHARE_MAX, round_start
 
 
@@ -25,18 +25,24 @@ class RoundStartSerializer(serializers.Serializer):
     after = serializers.ChoiceField(choices=LabellingRound.After.choices, default=LabellingRound.After.CALIBRATE,
                                     help_text="calibrate: refit the judge's calibrator; student: retrain the judge's "
                                               "cross-encoder student with the experts' labels, then score the pool")
+    graded = StrictBooleanField(required=False, default=False,
+                                help_text="the round's queues may serve pairs whose gold grade is known already "
+                                          "(re-annotation); default: only pairs whose gold is unknown")
 
 
 class RoundListView(APIView):
     """GET: the project's rounds, oldest first, each with its state and the numbers it measured when its batch was
-    in (labels spent, verified relevant, model- and design-based estimates, the verified qrels' recall, the judge's
-    kappa and F1 on the random validation sample). Admins and viewers (experts label blind). POST: a project admin
-    starts the next round (409 while one is open)."""
+    in, before and after its refit or retrain (verified relevant, model- and design-based estimates, the verified
+    qrels' recall, the judge's AUROC, ECE, kappa and F1 on the random validation sample, the stopping state; the
+    reason when it refitted nothing), and `outlook`: what a round can do with each judge before it starts (the
+    gold pairs a refit needs and has). Admins and viewers (experts label blind). POST: a project admin starts the
+    next round (409 while one is open)."""
 
     @extend_schema(responses={200: OpenApiTypes.OBJECT})
     def get(self, request: Request, slug: str) -> Response:
         project = project_for_user(user=request.user, slug=slug, need=READ_REPORTS)
-        return Response({"rounds": round_rows(project=project)})
+        return Response({"rounds": round_rows(project=project),
+                         "outlook": [outlook.as_dict() for outlook in refit_outlook(project=project)]})
 
     @extend_schema(request=RoundStartSerializer, responses={201: OpenApiTypes.OBJECT})
     def post(self, request: Request, slug: str) -> Response:

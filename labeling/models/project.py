@@ -43,6 +43,12 @@ class Project(models.Model):
         "labeling.Judge", null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
         help_text="the judge whose P the uncertain, conflict and stratified queues use",
     )
+    queue_graded = models.BooleanField(
+        default=False, db_default=False,
+        help_text="the uncertain, disagreement and random queues may serve pairs that have a gold grade already (a "
+                  "reference grade or an adjudication): re-annotation, as in DIRAS App. M; off, they serve only "
+                  "pairs whose gold is unknown",
+    )
     labels_per_item = models.PositiveSmallIntegerField(
         default=1, db_default=1, help_text="k: labels from different experts wanted on an overlap item"
     )

@@ -11,9 +11,11 @@ class LabellingRound(Job):
     """One round of the loop: the queue judge and mix it set, the labels it waits for (`budget`, counted from
     `labels_at_start`), and, once they are given, what a worker did with them (`after`: refit the judge's
     calibrator, or retrain its cross-encoder student from its last state with the experts' labels, `finetune`)
-    and the numbers it measured then (`numbers`: labels spent, the completeness estimates and the judge's accuracy
-    on the random validation sample). Pending: experts are labelling its batch; running: the
-    worker refits and measures; done or failed: finished (failed: the refit could not be made, its numbers kept)."""
+    and the numbers it measured (`numbers`: labels spent, and before and after the refit or retrain the
+    completeness estimates, the stopping state and the judge's accuracy on the random validation sample; the
+    reason when no refit could be made). Pending: experts are labelling its batch; running: the worker measures
+    and refits, or (`waiting_since`) the retrained student trains and scores the pool; done: measured (with or
+    without a refit); failed: the worker or the retrain failed, with the reason."""
 
     class After(models.TextChoices):
         CALIBRATE = "calibrate", "refit the judge's calibrator"
@@ -28,6 +30,10 @@ class LabellingRound(Job):
     after = models.CharField(max_length=16, choices=After.choices, default=After.CALIBRATE)
     labels_at_start = models.PositiveIntegerField(help_text="the project's current labels when the round started")
     numbers = models.JSONField(null=True, blank=True, help_text="what the round measured when its batch was in")
+    graded = models.BooleanField(default=False, help_text="its queues may serve pairs that have a gold grade already")
+    waiting_since = models.DateTimeField(
+        null=True, blank=True, help_text="running but held by no worker: since when it waits for its retrained "
+                                         "student to be trained and to score the pool, before measuring again")
     finetune = models.ForeignKey("labeling.FineTuneJob", null=True, blank=True, on_delete=models.SET_NULL,
                                  related_name="+", help_text="after 'student': the retrain the round started")
 

@@ -1,5 +1,5 @@
-"""Reads for adjudication: the pairs whose current annotator labels disagree, found and counted in the
-database, and the details (labels, judges' P, gold) of one page of them."""
+"""Reads for adjudication: the pairs whose current annotator labels disagree (among themselves or with the pair's
+reference grade), found and counted in the database, and the details (labels, judges' P, gold) of one page of them."""
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -13,6 +13,7 @@ from django.db.models import (
     Case,
     Count,
     F,
+    IntegerField,
     Max,
     Min,
     OuterRef,
@@ -23,6 +24,7 @@ from django.db.models import (
     Value,
     When,
 )
+from django.db.models.functions import Coalesce, Greatest, Least
 
 from labeling.models import Judgment, Label, Pair, Project, RelevanceDefinition
 from labeling.scale import LabelScale
@@ -84,10 +86,12 @@ def _adjudicated_pair_ids() -> QuerySet[Label]:
 
 
 def disagreeing_pairs(*, project: Project, state: str = "all") -> QuerySet:
-    """One row per pair of the project whose current annotator labels are not all the same grade:
-    {pair_id, pair__query_id, conflict}. One grouped query over the current labels (joined to their pairs for
-    the project and the query), never a loop over the pool. `conflict` is the DIRAS uncertain rule (models_llm.metrics.is_uncertain)
-    in SQL: grades 0 and top both given, or two or more labels with an intermediate grade."""
+    """One row per pair of the project whose current annotator labels, with its reference grade if it has one, are
+    not all the same grade: {pair_id, pair__query_id, conflict}. An expert's label that contradicts the reference
+    qrels is a disagreement to adjudicate like one between experts. One grouped query over the current labels
+    (joined to their pairs for the project, the query and the reference grade), never a loop over the pool.
+    `conflict` is the DIRAS uncertain rule (models_llm.metrics.is_uncertain) in SQL, the reference grade counted
+    as one more grade: grades 0 and top both given, or two or more intermediate grades."""
     if state not in STATES:
         raise ValueError(f"unknown state {state!r}; one of {', '.join(STATES)}")
     top = project.label_scale.top
@@ -96,12 +100,20 @@ def disagreeing_pairs(*, project: Project, state: str = "all") -> QuerySet:
         labels = labels.filter(pair_id__in=_adjudicated_pair_ids())
     elif state == "unresolved":
         labels = labels.exclude(pair_id__in=_adjudicated_pair_ids())
+    reference = F("pair__reference_grade")
+    intermediate_reference = Case(When(pair__reference_grade__gt=0, pair__reference_grade__lt=top, then=Value(1)),
+                                  default=Value(0), output_field=IntegerField())
     return (
-        labels.values("pair_id", "pair__query_id")
+        labels.values("pair_id", "pair__query_id", "pair__reference_grade")
         .annotate(
-            low=Min("grade"),
-            high=Max("grade"),
-            n_intermediate=Count("id", filter=Q(grade__gt=0, grade__lt=top)),
+            labelled_low=Min("grade"),
+            labelled_high=Max("grade"),
+            n_labelled_intermediate=Count("id", filter=Q(grade__gt=0, grade__lt=top)),
+        )
+        .annotate(
+            low=Least("labelled_low", Coalesce(reference, "labelled_low")),
+            high=Greatest("labelled_high", Coalesce(reference, "labelled_high")),
+            n_intermediate=F("n_labelled_intermediate") + intermediate_reference,
         )
         # Not all the same grade. MIN < MAX says it without COUNT(DISTINCT), which would force a sort.
         .filter(low__lt=F("high"))
@@ -204,7 +216,9 @@ def adjudication_details(*, project: Project, pair_ids: Sequence[int]) -> list[A
                 labels=tuple(_label_row(label, scale) for label in annotations),
                 judges=_newest_per_judge(pair.ok_judgments),
                 gold=_label_row(max(golds, key=lambda label: label.id), scale) if golds else None,
-                conflict=is_uncertain([label.grade for label in annotations], top_grade=scale.top),
+                conflict=is_uncertain([label.grade for label in annotations]
+                                      + ([] if pair.reference_grade is None else [pair.reference_grade]),
+                                      top_grade=scale.top),
                 current_definition_version=pair.current_definition_version,
             )
         )

@@ -113,12 +113,12 @@ def _annotator_spread() -> QuerySet[Label]:
 
 
 def gold_grade_sql() -> Coalesce:
-    """labeling.gold.gold_grade as an SQL expression on Pair: the reference grade, else the newest adjudicator
-    label, else the annotators' grade when they all agree, else NULL. The same rule, so change both together
+    """labeling.gold.gold_grade as an SQL expression on Pair: the newest adjudicator label, else the reference
+    grade, else the annotators' grade when they all agree, else NULL. The same rule, so change both together
     (tests/selectors/test_browse.py checks that they agree)."""
     adjudicated = _current_labels().filter(role=Label.Role.ADJUDICATOR).order_by("-id").values("grade")[:1]
     agreed = _annotator_spread().filter(low=F("high")).values("low")
-    return Coalesce(F("reference_grade"), Subquery(adjudicated), Subquery(agreed))
+    return Coalesce(Subquery(adjudicated), F("reference_grade"), Subquery(agreed))
 
 
 def judge_p_sql(judge: Judge) -> Subquery:

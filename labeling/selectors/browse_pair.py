@@ -59,10 +59,10 @@ class PairDetail:
 
 
 def _gold_from(reference: int | None, labels: list[Label]) -> str:
-    if reference is not None:
-        return "reference qrels"
     if any(label.role == Label.Role.ADJUDICATOR for label in labels):
         return "adjudication"
+    if reference is not None:
+        return "reference qrels"
     return "the experts agree" if labels else ""
 
 

@@ -29,7 +29,7 @@ from django.utils import timezone
 
 from labeling.exceptions import DomainError
 from labeling.llm_adapter import judge_relevance_rule
-from labeling.models import Judgment, Label, Lease, Membership, Pair, Project
+from labeling.models import Judgment, Label, LabellingRound, Lease, Membership, Pair, Project
 from labeling.models.project import QUEUE_STRATEGIES
 
 DECILES = 10
@@ -96,6 +96,16 @@ def eligible_pairs(*, project: Project, annotator: AbstractBaseUser, now: dateti
     )
 
 
+def _gold_unknown(project: Project, eligible: QuerySet[Pair]) -> QuerySet[Pair]:
+    """The eligible pairs whose gold grade is not known yet (no reference grade, no adjudication), unless the project
+    re-annotates graded pairs (`queue_graded`). Pairs experts agreed on are out already: eligible_pairs leaves a
+    pair with another expert's label out unless the overlap wants more labels on it."""
+    if project.queue_graded:
+        return eligible
+    adjudicated = Label.objects.filter(pair=OuterRef("pk"), role=Label.Role.ADJUDICATOR, superseded_at__isnull=True)
+    return eligible.filter(reference_grade__isnull=True).exclude(Exists(adjudicated))
+
+
 def _judged_candidates(judgments: QuerySet[Judgment], eligible: QuerySet[Pair], limit: int) -> list[int]:
     """Pair ids in the judgments' order, eligible ones only, each once (a pair may have a judgment per
     definition version)."""
@@ -111,14 +121,15 @@ def _uncertain(project: Project, eligible: QuerySet[Pair], limit: int) -> list[i
     if project.queue_judge_id is None:
         return []
     ordered = _ok_judgments(project).order_by(Abs(F("p_relevant") - Value(0.5)), "pair_id")
-    return _judged_candidates(ordered, eligible, limit)
+    return _judged_candidates(ordered, _gold_unknown(project, eligible), limit)
 
 
 def _disagreement(project: Project, eligible: QuerySet[Pair], limit: int) -> list[int]:
     # The spread of P over the project's judges (pairs with fewer than two judgments have none), or the spread
     # among an ensemble judge's own members when that is larger.
     spread = (
-        Judgment.objects.filter(judge__project=project, status=Judgment.Status.OK, pair__in=eligible.values("id"))
+        Judgment.objects.filter(judge__project=project, status=Judgment.Status.OK,
+                                pair__in=_gold_unknown(project, eligible).values("id"))
         .values("pair_id")
         .annotate(
             n=Count("judge", distinct=True),
@@ -157,7 +168,8 @@ def _conflict(project: Project, eligible: QuerySet[Pair], limit: int) -> list[in
 
 
 def _random(project: Project, eligible: QuerySet[Pair], limit: int) -> list[int]:
-    return list(eligible.order_by("sample_key", "id").values_list("id", flat=True)[:limit])
+    # A graded pair is in the random validation sample already (its gold counts): labelling it adds nothing there.
+    return list(_gold_unknown(project, eligible).order_by("sample_key", "id").values_list("id", flat=True)[:limit])
 
 
 def _sequential(project: Project, eligible: QuerySet[Pair], limit: int) -> list[int]:
@@ -222,7 +234,9 @@ def queue_candidates(*, project: Project, annotator: AbstractBaseUser, strategy:
     `uncertain` P of the queue judge closest to 0.5; `disagreement` largest spread of P across the project's
     judges; `conflict` another expert's label contradicts the queue judge (review: k does not apply);
     `random` the pool in its random order (a uniform sample); `stratified` evenly over deciles of P;
-    `sequential` query by query. Pairs without judgments only come from `random` and `sequential`.
+    `sequential` query by query. Pairs without judgments only come from `random` and `sequential`. The uncertain,
+    disagreement and random queues serve only pairs whose gold grade is unknown, unless the project re-annotates
+    graded pairs (`queue_graded`).
     `eligible` is `eligible_pairs(...)` for this strategy when the caller has built it already."""
     if strategy not in _ORDERINGS:
         raise QueueError(f"unknown strategy {strategy!r}; one of {', '.join(QUEUE_STRATEGIES)}")
@@ -237,16 +251,35 @@ def _shares(project: Project) -> dict[str, float]:
     return shares or {"random": 1.0}
 
 
-def strategy_order(*, project: Project, annotator: AbstractBaseUser) -> list[str]:
-    """The project's mixed strategies, the one furthest below its share of the expert's labels first: with
-    80 uncertain / 20 random, every fifth label comes from the random queue. Ties go to the larger share."""
+def _served(project: Project, annotator: AbstractBaseUser, strategies: list[str], now: datetime) -> dict[str, int]:
+    """Items each strategy served: while a round labels its batch, the round's (every expert's current labels
+    since it started, and the items leased and not labelled yet, so that an item fetched ahead counts when it is
+    handed out), so that the round keeps its own quotas; else the expert's current labels."""
+    labels = Label.objects.filter(pair__project=project, role=Label.Role.ANNOTATOR, superseded_at__isnull=True,
+                                  queue__in=strategies)
+    labelling = (LabellingRound.objects.filter(project=project, status=LabellingRound.Status.PENDING)
+                 .values_list("created_at", flat=True).first())
+    if labelling is None:
+        counted = [labels.filter(annotator=annotator)]
+    else:
+        counted = [labels.filter(created_at__gte=labelling),
+                   Lease.objects.filter(pair__project=project, skipped=False, expires_at__gt=now,
+                                        claimed_at__gte=labelling, queue__in=strategies)]
+    served: dict[str, int] = {}
+    for rows in counted:
+        for name, n in rows.values("queue").annotate(n=Count("id")).values_list("queue", "n"):
+            served[name] = served.get(name, 0) + n
+    return served
+
+
+def strategy_order(*, project: Project, annotator: AbstractBaseUser, now: datetime | None = None) -> list[str]:
+    """The project's mixed strategies, the one furthest below its share of the items served first: with
+    80 uncertain / 20 random, every fifth label comes from the random queue. Ties go to the larger share. While a
+    round labels its batch the shares hold within the round (over all its experts), else over the expert's own
+    labels."""
     shares = _shares(project)
     total_share = sum(shares.values())
-    served = dict(
-        Label.objects.filter(pair__project=project, annotator=annotator, role=Label.Role.ANNOTATOR,
-                             superseded_at__isnull=True, queue__in=list(shares))
-        .values("queue").annotate(n=Count("id")).values_list("queue", "n")
-    )
+    served = _served(project, annotator, list(shares), now or timezone.now())
     done = sum(served.values()) + 1
     deficit = {name: share / total_share * done - served.get(name, 0) for name, share in shares.items()}
     return sorted(shares, key=lambda name: (-deficit[name], -shares[name], name))

@@ -1,43 +1,121 @@
-"""Reads of labelling rounds (#33): each round as the API, the command and the Rounds page show it, and the chart
+"""Reads of labelling rounds (#33, #48): each round as the API, the command and the Rounds page show it (its numbers
+before and after its refit or retrain), what a round can do before it starts (the refit's outlook), and the chart
 of what each batch of expert time bought."""
 from __future__ import annotations
 
+from dataclasses import asdict, dataclass
+
 from labeling.charts import LineChart, line_chart
-from labeling.models import LabellingRound, Project, ScoringJob
+from labeling.models import Judge, LabellingRound, Project, ScoringJob
 from labeling.selectors.completeness import current_label_count
 from labeling.selectors.job_states import job_state
+from labeling.selectors.validation import CALIBRATION_FOLDS, gold_set, judge_arrays
+
+
+@dataclass(frozen=True)
+class RefitOutlook:
+    """What a round with `judge` can do before it starts: the gold pairs the judge scored, relevant and not, against
+    the CALIBRATION_FOLDS of each that a refit of its calibrator needs. A round's labels add at most its budget."""
+
+    judge: str
+    needs_each: int
+    relevant: int
+    non_relevant: int
+
+    @property
+    def missing_relevant(self) -> int:
+        return max(0, self.needs_each - self.relevant)
+
+    @property
+    def missing_non_relevant(self) -> int:
+        return max(0, self.needs_each - self.non_relevant)
+
+    @property
+    def ready(self) -> bool:
+        return not (self.missing_relevant or self.missing_non_relevant)
+
+    @property
+    def statement(self) -> str:
+        have = (f"judge {self.judge!r} has scored {self.relevant:,} relevant and {self.non_relevant:,} non-relevant "
+                f"gold pairs; a refit of its calibrator needs {self.needs_each} of each")
+        if self.ready:
+            return f"{have}: a round refits it"
+        missing = " and ".join(f"{n} more {side}" for n, side in ((self.missing_relevant, "relevant"),
+                                                                   (self.missing_non_relevant, "non-relevant")) if n)
+        least = self.missing_relevant + self.missing_non_relevant
+        return (f"{have}: a round refits it only if its labels bring {missing} (a batch adds at most its budget, "
+                f"so at least {least} labels); otherwise the round measures the numbers and ends without a refit, "
+                "saying why")
+
+    def as_dict(self) -> dict:
+        return {**asdict(self), "missing_relevant": self.missing_relevant,
+                "missing_non_relevant": self.missing_non_relevant, "ready": self.ready, "statement": self.statement}
+
+
+def refit_outlook(*, project: Project) -> list[RefitOutlook]:
+    """For each of the project's judges (by name), what a round's refit of its calibrator can do now: the gold pairs
+    it scored, counted as the refit counts them (labeling.services.validation.judge_calibrate)."""
+    gold = gold_set(project)
+    relevant_from = project.label_scale.relevant_from
+    out = []
+    for judge in Judge.objects.filter(project=project).order_by("name"):
+        scored = judge_arrays(gold, judge).data.gold  # the gold pairs the judge scored, as the refit takes them
+        relevant = int((scored >= relevant_from).sum())
+        out.append(RefitOutlook(judge=judge.name, needs_each=CALIBRATION_FOLDS, relevant=relevant,
+                                non_relevant=int(scored.size) - relevant))
+    return out
 
 
 def _value(cell: dict | None) -> float | None:
     return None if not cell else cell.get("value")
 
 
+def _waiting_state(found: LabellingRound) -> str:
+    """A round waiting for its retrain: retraining while the student trains, re-scoring while it scores the pool."""
+    job = found.finetune
+    if job is None or job.finished_at is None:
+        step = f": step {job.step:,} of {job.total_steps:,}" if job is not None and job.total_steps else ""
+        return f"retraining{step}"
+    scoring = ScoringJob.objects.filter(judge_id=job.student_id).order_by("-id").first()
+    if scoring is None:
+        return "re-scoring"
+    return f"re-scoring: {scoring.done:,} of {scoring.total:,} pairs"
+
+
 def _state(found: LabellingRound) -> str:
-    """labelling (k of N labels) while experts label its batch; then the job's state (refitting while running)."""
+    """labelling (k of N labels) while experts label its batch; measuring while a worker holds it; retraining or
+    re-scoring while it waits for its retrained student; then how it ended."""
     if found.status == LabellingRound.Status.PENDING:
         given = current_label_count(found.project)
         return f"labelling: {max(0, given - found.labels_at_start):,} of {found.budget:,} labels"
+    if found.status == LabellingRound.Status.RUNNING and found.waiting_since is not None:
+        return _waiting_state(found)
     state = job_state(found)
-    return "refitting" if state.name == "running" else state.text
+    if state.name == "running":
+        return "measuring"
+    if state.name == "done" and (found.numbers or {}).get("reason"):
+        return "done, not refitted"
+    return state.text
 
 
-def round_row(found: LabellingRound) -> dict:
-    numbers = found.numbers or {}
-    pool = numbers.get("pool") or {}
-    sample = (numbers.get("judge_accuracy") or {}).get("sample") or {}
+def _measured(numbers: dict, moment: str) -> dict | None:
+    """The numbers measured "before" or "after" the refit (a round of #33 measured once, before, at the top)."""
+    if moment == "before" and "before" not in numbers and "pool" in numbers:
+        return numbers
+    return numbers.get(moment)
+
+
+def _figures(measured: dict | None) -> dict | None:
+    """One measurement as the row shows it: the pool's estimates, the verified qrels' recall, the judge's accuracy
+    on the random validation sample (each value with its interval) and the stopping state."""
+    if measured is None:
+        return None
+    pool = measured.get("pool") or {}
+    sample = (measured.get("judge_accuracy") or {}).get("sample") or {}
+    stopping = measured.get("stopping") or {}
     return {
-        "number": found.number,
-        "judge": found.judge.name,
-        "budget": found.budget,
-        "queue_mix": found.queue_mix,
-        "after": found.after,
-        "status": found.status,
-        "state": _state(found),
-        "error": found.error or None,
-        "labels_at_start": found.labels_at_start,
-        "created_at": found.created_at.isoformat(),
-        "finished_at": found.finished_at.isoformat() if found.finished_at else None,
-        "labels": numbers.get("labels"),
+        "judge": measured.get("judge"),
+        "basis": measured.get("basis"),
         "verified_relevant": pool.get("verified_relevant"),
         "model": pool.get("model"),
         "design": pool.get("design"),
@@ -48,6 +126,36 @@ def round_row(found: LabellingRound) -> dict:
         "f1": sample.get("f1"),
         "auroc": sample.get("auroc"),
         "ece": sample.get("ece"),
+        "stopping": {"met": stopping.get("met"), "probability": stopping.get("probability"),
+                     "target": stopping.get("target"), "budget_met": stopping.get("budget_met")} if stopping else None,
+    }
+
+
+def round_row(found: LabellingRound) -> dict:
+    """A round as the API, the command and the page show it: its settings and state, the numbers measured before
+    and after its refit or retrain, and at the top the latest of them (after, else before)."""
+    numbers = found.numbers or {}
+    before, after = _figures(_measured(numbers, "before")), _figures(_measured(numbers, "after"))
+    latest = after or before or {}
+    return {
+        "number": found.number,
+        "judge": found.judge.name,
+        "budget": found.budget,
+        "queue_mix": found.queue_mix,
+        "graded": found.graded,
+        "after": found.after,
+        "status": found.status,
+        "state": _state(found),
+        "error": found.error or None,
+        "reason": numbers.get("reason"),
+        "labels_at_start": found.labels_at_start,
+        "created_at": found.created_at.isoformat(),
+        "finished_at": found.finished_at.isoformat() if found.finished_at else None,
+        "labels": numbers.get("labels"),
+        **{key: latest.get(key) for key in ("verified_relevant", "model", "design", "recall_model", "recall_design",
+                                            "sample_n", "kappa", "f1", "auroc", "ece")},
+        "before": before,
+        "after_refit": after,
         "calibration": numbers.get("calibration"),
         "student": _student(found),
     }
@@ -77,15 +185,24 @@ def round_rows(*, project: Project) -> list[dict]:
             .order_by("number")]
 
 
+def _non_negative(value: float | None) -> float | None:
+    # The chart's axis runs from 0 to 1: a kappa below chance leaves a gap there (the table holds its value).
+    return None if value is None or value < 0 else value
+
+
 def round_chart(rows: list[dict]) -> LineChart | None:
-    """Recall of the verified qrels (model- and design-based) and the judge's F1 on the random validation sample,
-    round by round; None before a round has measured anything."""
+    """Round by round, what each ended with (after its refit or retrain, else as measured before): the judge's
+    AUROC, ECE, kappa and F1 on the random validation sample and the verified qrels' recall (model- and
+    design-based); None before a round has measured anything."""
     measured = [row for row in rows if row["labels"] is not None]
     if not measured:
         return None
     series = {
+        "judge AUROC": [(row["number"], _value(row["auroc"])) for row in measured],
+        "judge ECE": [(row["number"], _value(row["ece"])) for row in measured],
+        "judge kappa": [(row["number"], _non_negative(_value(row["kappa"]))) for row in measured],
+        "judge F1": [(row["number"], _value(row["f1"])) for row in measured],
         "recall (model)": [(row["number"], row["recall_model"]) for row in measured],
         "recall (design)": [(row["number"], row["recall_design"]) for row in measured],
-        "judge F1 (random sample)": [(row["number"], _value(row["f1"])) for row in measured],
     }
     return line_chart(series, x_name="round", y_name="value")

@@ -25,6 +25,10 @@ class UnitKeyNotFound(ReportOptionsError, NotFound):
     """No passage of the project has the metadata key asked to rank by (404 in the API)."""
 
 
+# The folds of a judge's calibrator fit (labeling.services.validation.judge_calibrate): it needs at least this many
+# relevant and as many non-relevant gold pairs the judge scored.
+CALIBRATION_FOLDS = 5
+
 @dataclass(frozen=True)
 class ReportOptions:
     """How the report is computed. `all_pairs`: pool pairs nobody graded (no reference grade, no label) count

@@ -30,6 +30,7 @@ from labeling.selectors.training_sets import teacher_refusal
 from labeling.selectors.validation import gold_set
 from labeling.services.jobs import job_fail, job_free, job_heartbeat, job_scratch, job_take
 from labeling.services.judges import judge_create
+from labeling.services.rounds import round_wake
 from labeling.services.scoring import scoring_job_start
 from labeling.storage_folders import ADAPTER_PREFIX, CHECKPOINT_PREFIX, folder_delete, folder_download, folder_upload
 from labeling.tasks import finetune_task
@@ -227,6 +228,7 @@ def finetune_cancel(*, job: FineTuneJob) -> FineTuneJob:
     FineTuneJob.objects.filter(id=job.id, finished_at__isnull=True).update(
         status=FineTuneJob.Status.CANCELLED, finished_at=timezone.now())
     job.refresh_from_db()
+    round_wake(finetune_id=job.id)
     return job
 
 
@@ -246,6 +248,7 @@ def finetune_fail(*, job_id: int, error: str) -> FineTuneJob | None:
     """Give up on a job: failed with the error; its checkpoints are dropped."""
     if job_fail(FineTuneJob.objects.filter(id=job_id), error=error):
         folder_delete(f"{CHECKPOINT_PREFIX}{job_id}/")
+        round_wake(finetune_id=job_id)
     return FineTuneJob.objects.filter(id=job_id).first()
 
 

@@ -81,6 +81,9 @@ class JobKind:
     give_up: Callable[[Job, str], object]
     stall_setting: str | None = "JOB_STALL_SECONDS"  # None: the kind sweeps its own stalls (scoring's chunks)
     resume: Callable[[Job], bool] | None = field(default=None)  # a lost worker's job goes on; False: give up
+    # Running rows that wait on other work, not on a worker (a round waiting for its retrain): neither stalled nor
+    # past the limit; the work they wait on has its own, and its end wakes them.
+    waits: Q | None = None
 
     @property
     def time_limit(self) -> int:
@@ -106,7 +109,7 @@ JOB_KINDS = (
     JobKind("draft", DefinitionDraft, "DRAFT_TIME_LIMIT",
             lambda job, reason: definition_draft_fail(draft_id=job.id, error=reason)),
     JobKind("round", LabellingRound, "ROUND_TIME_LIMIT", lambda job, reason: round_fail(round_id=job.id, error=reason),
-            resume=lambda job: round_resume(job=job)),
+            resume=lambda job: round_resume(job=job), waits=Q(waiting_since__isnull=False)),
     JobKind("systems", SystemsResult, "SYSTEMS_TIME_LIMIT",
             lambda job, reason: systems_refresh_fail(result_id=job.id, error=reason)),
     JobKind("query-generation", QueryGenerationJob, "QUERY_GENERATION_TIME_LIMIT",
@@ -140,13 +143,15 @@ def jobs_sweep(*, now: datetime | None = None) -> SweepResult:
     result = SweepResult()
     for kind in JOB_KINDS:
         running = kind.model.objects.filter(status=Job.Status.RUNNING)
+        if kind.waits is not None:
+            running = running.exclude(kind.waits)
         limit = kind.time_limit
         for job in running.filter(started_at__lt=now - timedelta(seconds=limit)).order_by("id"):
             kind.give_up(job, f"ran longer than its time limit of {limit:,} s ({kind.limit_setting}); stopped")
             result.given_up.setdefault(kind.name, []).append(job.id)
         if kind.stall_setting is None:
             continue
-        for job in kind.model.objects.filter(stalled(kind, now)).order_by("id"):
+        for job in running.filter(stalled(kind, now)).order_by("id"):
             if kind.resume is not None and kind.resume(job):
                 result.resumed.setdefault(kind.name, []).append(job.id)
                 continue

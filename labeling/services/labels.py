@@ -122,7 +122,8 @@ def _claim_new(*, project: Project, annotator: AbstractBaseUser, strategy: str |
     order of the strategies furthest below their share. An item the expert already holds is not eligible."""
     if has_stopping_target(project) and _is_expert(project, annotator) and project_target_met(project=project):
         return None  # the project's stopping target is met: experts are done, admins may go on
-    strategies = [strategy] if strategy is not None else strategy_order(project=project, annotator=annotator)
+    strategies = [strategy] if strategy is not None else strategy_order(project=project, annotator=annotator,
+                                                                         now=now)
     for name in strategies:
         eligible = eligible_pairs(project=project, annotator=annotator, now=now, for_review=name == "conflict")
         # Candidates another expert claims meanwhile are skipped (row locked) or found ineligible once locked;

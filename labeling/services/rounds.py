@@ -1,11 +1,11 @@
-"""Labelling rounds (#33): an admin starts a round (a judge, a batch of N expert labels, a queue mix whose random
+"""Labelling rounds (#33, #48): an admin starts a round (a judge, a batch of N expert labels, a queue mix whose random
 share never falls below ROUND_RANDOM_FLOOR); the round sets the project's queue judge and mix; when experts have
-given its N labels a worker records what the round bought (labels spent, the completeness estimates, the judge's
-accuracy on the random validation sample), then refits the judge's calibrator on every gold pair, or (`after`
-student) retrains the judge's cross-encoder student from its stored model with the experts' labels and has the new
-student score the pool. Re-scoring only what changed: after a calibrator refit nothing (every read of the judge's
-P applies its newest calibrator); after a retrain every pair's P is the new student's, so it scores the pool once
-(its scoring job skips pairs it has judged already, when resumed)."""
+given its N labels a worker measures the numbers (the completeness estimates, the stopping state, the judge's
+accuracy on the random validation sample), refits the judge's calibrator on every gold pair, or (`after` student)
+retrains the judge's cross-encoder student from its stored model with the experts' labels and has the new student
+score the pool, and measures them again: what the round bought. Re-scoring only what changed: after a calibrator
+refit nothing (every read of the judge's P applies its newest calibrator); after a retrain every pair's P is the new
+student's, so it scores the pool once, and the round waits for that (round_wake) before measuring."""
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -16,7 +16,17 @@ from django.db.models import Max
 from django.utils import timezone
 
 from labeling.exceptions import Conflict, DomainError, Forbidden, NotFound
-from labeling.models import FineTuneJob, Judge, LabellingRound, Membership, Pair, Project, TrainingExample, TrainingSet
+from labeling.models import (
+    FineTuneJob,
+    Judge,
+    LabellingRound,
+    Membership,
+    Pair,
+    Project,
+    ScoringJob,
+    TrainingExample,
+    TrainingSet,
+)
 from labeling.models.project import QUEUE_STRATEGIES
 from labeling.selectors.completeness import (
     completeness_compute,
@@ -27,6 +37,8 @@ from labeling.selectors.completeness import (
 from labeling.selectors.distill import STUDENT_NAME_MAX_LENGTH, base_judge_name, expert_answers
 from labeling.selectors.projects import project_role
 from labeling.services.jobs import job_fail, job_heartbeat, job_take
+from labeling.services.validation import ValidationReportError, judge_calibrate
+from labeling.tasks import round_finish_task
 
 ROUND_RANDOM_FLOOR = 0.2  # the random validation share of a round's labels is never below this
 ROUND_BUDGET_MAX = 1_000_000
@@ -88,14 +100,16 @@ def round_student_job(judge: Judge) -> FineTuneJob | None:
 @transaction.atomic
 def round_start(*, project: Project, by: AbstractBaseUser, judge: str, budget: object,
                 mix: Mapping[str, object] | None = None, random_share: object = ROUND_RANDOM_FLOOR,
-                after: str = LabellingRound.After.CALIBRATE) -> LabellingRound:
+                after: str = LabellingRound.After.CALIBRATE, graded: object = False) -> LabellingRound:
     """Start the project's next round: `judge` (a name) becomes the queue judge, the queue mix becomes `mix`
     (targeted strategies, default all uncertain) scaled to 1 - random_share plus random_share of the random
     validation sample (at least ROUND_RANDOM_FLOOR), and the round waits for `budget` expert labels. `after`:
     what the worker does with the batch: `calibrate` (refit the judge's calibrator) or `student` (the judge must
     be a cross-encoder student: retrain it from its last state with the experts' labels, then score the pool with
-    the new student). Project admins only (RoundForbidden); RoundOpen while a round's batch is not in; RoundError
-    names a bad field."""
+    the new student). `graded`: its uncertain, disagreement and random queues may serve pairs whose gold grade is
+    known already (re-annotation, an explicit choice); by default they serve only pairs whose gold is unknown.
+    Project admins only (RoundForbidden); RoundOpen while a round's batch is not in; RoundError names a bad
+    field."""
     if project_role(user=by, project=project) != Membership.Role.ADMIN:
         raise RoundForbidden("only a project admin can start a labelling round")
     locked = Project.objects.select_for_update().get(pk=project.pk)
@@ -106,6 +120,8 @@ def round_start(*, project: Project, by: AbstractBaseUser, judge: str, budget: o
     if isinstance(budget, bool) or not isinstance(budget, int) or not 1 <= budget <= ROUND_BUDGET_MAX:
         raise RoundError(f"budget must be a whole number of labels from 1 to {ROUND_BUDGET_MAX:,}, not {budget!r}")
     queue_mix = _mix(mix or {"uncertain": 1}, random_share)
+    if not isinstance(graded, bool):
+        raise RoundError(f"graded must be true or false, not {graded!r}")
     if after not in LabellingRound.After.values:
         raise RoundError(f"after must be one of {', '.join(LabellingRound.After.values)}, not {after!r}")
     if after == LabellingRound.After.STUDENT and round_student_job(found) is None:
@@ -114,21 +130,19 @@ def round_start(*, project: Project, by: AbstractBaseUser, judge: str, budget: o
     open_round = LabellingRound.objects.filter(project=locked, status__in=[LabellingRound.Status.PENDING,
                                                                             LabellingRound.Status.RUNNING]).first()
     if open_round is not None:
-        raise RoundOpen(f"round {open_round.number} is still {'labelling' if open_round.status == 'pending' else 'refitting'}"
-                        "; start the next one when it is done")
+        doing = "labelling" if open_round.status == LabellingRound.Status.PENDING else "measuring or retraining"
+        raise RoundOpen(f"round {open_round.number} is still {doing}; start the next one when it is done")
     number = (LabellingRound.objects.filter(project=locked).aggregate(top=Max("number"))["top"] or 0) + 1
-    locked.queue_judge, locked.queue_mix = found, queue_mix
-    locked.save(update_fields=["queue_judge", "queue_mix"])
+    locked.queue_judge, locked.queue_mix, locked.queue_graded = found, queue_mix, graded
+    locked.save(update_fields=["queue_judge", "queue_mix", "queue_graded"])
     return LabellingRound.objects.create(project=locked, number=number, judge=found, budget=budget,
                                          queue_mix=queue_mix, labels_at_start=current_label_count(locked),
-                                         requested_by=by, after=after)
+                                         requested_by=by, after=after, graded=graded)
 
 
 def round_check(*, project_id: int) -> LabellingRound | None:
     """After a label: when the open round's batch is in (budget labels since it started), hand it to a worker
     once (the status moves from pending to running in one update, so two labels at once queue it once)."""
-    from labeling.tasks import round_finish_task
-
     pending = LabellingRound.objects.filter(project_id=project_id, status=LabellingRound.Status.PENDING).first()
     if pending is None:
         return None
@@ -143,49 +157,106 @@ def round_check(*, project_id: int) -> LabellingRound | None:
     return pending
 
 
-def round_finish(*, round_id: int) -> LabellingRound | None:
-    """The worker's part: measure what the round bought under its judge, then refit the judge's calibrator on
-    every gold pair. A refit that cannot be made (too few relevant or non-relevant gold pairs) fails the round
-    with the reason; its numbers are kept. A round that is not running gives None; one a live worker measures (the
-    task delivered again) is returned as it is."""
-    from labeling.services.validation import ValidationReportError, judge_calibrate
+def _measure(project: Project, judge: Judge) -> dict:
+    """What the numbers of a round are at one moment, under `judge` (its newest calibrator): the completeness
+    report's pool estimates, the stopping state, and the judge's accuracy on the random validation sample."""
+    report = completeness_compute(project=project, options=completeness_options(project=project, judge=judge.name))
+    return {"judge": judge.name, "basis": report["basis"], "pool": report["pool"],
+            "judge_accuracy": report["judge_accuracy"], "stopping": report["stopping"]}
 
-    running = LabellingRound.objects.filter(id=round_id, status=LabellingRound.Status.RUNNING)
-    found = running.first()
+
+def round_finish(*, round_id: int) -> LabellingRound | None:
+    """The worker's part. First pass: measure the round's numbers under its judge as it was ("before"), then
+    refit the judge's calibrator on every gold pair and measure again ("after": every read of P applies the newest
+    calibrator, so nothing needs scoring again), or (after 'student') start the retrain and leave the round
+    waiting (`waiting_since`) until the new student has scored the pool; round_wake then hands it back and this
+    measures "after" under the new student. A refit that cannot be made (too few relevant or non-relevant gold
+    pairs) leaves the round done with its numbers and the reason; a retrain that cannot start or that failed fails
+    the round with why. A round that is not running (or waits) gives None; one a live worker measures (the task
+    delivered again) is returned as it is."""
+    running = LabellingRound.objects.filter(id=round_id, status=LabellingRound.Status.RUNNING,
+                                            waiting_since__isnull=True)
+    found = running.select_related("project", "judge", "finetune__student").first()
     if found is None:
         return None
     if not job_take(running):
         return LabellingRound.objects.get(id=round_id)
     with job_heartbeat(LabellingRound.objects.filter(id=round_id)):
-        project = found.project
-        report = completeness_compute(project=project, options=completeness_options(project=project,
-                                                                                    judge=found.judge.name))
-        numbers = {
-            "labels": current_label_count(project) - found.labels_at_start,
-            "pool": report["pool"],
-            "judge_accuracy": report["judge_accuracy"],
-            "stopping": report["stopping"],
-        }
-        LabellingRound.objects.filter(id=round_id).update(numbers=numbers)
+        project, numbers = found.project, dict(found.numbers or {})
+        if "before" not in numbers:
+            numbers = {"labels": current_label_count(project) - found.labels_at_start,
+                       "before": _measure(project, found.judge)}
+            LabellingRound.objects.filter(id=round_id).update(numbers=numbers)
         if found.after == LabellingRound.After.STUDENT:
-            try:
-                job = _retrain(found)
-            except DomainError as exc:
-                round_fail(round_id=round_id, error=f"the student could not be retrained: {exc}")
-                return LabellingRound.objects.get(id=round_id)
-            numbers["student"] = {"job": job.id, "name": job.student_name, "training_set": job.training_set.name,
-                                  "examples": job.examples}
+            return _student_step(found, numbers)
+        try:
+            calibration = judge_calibrate(judge=found.judge, user=found.requested_by)
+        except ValidationReportError as exc:
+            numbers["reason"] = (f"the calibrator was not refitted: {exc}. The round's numbers are the judge's as it "
+                                 "was; label pairs of the missing kind (the uncertain queue finds them) and start "
+                                 "another round")
         else:
-            try:
-                calibration = judge_calibrate(judge=found.judge, user=found.requested_by)
-            except ValidationReportError as exc:
-                round_fail(round_id=round_id, error=f"the calibrator could not be refitted: {exc}")
-                return LabellingRound.objects.get(id=round_id)
             numbers["calibration"] = {"method": calibration.method, "n": calibration.n,
                                       "n_relevant": calibration.n_relevant}
-        LabellingRound.objects.filter(id=round_id).update(numbers=numbers, status=LabellingRound.Status.DONE,
-                                                          finished_at=timezone.now())
+            numbers["after"] = _measure(project, found.judge)
+        _done(round_id, numbers)
     return LabellingRound.objects.get(id=round_id)
+
+
+def _done(round_id: int, numbers: dict) -> None:
+    LabellingRound.objects.filter(id=round_id).update(numbers=numbers, status=LabellingRound.Status.DONE,
+                                                      finished_at=timezone.now())
+
+
+def _student_step(found: LabellingRound, numbers: dict) -> LabellingRound:
+    """After 'student': start the retrain (the round then waits), or, handed back by round_wake, measure the new
+    student or fail with why its retrain did not finish."""
+    job = found.finetune
+    if job is None:
+        try:
+            job = _retrain(found)
+        except DomainError as exc:
+            round_fail(round_id=found.id, error=f"the student could not be retrained: {exc}")
+            return LabellingRound.objects.get(id=found.id)
+        numbers["student"] = {"job": job.id, "name": job.student_name, "training_set": job.training_set.name,
+                              "examples": job.examples}
+        LabellingRound.objects.filter(id=found.id).update(numbers=numbers)
+        return LabellingRound.objects.get(id=found.id)
+    if job.status != FineTuneJob.Status.DONE or job.student is None:
+        round_fail(round_id=found.id, error=f"the student's retrain (fine-tuning job {job.id}) {job.status}"
+                                            f"{': ' + job.error if job.error else ''}; the numbers before it are kept")
+        return LabellingRound.objects.get(id=found.id)
+    numbers["after"] = _measure(found.project, job.student)
+    _done(found.id, numbers)
+    return LabellingRound.objects.get(id=found.id)
+
+
+def round_wake(*, finetune_id: int | None = None, judge_id: int | None = None) -> list[int]:
+    """Called when a fine-tuning job ends (`finetune_id`) or a judge's scoring job ends (`judge_id`): a round that
+    waits for that retrain is handed back to a worker once its wait is over (the retrain failed or was cancelled,
+    or its student is trained and has no scoring job left to finish), running and held by no worker, its time
+    limit counted from now. Returns the ids of the rounds handed back."""
+    waiting = LabellingRound.objects.filter(status=LabellingRound.Status.RUNNING, waiting_since__isnull=False)
+    if finetune_id is not None:
+        waiting = waiting.filter(finetune_id=finetune_id)
+    elif judge_id is not None:
+        waiting = waiting.filter(finetune__student_id=judge_id)
+    else:
+        return []
+    woken = []
+    for found in waiting.select_related("finetune"):
+        job = found.finetune
+        if job.finished_at is None:
+            continue
+        if job.status == FineTuneJob.Status.DONE and (
+                job.student_id is None or not ScoringJob.objects.filter(judge_id=job.student_id).exists()
+                or ScoringJob.objects.filter(judge_id=job.student_id, finished_at__isnull=True).exists()):
+            continue
+        if LabellingRound.objects.filter(id=found.id, waiting_since__isnull=False).update(
+                waiting_since=None, started_at=timezone.now(), heartbeat_at=None, attempts=0):
+            transaction.on_commit(lambda round_id=found.id: round_finish_task.delay(round_id))
+            woken.append(found.id)
+    return woken
 
 
 def _free(taken, name: str, max_length: int) -> str:
@@ -229,6 +300,7 @@ def _retrain(found: LabellingRound) -> FineTuneJob:
     """After 'student': the round's fine-tuning job, made once (a round taken again returns the one it made): the
     judge's student goes on from its stored model on its training set plus the experts' new labels, with the
     parent's settings, and once trained scores the whole pool."""
+    # Lazily: fine-tuning ends by waking the round (finetune -> rounds.round_wake), so this side imports late.
     from labeling.services.finetune import finetune_request
 
     # No select_related here: PostgreSQL refuses FOR UPDATE on the nullable side of the outer join it would make.
@@ -247,7 +319,8 @@ def _retrain(found: LabellingRound) -> FineTuneJob:
         project=found.project, training_set=_round_training_set(locked, parent), teacher=parent.teacher,
         base_model="", student_name=name, hyperparameters=settings, device=device, user=found.requested_by,
         student=FineTuneJob.StudentKind.CROSSENCODER, parent=parent, score_pool=True)
-    LabellingRound.objects.filter(id=found.id).update(finetune=job)
+    # In the transaction that queues the retrain: the round waits before the retrain can end and wake it.
+    LabellingRound.objects.filter(id=found.id).update(finetune=job, waiting_since=timezone.now())
     return job
 
 
@@ -263,8 +336,6 @@ ROUND_MAX_ATTEMPTS = 3
 def round_resume(*, job: LabellingRound) -> bool:
     """The sweep's way on for a round whose worker was lost (or whose message waited past the stall time): queued
     again, at most ROUND_MAX_ATTEMPTS times in all; False: give up."""
-    from labeling.tasks import round_finish_task
-
     if job.attempts >= ROUND_MAX_ATTEMPTS:
         return False
     # Released (no heartbeat), as a worker leaving it would: the task queued takes it (and counts the attempt); the

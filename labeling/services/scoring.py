@@ -20,6 +20,7 @@ from labeling.selectors.definitions import current_definitions
 from labeling.selectors.scoring import observed_answers, queued_pairs
 from labeling.selectors.throughput import Throughput, judge_throughput
 from labeling.services.judging import query_intent
+from labeling.services.rounds import round_wake
 
 # The chunks' services, re-exported: callers start a job and run its chunks through this one module.
 from labeling.services.scoring_chunks import (  # noqa: F401
@@ -188,6 +189,7 @@ def scoring_job_create(
     if not chunks:
         ScoringJob.objects.filter(id=job.id).update(status=ScoringJob.Status.DONE, finished_at=timezone.now())
         job.refresh_from_db()
+        round_wake(judge_id=judge.id)
         return job
     scoring_dispatch(job=job)  # its part of its project's share; each chunk written sends more (scoring_dispatch.py)
     return job
@@ -213,6 +215,7 @@ def scoring_job_cancel(*, job: ScoringJob) -> ScoringJob:
     )
     job.refresh_from_db()
     scoring_dispatch(job=job)
+    round_wake(judge_id=job.judge_id)
     return job
 
 

@@ -20,6 +20,7 @@ from labeling.selectors.degenerate import judge_degeneracy
 from labeling.selectors.scoring import queued_pairs
 from labeling.selectors.validation import (
     BY_DEFINITION,
+    CALIBRATION_FOLDS,
     DEFAULT_OPTIONS,
     GoldGrades,
     GoldSet,
@@ -227,7 +228,7 @@ def judge_calibrate(*, judge: Judge, user=None) -> JudgeCalibration:
     arrays = judge_arrays(gold, judge)
     relevant = arrays.data.gold >= project.label_scale.relevant_from
     try:
-        fit = calibrator_fit(arrays.p, relevant, folds=5, seed=0)
+        fit = calibrator_fit(arrays.p, relevant, folds=CALIBRATION_FOLDS, seed=0)
     except CalibrationError as exc:
         raise ValidationReportError(f"judge {judge.name!r}: {exc}") from None
     calibration = JudgeCalibration.objects.create(

@@ -1,0 +1,105 @@
+"""What a round asks of experts and what it says (#48): its items are pairs whose gold is unknown, its random share
+holds within the round, an expert's label against a reference grade goes to adjudication, and a round on gold that
+is all relevant says beforehand that a refit cannot run, then ends done with its numbers and the reason."""
+from __future__ import annotations
+
+import pytest
+from rest_framework.test import APIClient
+
+from labeling.models import Label, LabellingRound, Membership, Pair
+from labeling.selectors.streams import gold_pairs
+from labeling.services.adjudication import adjudication_set
+from labeling.services.labels import label_submit, queue_next_for_annotator
+from labeling.services.rounds import round_finish
+from tests.factories import LeaseFactory, MembershipFactory, UserFactory
+from tests.test_completeness import world  # noqa: F401 - the fixture: 60 pairs, a judge, 17 gold pairs
+
+pytestmark = pytest.mark.django_db
+
+
+def member(project, role):
+    user = UserFactory()
+    MembershipFactory(project=project, user=user, role=role)
+    return user
+
+
+def api_for(user) -> APIClient:
+    client = APIClient()
+    client.force_authenticate(user)
+    return client
+
+
+def test_a_rounds_items_are_pairs_without_gold_and_half_of_twenty_come_from_the_random_sample(world):  # noqa: F811
+    project, judge, pairs, order, p, graded = world
+    # Reference grades on the ten ungraded pairs the judge is least sure of: the old uncertain queue's first picks.
+    ungraded = sorted((i for i in range(len(pairs)) if i not in graded), key=lambda i: abs(p[i] - 0.5))
+    referenced = {pairs[i].id for i in ungraded[:10]}
+    Pair.objects.filter(id__in=referenced).update(reference_grade=1)
+    expert = member(project, Membership.Role.EXPERT)
+    # The expert's history: ten earlier labels from the uncertain queue, which the round's quotas do not weigh.
+    for i in ungraded[10:20]:
+        LeaseFactory(pair=pairs[i], annotator=expert, queue="uncertain")
+        label_submit(project=project, annotator=expert, pair_id=pairs[i].id, grade=0)
+    gold_before = {pair.id for pair in pairs if pair.id in referenced} | {pairs[i].id for i in graded}
+    gold_before |= set(Label.objects.filter(pair__project=project).values_list("pair_id", flat=True))
+    admin = member(project, Membership.Role.ADMIN)
+    response = api_for(admin).post("/api/projects/complete/rounds/", {"judge": "imported", "budget": 20,
+                                                                      "random_share": 0.5}, format="json")
+    assert response.status_code == 201, response.content
+    project.refresh_from_db()  # the round set its queue mix
+    served = []
+    for _ in range(20):
+        claim = queue_next_for_annotator(project=project, annotator=expert)
+        served.append((claim.pair.id, claim.queue))
+        label_submit(project=project, annotator=expert, pair_id=claim.pair.id, grade=0)
+    assert not {pair_id for pair_id, _ in served} & gold_before
+    queues = [queue for _, queue in served]
+    assert queues.count("random") == 10 and queues.count("uncertain") == 10
+    assert LabellingRound.objects.get(project=project).status == "running"  # its batch is in
+
+
+def test_an_experts_0_on_a_pair_the_reference_grades_2_is_a_conflict_the_adjudication_settles(
+        world, client):  # noqa: F811
+    project, judge, pairs, order, p, graded = world
+    pair = pairs[next(i for i in range(len(pairs)) if i not in graded)]
+    Pair.objects.filter(id=pair.id).update(reference_grade=2)
+    expert, admin = member(project, Membership.Role.EXPERT), member(project, Membership.Role.ADMIN)
+    LeaseFactory(pair=pair, annotator=expert)
+    label_submit(project=project, annotator=expert, pair_id=pair.id, grade=0)
+    client.force_login(admin)
+    html = client.get(f"/projects/{project.slug}/adjudication/").content.decode()
+    item = html.partition(f'data-pair="{pair.id}"')
+    assert item[1] and "adj-conflict" in item[0].rsplit("<article", 1)[1]
+    assert 'data-testid="reference">reference qrels: 2<' in item[2]
+    adjudication_set(project=project, adjudicator=admin, pair_id=pair.id, grade=0)
+    # The adjudication is the pair's gold now (the expert was right), not the reference grade.
+    assert {gold.pair_id: gold.gold for gold in gold_pairs(project)}[pair.id] == 0
+    assert f'data-pair="{pair.id}"' not in client.get(f"/projects/{project.slug}/adjudication/").content.decode()
+
+
+def test_a_round_on_gold_that_is_all_relevant_says_so_first_then_ends_done_with_its_numbers_and_the_reason(
+        world, client):  # noqa: F811
+    project, *_ = world
+    Label.objects.filter(pair__project=project).update(grade=1)  # 17 relevant gold pairs, none non-relevant
+    admin = member(project, Membership.Role.ADMIN)
+    client.force_login(admin)
+    html = client.get(f"/projects/{project.slug}/rounds/").content.decode()
+    statement = ("Judge &#x27;imported&#x27; has scored 17 relevant and 0 non-relevant gold pairs; a refit of its "
+                 "calibrator needs 5 of each: a round refits it only if its labels bring 5 more non-relevant")
+    assert statement in html and 'data-outlook="imported" data-ready="no"' in html
+    outlook = api_for(admin).get("/api/projects/complete/rounds/").json()["outlook"]
+    assert outlook == [{"judge": "imported", "needs_each": 5, "relevant": 17, "non_relevant": 0,
+                        "missing_relevant": 0, "missing_non_relevant": 5, "ready": False,
+                        "statement": outlook[0]["statement"]}]
+    started = api_for(admin).post("/api/projects/complete/rounds/", {"judge": "imported", "budget": 1},
+                                  format="json")
+    LabellingRound.objects.filter(number=started.json()["number"]).update(status="running")
+    done = round_finish(round_id=LabellingRound.objects.get().id)
+    assert done.status == "done" and not done.error
+    row = api_for(admin).get("/api/projects/complete/rounds/").json()["rounds"][0]
+    assert row["state"] == "done, not refitted" and row["before"]["sample_n"] == 12 and row["after_refit"] is None
+    assert row["reason"].startswith("the calibrator was not refitted: judge 'imported': needs at least 5 relevant "
+                                    "and 5 non-relevant gold pairs to fit with 5 folds; has 17 relevant and 0")
+    html = client.get(f"/projects/{project.slug}/rounds/").content.decode()
+    assert "<strong>Not refitted.</strong> the calibrator was not refitted" in html
+    assert 'data-round="1" data-status="done"' in html and 'data-chart="rounds"' in html
