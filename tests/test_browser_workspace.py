@@ -195,3 +195,29 @@ def test_a_saved_label_is_confirmed_over_the_page_and_the_counters_follow_labels
     assert page.locator("#ws-toast [data-testid=saved]").inner_text().startswith("Saved: 2 relevant for query")
     assert Label.objects.filter(annotator=expert, superseded_at__isnull=True).count() == 3
     assert errors == []
+
+
+def test_the_counters_count_a_label_while_the_server_is_still_answering(browser, live_server):
+    """A busy server answers a label seconds later; meanwhile the next item is on screen, and the counters already
+    count the label given (not one behind); the answer then confirms them."""
+    project = ProjectFactory(queue_mix={"sequential": 100})
+    query = QueryFactory(project=project, external_id="q-slow")
+    for i in range(4):
+        PairFactory(project=project, query=query, passage=PassageFactory(project=project, external_id=f"doc-{i}"))
+    MembershipFactory(project=project, user=UserFactory(username="erin"), role="expert")
+    page, errors = log_in(browser, live_server, "erin", viewport=SCREEN)
+    page.goto(f"{live_server.url}/projects/{project.slug}/annotate/")
+    assert _counters(page) == ("0", "0", "3", "4")
+    held = []
+    page.route("**/annotate/submit/", lambda route: held.append(route))
+    first = page.locator("#ws-current .ws-item").get_attribute("data-pair")
+    page.keyboard.press("2")
+    page.wait_for_function(f"document.querySelector('#ws-current .ws-item').dataset.pair !== '{first}'")
+    assert Label.objects.count() == 0  # the label has not reached the server yet
+    assert _counters(page) == ("1", "1", "2", "3")
+    assert len(held) == 1
+    held[0].continue_()
+    page.locator("#ws-toast [data-testid=saved]").wait_for(timeout=10_000)
+    assert Label.objects.count() == 1
+    assert _counters(page) == ("1", "1", "2", "3")
+    assert errors == []
