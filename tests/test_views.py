@@ -186,3 +186,25 @@ def test_htmx_history_restore_gets_the_full_page(client, member):
         detail_url(project), headers={"HX-Request": "true", "HX-History-Restore-Request": "true"}
     )
     assert "<html" in response.content.decode()
+
+
+def test_an_expert_opening_an_admin_page_gets_the_sites_page_saying_why_and_no_traceback_is_logged(client, caplog):
+    project = ProjectFactory(name="Flood study")
+    expert = UserFactory()
+    MembershipFactory(project=project, user=expert, role="expert")
+    client.force_login(expert)
+    url = reverse("labeling:settings", args=[project.slug])
+    with caplog.at_level("WARNING", logger="django.request"):
+        response = client.get(url)
+    assert response.status_code == 403
+    html = response.content.decode()
+    # The site's navigation and the project's tabs that an expert may open (not the one refused).
+    assert 'class="site-nav"' in html and f'href="{LIST_URL}"' in html
+    tabs = re.findall(r'data-tab="(\w+)"', html)
+    assert "annotate" in tabs and "settings" not in tabs
+    reason = re.search(r'data-testid="forbidden-reason">(.*?)</p>', html).group(1)
+    assert re.sub(r"<[^>]+>", "", reason) == (
+        "You are an expert of Flood study. Only a project admin can change the queue settings.")
+    (record,) = [r for r in caplog.records if r.name == "django.request"]
+    assert record.getMessage() == f"Forbidden (Permission denied): {url}"
+    assert record.exc_info is None and "Traceback" not in caplog.text
