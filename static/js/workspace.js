@@ -108,9 +108,9 @@
     if (number) number.nodeValue = progress.dataset.waiting;
   }
 
-  // A label counts from the moment its item leaves the screen: the counters step at once, and the answer, which
-  // may take seconds on a busy server, then sets them to what the server counted. Without this they read one
-  // label behind while the next item is already shown.
+  // A label counts from the moment its item leaves the screen: the counters step at once, marked busy, and the
+  // answer, which may take seconds on a busy server, replaces them with what the server counted (not busy).
+  // Without this they read one label behind while the next item is already shown.
   function counterStep(name, by) {
     const strong = document.querySelector("#ws-progress [data-count=" + name + "]");
     if (!strong || strong.textContent.includes("+")) return null; // a capped count stays as it was
@@ -125,6 +125,7 @@
     counterStep("done-today", 1);
     counterStep("left", -1);
     const progress = byId("ws-progress");
+    if (progress) progress.setAttribute("aria-busy", "true");
     const waiting = progress && progress.dataset.waiting;
     if (waiting && !waiting.includes("+")) {
       const value = Number(waiting.replace(/,/g, "")) - 1;
