@@ -367,7 +367,9 @@ CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
+    "filters": {"expected_forbidden": {"()": "annotator.log_filters.ExpectedForbidden"}},
     "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "loggers": {"django.request": {"filters": ["expected_forbidden"]}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
 }
 

@@ -4,6 +4,7 @@ from django.http import HttpRequest, HttpResponsePermanentRedirect
 from django.templatetags.static import static
 from django.urls import include, path
 
+
 def favicon(request: HttpRequest) -> HttpResponsePermanentRedirect:
     # Resolved per request: with hashed static names the manifest exists only after collectstatic.
     return HttpResponsePermanentRedirect(static("favicon.svg"))
@@ -11,6 +12,8 @@ def favicon(request: HttpRequest) -> HttpResponsePermanentRedirect:
 
 # A server error under /api/ answers the API's error body (an unknown API path does too: labeling.api.urls).
 handler500 = "labeling.api.exceptions.server_error"
+# A page a member's role does not open answers a page of the site saying why, not a bare "403 Forbidden".
+handler403 = "labeling.views.errors.permission_denied"
 
 urlpatterns = [
     # Browsers ask for /favicon.ico on pages without an icon link (JSON, errors): answer with the one we have.

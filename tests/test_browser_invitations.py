@@ -62,7 +62,7 @@ def test_an_admin_invites_an_expert_who_sets_a_password_and_labels(browser, live
     stranger.goto(f"{live_server.url}/projects/{project.slug}/annotate/")
     pair = stranger.locator("#ws-current .ws-item").get_attribute("data-pair")
     stranger.keyboard.press("1")
-    stranger.wait_for_selector("[data-count=done-today]:text-is('1')")
+    stranger.wait_for_selector("#ws-progress:not([aria-busy]) [data-count=done-today]:text-is('1')")
     label = Label.objects.get()
     assert (label.annotator.username, label.pair_id, label.grade) == ("carol", int(pair), 1)
 

@@ -78,9 +78,12 @@ def test_an_admin_is_shown_the_setup_steps_and_an_expert_where_to_start(browser,
         "judge": ("done", "1 judge"),
         "score": ("to do", "3 of 5 pairs judged by a judge"),
         "invite": ("done", "2 experts · 0 invitations pending"),
-        "label": ("done", "3 labels · 3 of 5 pairs with a gold grade · 0 conflicts to adjudicate"),
+        "label": ("to do", "3 labels · 3 of 5 pairs with a gold grade · 0 conflicts to adjudicate"),
         "export": ("ready", "3 gold grades · 3 pairs judged"),
     }
+    # No stopping target set: labelling is done when every pair of the pool has a gold grade, and it says so.
+    assert page.locator('[data-step="label"] .step-target').inner_text() == (
+        "Done when every pair has a gold grade, or set a stopping target in Settings.")
     assert page.locator('[data-count="gold"]').inner_text() == "3"
     assert page.locator('[data-count="labels"]').inner_text() == "3"
     assert page.locator('[data-step="score"] .step-action').get_attribute("href") == "/projects/flood/judges/"

@@ -67,19 +67,31 @@ def test_a_project_with_runs_shows_its_leaderboard_and_pools_from_runs(browser, 
     assert page.locator("table[data-leaderboard='judge:gpt35-ask-generic'] caption [data-partial]").is_visible()
     page.screenshot(path=str(SCREENSHOTS / "systems-with-runs.png"), full_page=True)
 
+    # The leaderboard comes first, on the first screen; the forms are folded below it, and open on a click.
+    top = page.locator("#evaluation").bounding_box()["y"]
+    assert top < 900
+    folds = ("#upload", "#retrieve", "#pool", "#beyond-pool", "#query-generation")
+    for fold in folds:
+        assert page.locator(fold).bounding_box()["y"] > top, fold
+        assert page.locator(fold).evaluate("el => el.tagName + ':' + el.open") == "DETAILS:false", fold
+    assert not page.locator("#retrieve select[name=retriever]").is_visible()
+
     # What a dense run would take here, before anyone starts it; nothing starts.
+    page.locator("#retrieve summary").click()
     page.locator("#retrieve select[name=retriever]").select_option("dense")
     page.locator("#retrieve button[name=estimate]").click()
     shown = page.locator("[data-retrieval-estimate]")
     shown.wait_for(timeout=60_000)
     passages = project.passages.count()
     assert shown.inner_text().startswith(f"dense over {passages} passages and ")
-    assert f"{passages} passages to embed" in shown.inner_text() and "encoding timed on 32 passages" in shown.inner_text()
+    text = shown.inner_text()
+    assert f"{passages} passages to embed" in text and "encoding timed on 32 passages" in text
     assert RetrievalJob.objects.filter(project=project, retriever="dense").count() == 0
     shown.scroll_into_view_if_needed()
     page.locator("#retrieve").screenshot(path=str(SCREENSHOTS / "systems-retrieval-estimate.png"))
 
     pairs_before = Pair.objects.filter(project=project).count()
+    page.locator("#pool summary").click()
     page.locator("#pool input[name=runs][value='bm25']").check()
     page.fill("#pool input[name=depth]", "20")
     page.locator("#pool button:has-text('Preview')").click()
@@ -105,7 +117,8 @@ def test_a_project_without_runs_says_how_to_add_one(browser, live_server):
     page.goto(f"{live_server.url}/projects/fresh/systems/")
     empty = page.locator("[data-empty-state]")
     assert "manage.py import_run" in empty.inner_text() and "manage.py retrieve" in empty.inner_text()
-    assert page.locator("#upload form").count() == 1 and page.locator("#retrieve form").count() == 1
+    # With no run yet, the two ways to get one are open.
+    assert page.locator("#upload form").is_visible() and page.locator("#retrieve form").is_visible()
     page.screenshot(path=str(SCREENSHOTS / "systems-empty.png"), full_page=True)
     assert errors == []
     page.close()

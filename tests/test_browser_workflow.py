@@ -49,8 +49,8 @@ def test_an_expert_labels_with_the_keyboard_undoes_one_and_an_admin_adjudicates(
         # A selector, not a JavaScript string: the pages' Content-Security-Policy forbids eval.
         page.wait_for_selector(f".ws-item:not([data-pair='{item}'])")
     assert shown == [pairs[0].id, pairs[1].id, pairs[2].id]
-    # The labels go in the background (the next item was already on the page): the counter follows.
-    page.wait_for_selector("[data-count=done-today]:text-is('3')")
+    # The labels go in the background (the next item was already on the page): the server's counter follows.
+    page.wait_for_selector("#ws-progress:not([aria-busy]) [data-count=done-today]:text-is('3')")
     page.keyboard.press("u")
     page.wait_for_selector(f".ws-item[data-pair='{pairs[2].id}']")
     assert "Undid your last label" in page.locator("#workspace").inner_text()

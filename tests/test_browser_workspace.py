@@ -81,9 +81,10 @@ def test_an_expert_labels_twenty_sample_items_by_keyboard_with_each_passage_on_s
     median_ms = statistics.median(waits) * 1000
     print(f"\nmedian time between items: {median_ms:.0f} ms over {ITEMS} items (longest passage {longest} chars)")
 
-    # The labels went in the background: once the last answer is in (the counter says so), the database holds
-    # exactly what was pressed.
-    page.wait_for_selector(f"[data-count=done-today]:text-is('{ITEMS}')", timeout=10_000)
+    # The labels went in the background: once the last answer is in (the counter the server sent, no longer busy,
+    # says so), the database holds exactly what was pressed.
+    page.wait_for_selector(f"#ws-progress:not([aria-busy]) [data-count=done-today]:text-is('{ITEMS}')",
+                           timeout=10_000)
     labels = list(Label.objects.filter(annotator=expert).order_by("id").values_list("pair_id", "grade"))
     assert labels == [(pair, int(key)) for pair, key in zip(shown, grades)]
     assert len(set(shown)) == ITEMS
@@ -175,7 +176,7 @@ def test_a_saved_label_is_confirmed_over_the_page_and_the_counters_follow_labels
         shown = _box(page, "#ws-current")
         for before, now in ((above, _box(page, "#ws-progress")), (below, shown)):
             assert (now["x"], now["y"]) == (before["x"], before["y"]), (k, before, now)
-        page.wait_for_selector(f"[data-count=session-labelled]:text-is('{k}')")
+        page.wait_for_selector(f"#ws-progress:not([aria-busy]) [data-count=session-labelled]:text-is('{k}')")
         assert _counters(page) == (str(k), str(k), str(5 - k), str(6 - k))
         if SHOTS and k == 1:
             Path(SHOTS).mkdir(parents=True, exist_ok=True)
@@ -190,8 +191,35 @@ def test_a_saved_label_is_confirmed_over_the_page_and_the_counters_follow_labels
     assert _counters(page) == ("2", "2", "3", "4")
     assert int(page.locator("#ws-current .ws-item").get_attribute("data-pair")) == labelled[-1]
     page.keyboard.press("2")
-    page.wait_for_selector("[data-count=session-labelled]:text-is('3')")
+    page.wait_for_selector("#ws-progress:not([aria-busy]) [data-count=session-labelled]:text-is('3')")
     assert _counters(page) == ("3", "3", "2", "3")
     assert page.locator("#ws-toast [data-testid=saved]").inner_text().startswith("Saved: 2 relevant for query")
     assert Label.objects.filter(annotator=expert, superseded_at__isnull=True).count() == 3
+    assert errors == []
+
+
+def test_the_counters_count_a_label_while_the_server_is_still_answering(browser, live_server):
+    """A busy server answers a label seconds later; meanwhile the next item is on screen, and the counters already
+    count the label given (not one behind); the answer then confirms them."""
+    project = ProjectFactory(queue_mix={"sequential": 100})
+    query = QueryFactory(project=project, external_id="q-slow")
+    for i in range(4):
+        PairFactory(project=project, query=query, passage=PassageFactory(project=project, external_id=f"doc-{i}"))
+    MembershipFactory(project=project, user=UserFactory(username="erin"), role="expert")
+    page, errors = log_in(browser, live_server, "erin", viewport=SCREEN)
+    page.goto(f"{live_server.url}/projects/{project.slug}/annotate/")
+    assert _counters(page) == ("0", "0", "3", "4")
+    held = []
+    page.route("**/annotate/submit/", lambda route: held.append(route))
+    first = page.locator("#ws-current .ws-item").get_attribute("data-pair")
+    page.keyboard.press("2")
+    page.wait_for_function(f"document.querySelector('#ws-current .ws-item').dataset.pair !== '{first}'")
+    assert Label.objects.count() == 0  # the label has not reached the server yet
+    assert _counters(page) == ("1", "1", "2", "3")
+    assert page.locator("#ws-progress").get_attribute("aria-busy") == "true"
+    assert len(held) == 1
+    held[0].continue_()
+    page.wait_for_selector("#ws-progress:not([aria-busy])", timeout=10_000)
+    assert Label.objects.count() == 1
+    assert _counters(page) == ("1", "1", "2", "3")
     assert errors == []

@@ -5,9 +5,11 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
+from labeling.models import ScoringJob
 from labeling.views.projects import QUERIES_PER_PAGE
 from tests.factories import (
     PASSWORD,
+    JudgeFactory,
     JudgmentFactory,
     LabelFactory,
     MembershipFactory,
@@ -186,3 +188,49 @@ def test_htmx_history_restore_gets_the_full_page(client, member):
         detail_url(project), headers={"HX-Request": "true", "HX-History-Restore-Request": "true"}
     )
     assert "<html" in response.content.decode()
+
+
+def test_an_expert_opening_an_admin_page_gets_the_sites_page_saying_why_and_no_traceback_is_logged(client, caplog):
+    project = ProjectFactory(name="Flood study")
+    expert = UserFactory()
+    MembershipFactory(project=project, user=expert, role="expert")
+    client.force_login(expert)
+    url = reverse("labeling:settings", args=[project.slug])
+    with caplog.at_level("WARNING", logger="django.request"):
+        response = client.get(url)
+    assert response.status_code == 403
+    html = response.content.decode()
+    # The site's navigation and the project's tabs that an expert may open (not the one refused).
+    assert 'class="site-nav"' in html and f'href="{LIST_URL}"' in html
+    tabs = re.findall(r'data-tab="(\w+)"', html)
+    assert "annotate" in tabs and "settings" not in tabs
+    reason = re.search(r'data-testid="forbidden-reason">(.*?)</p>', html).group(1)
+    assert re.sub(r"<[^>]+>", "", reason) == (
+        "You are an expert of Flood study. Only a project admin can change the queue settings.")
+    (record,) = [r for r in caplog.records if r.name == "django.request"]
+    assert record.getMessage() == f"Forbidden (Permission denied): {url}"
+    assert record.exc_info is None and "Traceback" not in caplog.text
+
+
+def test_the_overview_says_scoring_is_running_while_a_job_runs_and_counts_labels_against_the_pool(client):
+    project = ProjectFactory()
+    query = QueryFactory(project=project)
+    pairs = [PairFactory(project=project, query=query, passage=PassageFactory(project=project)) for _ in range(4)]
+    boss = UserFactory()
+    MembershipFactory(project=project, user=boss, role="admin")
+    judge = JudgeFactory(project=project, name="minilm")
+    JudgmentFactory(pair=pairs[0], judge=judge)
+    ScoringJob.objects.create(project=project, judge=judge, scope="missing", total=3, done=1)
+    LabelFactory(pair=pairs[0], annotator=boss, grade=1)
+    client.force_login(boss)
+    html = client.get(detail_url(project)).content.decode()
+
+    def step(key):
+        item = re.search(rf'data-step="{key}" data-state="([^"]+)">(.*?)</li>', html, re.S)
+        counts = re.search(r'step-counts small muted">(.*?)</span>\n', item.group(2)).group(1)
+        target = re.search(r'step-target small muted">(.*?)</span>', item.group(2))
+        return item.group(1), re.sub(r"<[^>]+>", "", counts), target and target.group(1)
+
+    assert step("score") == ("running", "1 of 4 pairs judged by a judge · 1 job running · 1 of 3 pairs scored", None)
+    assert step("label") == ("to do", "1 label · 1 of 4 pairs with a gold grade · 0 conflicts to adjudicate",
+                             "Done when every pair has a gold grade, or set a stopping target in Settings.")

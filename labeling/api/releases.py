@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from django.http import StreamingHttpResponse
 from django.utils.http import content_disposition_header
-from django.utils.text import slugify
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers
@@ -25,6 +24,7 @@ from labeling.selectors.releases import (
     release_before,
     release_by_name,
     release_diff,
+    release_file_name,
     release_lines,
     release_verify,
     releases_of,
@@ -34,7 +34,8 @@ from labeling.services.releases import release_create
 
 def release_json(release: QrelsRelease) -> dict:
     return {"name": release.name, "description": release.description, "source": release.source,
-            "threshold": release.threshold, "rule": release.rule or None, "judge": release.judge_name or None, "calibrator": release.calibrator,
+            "threshold": release.threshold, "rule": release.rule or None, "judge": release.judge_name or None,
+            "calibrator": release.calibrator,
             "definitions": release.definitions, "relevant_from": release.relevant_from, "pairs": release.pairs,
             "graded": release.graded, "relevant": release.relevant, "queries": release.queries,
             "sha256": release.sha256, "created_at": release.created_at.isoformat(),
@@ -92,8 +93,7 @@ class ReleaseExportView(APIView):
         release_verify(found)  # before the first byte: a damaged release is an error, not a truncated download
         response = StreamingHttpResponse(utf8_chunks(release_lines(found, fmt, verify=False)),
                                          content_type=fmt.media_type)
-        name = f"{project.slug}_release_{slugify(found.name) or found.id}.{fmt.extension}"
-        response["Content-Disposition"] = content_disposition_header(True, name)
+        response["Content-Disposition"] = content_disposition_header(True, release_file_name(found, fmt))
         return response
 
 

@@ -8,10 +8,12 @@ from datetime import datetime
 from enum import StrEnum
 
 from django.contrib.auth.models import AbstractBaseUser
+from django.db.models import Count, Sum
 
-from labeling.models import Invitation, Judge, Judgment, Label, Membership, Pair, Project, Run
+from labeling.models import Invitation, Judge, Judgment, Label, Membership, Pair, Project, Run, ScoringJob
 from labeling.selectors.adjudication import adjudication_counts
 from labeling.selectors.browse import gold_grade_sql
+from labeling.selectors.completeness import has_stopping_target, project_target_met
 from labeling.selectors.projects import ProjectCounts
 from labeling.selectors.queues import queue_progress
 
@@ -19,6 +21,7 @@ from labeling.selectors.queues import queue_progress
 class StepState(StrEnum):
     DONE = "done"
     TO_DO = "to do"
+    RUNNING = "running"  # a worker is doing it now
     READY = "ready"  # there is something to read or take away
     WAITING = "waiting"  # nothing to read yet: another step comes first
 
@@ -43,7 +46,8 @@ class StepCount:
 
 @dataclass(frozen=True)
 class Step:
-    """A thing to do next, and the page (`url_name` of the project, then `anchor`) where it is done."""
+    """A thing to do next, and the page (`url_name` of the project, then `anchor`) where it is done; `target` says
+    when a step with no natural end counts as done."""
 
     key: str
     title: str
@@ -52,6 +56,7 @@ class Step:
     url_name: str
     action: str
     anchor: str = ""
+    target: str = ""
 
 
 @dataclass(frozen=True)
@@ -80,6 +85,46 @@ def _judged_pairs(project: Project) -> int:
             .values("pair_id").distinct().count())
 
 
+@dataclass(frozen=True)
+class _Scoring:
+    """The project's unfinished scoring jobs: how many, and the pairs they have scored of those they queued."""
+
+    jobs: int
+    done: int
+    total: int
+
+
+def _scoring_now(project: Project) -> _Scoring:
+    sums = ScoringJob.objects.filter(project=project, finished_at__isnull=True).aggregate(
+        jobs=Count("id"), done=Sum("done"), total=Sum("total"))
+    return _Scoring(jobs=sums["jobs"], done=sums["done"] or 0, total=sums["total"] or 0)
+
+
+def _score_step(counts: ProjectCounts, judged: int, scoring: _Scoring) -> Step:
+    """Running while a scoring job is unfinished (whatever the pool's coverage: a job may be re-scoring), else done
+    once every pair has a judgment."""
+    shown = [StepCount(judged, "pair judged by a judge", "pairs judged by a judge", of=counts.pairs)]
+    if scoring.jobs:
+        state = StepState.RUNNING
+        shown += [StepCount(scoring.jobs, "job running", "jobs running"),
+                  StepCount(scoring.done, "pair scored", "pairs scored", of=scoring.total)]
+    else:
+        state = _done(counts.pairs > 0 and judged == counts.pairs)
+    return Step("score", "Score the pool", state, tuple(shown), "labeling:judges", "Start scoring")
+
+
+def _label_done(project: Project, counts: ProjectCounts, gold: int, conflicts: int) -> tuple[bool, str]:
+    """Whether labelling is done, and the target that decides it: the project's stopping target where its admin set
+    one, else a gold grade for every pair of the pool. Open conflicts keep it to do either way."""
+    if has_stopping_target(project):
+        met = project_target_met(project=project)
+        target = "Done when the project's stopping target is met" + (" (met)." if met else " (not yet).")
+    else:
+        met = counts.pairs > 0 and gold == counts.pairs
+        target = "Done when every pair has a gold grade, or set a stopping target in Settings."
+    return met and conflicts == 0, target
+
+
 def _ready(available: bool) -> StepState:
     return StepState.READY if available else StepState.WAITING
 
@@ -91,13 +136,13 @@ def _done(done: bool) -> StepState:
 def _admin_steps(project: Project, counts: ProjectCounts, gold: int, now: datetime) -> list[Step]:
     judges = Judge.objects.filter(project=project).count()
     judged = _judged_pairs(project)
+    scoring = _scoring_now(project)
     experts = Membership.objects.filter(project=project, role=Membership.Role.EXPERT).count()
     pending = Invitation.objects.filter(project=project, used_at__isnull=True, revoked_at__isnull=True,
                                         expires_at__gt=now).count()
     conflicts = adjudication_counts(project=project)["conflict"]
     data = (StepCount(counts.queries, "query", "queries"), StepCount(counts.passages, "passage", "passages"),
             StepCount(counts.pairs, "pair", "pairs"))
-    scored = StepCount(judged, "pair judged by a judge", "pairs judged by a judge", of=counts.pairs)
     people = (StepCount(experts, "expert", "experts"), StepCount(pending, "invitation pending", "invitations pending"))
     labels = (StepCount(counts.labels, "label", "labels"),
               StepCount(gold, "pair with a gold grade", "pairs with a gold grade", of=counts.pairs),
@@ -105,14 +150,14 @@ def _admin_steps(project: Project, counts: ProjectCounts, gold: int, now: dateti
     # Conflicts wait for an admin's grade; without them, labelling goes on in the workspace.
     review = ("labeling:adjudication", "Adjudicate") if conflicts else ("labeling:workspace", "Label")
     exportable = (StepCount(gold, "gold grade", "gold grades"), StepCount(judged, "pair judged", "pairs judged"))
+    labelled, target = _label_done(project, counts, gold, conflicts)
     return [
         Step("import", "Import the data", _done(counts.pairs > 0), data, "labeling:bundles", "Import a bundle"),
         Step("judge", "Add an LLM judge", _done(judges > 0), (StepCount(judges, "judge", "judges"),),
              "labeling:judges", "Add a judge"),
-        Step("score", "Score the pool", _done(counts.pairs > 0 and judged == counts.pairs), (scored,),
-             "labeling:judges", "Start scoring"),
+        _score_step(counts, judged, scoring),
         Step("invite", "Invite experts", _done(experts > 0), people, "labeling:members", "Invite experts"),
-        Step("label", "Label and review", _done(counts.labels > 0 and conflicts == 0), labels, *review),
+        Step("label", "Label and review", _done(labelled), labels, *review, target=target),
         Step("export", "Export the qrels", _ready(gold > 0 or judged > 0), exportable, "labeling:project_detail",
              "Export", anchor="#export"),
     ]

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 import orjson
 from django.core.files.storage import default_storage
 from django.db.models import Q
+from django.utils.text import slugify
 
 from labeling.exceptions import Conflict, DomainError, NotFound
 from labeling.models import Project, QrelsRelease
@@ -29,6 +30,11 @@ class ReleaseDamaged(DomainError):
 def releases_of(project: Project) -> list[QrelsRelease]:
     return list(QrelsRelease.objects.filter(project=project).select_related("created_by").order_by("-created_at",
                                                                                                      "-id"))
+
+
+def release_file_name(release: QrelsRelease, format: QrelsFormat) -> str:
+    """The name a downloaded export of `release` is saved under, by the page and the API alike."""
+    return f"{release.project.slug}_release_{slugify(release.name) or release.id}.{format.extension}"
 
 
 def release_by_name(*, project: Project, name: str) -> QrelsRelease:
@@ -145,7 +151,8 @@ class ReleaseDiff:
         return {"a": self.a, "b": self.b,
                 "added": [{"query_id": q, "doc_id": d, "grade": g} for q, d, g in self.added],
                 "removed": [{"query_id": q, "doc_id": d, "grade": g} for q, d, g in self.removed],
-                "changed": [{"query_id": q, "doc_id": d, "grade_a": ga, "grade_b": gb} for q, d, ga, gb in self.changed],
+                "changed": [{"query_id": q, "doc_id": d, "grade_a": ga, "grade_b": gb}
+                            for q, d, ga, gb in self.changed],
                 "per_query": self.per_query()}
 
 

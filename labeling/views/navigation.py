@@ -24,6 +24,7 @@ TABS = (
     ("finetune", "Fine-tuning", "labeling:finetune"),
     ("validation", "Validation", "labeling:validation"),
     ("rounds", "Rounds", "labeling:rounds"),
+    ("releases", "Releases", "labeling:releases"),
     ("definitions", "Definitions", "labeling:definitions"),
     ("members", "Members", "labeling:members"),
     ("settings", "Settings", "labeling:settings"),

@@ -108,6 +108,32 @@
     if (number) number.nodeValue = progress.dataset.waiting;
   }
 
+  // A label counts from the moment its item leaves the screen: the counters step at once, marked busy, and the
+  // answer, which may take seconds on a busy server, replaces them with what the server counted (not busy).
+  // Without this they read one label behind while the next item is already shown.
+  function counterStep(name, by) {
+    const strong = document.querySelector("#ws-progress [data-count=" + name + "]");
+    if (!strong || strong.textContent.includes("+")) return null; // a capped count stays as it was
+    const value = Number(strong.textContent.replace(/,/g, "")) + by;
+    if (!Number.isFinite(value) || value < 0) return null;
+    strong.textContent = value.toLocaleString("en-US");
+    return value;
+  }
+
+  function countersAdvance() {
+    counterStep("session-labelled", 1);
+    counterStep("done-today", 1);
+    counterStep("left", -1);
+    const progress = byId("ws-progress");
+    if (progress) progress.setAttribute("aria-busy", "true");
+    const waiting = progress && progress.dataset.waiting;
+    if (waiting && !waiting.includes("+")) {
+      const value = Number(waiting.replace(/,/g, "")) - 1;
+      if (Number.isFinite(value) && value >= 0) progress.dataset.waiting = value.toLocaleString("en-US");
+    }
+    tabCount();
+  }
+
   function answered() {
     toastShow();
     tabCount();
@@ -163,6 +189,7 @@
     next.replaceChildren();
     if (window.htmx) window.htmx.process(box);
     document.activeElement && document.activeElement.blur && document.activeElement.blur();
+    countersAdvance();
     settled();
     return fetch(form.action, {
       method: "POST",

@@ -8,7 +8,7 @@ import pytest
 from django.utils import timezone
 
 from labeling.gold import LabelView, gold_grade
-from labeling.models import Invitation, Judgment, Label, Pair, Run
+from labeling.models import Invitation, Judgment, Label, Pair, Run, ScoringJob
 from labeling.selectors.overview import StepCount, StepState, gold_grade_count, project_overview
 from labeling.selectors.projects import project_counts
 from tests.factories import (
@@ -115,10 +115,51 @@ def test_an_admin_sees_each_setup_step_with_its_state_counts_and_page(world):
         JudgmentFactory(pair=pair, judge=project.judges.get(name="a"))
     steps = _by_key(_overview(project, users["boss"], "admin"))
     assert (steps["score"].state, _numbers(steps["score"])) == (StepState.DONE, [(5, 5, "pairs judged by a judge")])
-    assert steps["label"].state == StepState.DONE
+    # No conflict left, but p1 has no gold grade and the project sets no stopping target: labelling goes on.
+    assert steps["label"].state == StepState.TO_DO
     assert _numbers(steps["label"]) == [(7, None, "labels"), (4, 5, "pairs with a gold grade"),
                                         (0, None, "conflicts to adjudicate")]
+    assert steps["label"].target == "Done when every pair has a gold grade, or set a stopping target in Settings."
     assert (steps["label"].url_name, steps["label"].action) == ("labeling:workspace", "Label")
+    # alice and bob agree on p1: every pair of the pool is graded.
+    for name in ("alice", "bob"):
+        LabelFactory(pair=pairs[1], annotator=users[name], grade=0)
+    steps = _by_key(_overview(project, users["boss"], "admin"))
+    assert (steps["label"].state, _numbers(steps["label"])[1]) == (StepState.DONE, (5, 5, "pairs with a gold grade"))
+
+
+def test_scoring_runs_while_a_job_is_unfinished_and_labelling_is_counted_against_the_stopping_target(world):
+    project, pairs, users = world
+    judge = project.judges.get(name="a")
+    # Two jobs a worker is on (721 of 812 and 10 of 40 scored so far) and one that ended.
+    ScoringJob.objects.create(project=project, judge=judge, scope="all", total=812, done=721)
+    ScoringJob.objects.create(project=project, judge=project.judges.get(name="b"), scope="all", total=40, done=10,
+                              status=ScoringJob.Status.PENDING)
+    ScoringJob.objects.create(project=project, judge=judge, scope="all", total=5, done=5,
+                              status=ScoringJob.Status.DONE, finished_at=timezone.now())
+    steps = _by_key(_overview(project, users["boss"], "admin"))
+    assert (steps["score"].state, _numbers(steps["score"])) == (
+        StepState.RUNNING, [(2, 5, "pairs judged by a judge"), (2, None, "jobs running"), (731, 852, "pairs scored")])
+    # Even with the whole pool judged, a running job (re-scoring) is running, not done.
+    for pair in pairs[2:]:
+        JudgmentFactory(pair=pair, judge=judge)
+    assert _by_key(_overview(project, users["boss"], "admin"))["score"].state == StepState.RUNNING
+    ScoringJob.objects.filter(finished_at__isnull=True).update(status=ScoringJob.Status.DONE,
+                                                               finished_at=timezone.now())
+    assert _by_key(_overview(project, users["boss"], "admin"))["score"].state == StepState.DONE
+
+    # A budget of 8 labels is the stopping target: with 6 current labels (and p4's conflict adjudicated) labelling
+    # is to do, with 3 of 5 pairs graded; at 8 it is done, with p1 still ungraded.
+    LabelFactory(pair=pairs[4], annotator=users["boss"], grade=2, role=Label.Role.ADJUDICATOR)
+    project.stop_budget = 8
+    project.save(update_fields=["stop_budget"])
+    label = _by_key(_overview(project, users["boss"], "admin"))["label"]
+    assert (label.state, label.target) == (StepState.TO_DO, "Done when the project's stopping target is met (not yet).")
+    LabelFactory(pair=pairs[2], annotator=users["alice"], grade=1)
+    label = _by_key(_overview(project, users["boss"], "admin"))["label"]
+    assert (label.state, _numbers(label)[:2], label.target) == (
+        StepState.DONE, [(8, None, "labels"), (4, 5, "pairs with a gold grade")],
+        "Done when the project's stopping target is met (met).")
 
 
 def test_a_new_project_has_every_admin_step_to_do_and_nothing_to_export():
