@@ -10,7 +10,7 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from labeling.models import Membership, Project
+from labeling.models import Project
 from tests.factories import JudgeFactory, MembershipFactory, ProjectFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
