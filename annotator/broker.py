@@ -4,7 +4,13 @@ kombu 5.7 creates a message file under its final name and then writes it, while 
 that name (it moves it away without a lock): a worker polling at that moment reads an empty file, fails with
 "JSONDecodeError: Expecting value" and the task is lost (celery/kombu#1551). Here a message is written under a
 name consumers skip and renamed into place once complete; a rename within one folder is atomic, so a consumer
-sees a whole message or none."""
+sees a whole message or none.
+
+Consumers take the messages of a queue in the order of their names, which kombu sorts as text. kombu names them by
+the milliseconds since the machine booted, so when that count gained a digit (10,000,000 ms: 2 h 47 min after boot;
+again at 27 h 47 min) every newer message sorted before the older ones: a scoring job whose chunks were sent just
+before waited, "queued (next)", while the jobs sent after it ran, until the sweep sent its chunks again (issue #48).
+Here the clock is counted in microseconds at a fixed width, so names sort in the order the messages were put."""
 from __future__ import annotations
 
 import os
@@ -16,6 +22,16 @@ from kombu.transport import filesystem
 from kombu.utils.encoding import str_to_bytes
 from kombu.utils.json import dumps
 
+# Digits of the microseconds since boot in a message's name: 317 years.
+CLOCK_DIGITS = 16
+
+
+def message_clock() -> str:
+    """The time a message is put, as the start of its name: microseconds since boot (one machine's folders share
+    one clock), zero-padded so that text order is time order."""
+    return f"{round(monotonic() * 1_000_000):0{CLOCK_DIGITS}d}"
+
+
 # Consumers take only the names whose text after the first "." is "<queue>.msg": ".partial-<uuid>" never is.
 PARTIAL_PREFIX = ".partial-"
 
@@ -23,7 +39,7 @@ PARTIAL_PREFIX = ".partial-"
 class Channel(filesystem.Channel):
     def _put(self, queue, payload, **kwargs):
         """Put `payload` on `queue`: written in full under a partial name, then renamed to its message name."""
-        final = os.path.join(self.data_folder_out, f"{round(monotonic() * 1000)}_{uuid.uuid4()}.{queue}.msg")
+        final = os.path.join(self.data_folder_out, f"{message_clock()}_{uuid.uuid4()}.{queue}.msg")
         partial = os.path.join(self.data_folder_out, f"{PARTIAL_PREFIX}{uuid.uuid4()}")
         try:
             with open(partial, "wb") as handle:

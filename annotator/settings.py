@@ -351,7 +351,7 @@ CELERY_TASK_ROUTES = {
         "bundle_import_task", "validation_refresh_task", "definition_draft_task", "jobs_sweep_task",
         "round_finish_task", "systems_refresh_task")},
     **{f"labeling.tasks.{name}": {"queue": BULK_QUEUE} for name in (
-        "score_chunk_task", "retrieval_task", "audit_task", "query_generation_task")},
+        "score_chunk_task", "retrieval_task", "audit_task", "query_generation_task", "scoring_estimate_task")},
     "labeling.tasks.finetune_task": {"queue": FINETUNE_QUEUE},
 }
 # A project keeps SCORING_WINDOW_CHUNKS of its scoring chunks in each queue at a time (times the highest priority, 1
@@ -452,6 +452,9 @@ BUNDLE_IMPORT_TIME_LIMIT = env_int("BUNDLE_IMPORT_TIME_LIMIT", 6 * 3600)
 VALIDATION_TIME_LIMIT = env_int("VALIDATION_TIME_LIMIT", env_int("VALIDATION_STALL_SECONDS", 1800))
 DRAFT_TIME_LIMIT = env_int("DRAFT_TIME_LIMIT", 15 * 60)
 ROUND_TIME_LIMIT = env_int("ROUND_TIME_LIMIT", 3600)
+# A scoring estimate on a worker (labeling/services/scoring_estimate.py): loading a local model and timing it on a few
+# pairs; past this the page says it gave up, instead of waiting as a web request did (18 minutes for SmolLM2).
+ESTIMATE_TIME_LIMIT = env_int("ESTIMATE_TIME_LIMIT", 10 * 60)
 # LLM query generation (DisastIR 3.4; labeling/services/query_generation.py): two model calls per passage and intent.
 QUERY_GENERATION_TIME_LIMIT = env_int("QUERY_GENERATION_TIME_LIMIT", 24 * 3600)
 # The most passage x intent units one generation job may ask for (DisastIR generated 9,600 queries).
@@ -469,7 +472,8 @@ if SYSTEMS_MAX_PENDING < 1:
     raise ImproperlyConfigured(f"SYSTEMS_MAX_PENDING={SYSTEMS_MAX_PENDING} must be at least 1")
 for _name in ("JOB_STALL_SECONDS", "JOB_SWEEP_SECONDS", "SCORING_TIME_LIMIT", "RETRIEVAL_TIME_LIMIT",
               "FINETUNE_TIME_LIMIT", "AUDIT_TIME_LIMIT", "BUNDLE_IMPORT_TIME_LIMIT", "VALIDATION_TIME_LIMIT",
-              "DRAFT_TIME_LIMIT", "ROUND_TIME_LIMIT", "SYSTEMS_TIME_LIMIT", "QUERY_GENERATION_TIME_LIMIT"):
+              "DRAFT_TIME_LIMIT", "ROUND_TIME_LIMIT", "SYSTEMS_TIME_LIMIT", "QUERY_GENERATION_TIME_LIMIT",
+              "ESTIMATE_TIME_LIMIT"):
     if globals()[_name] < 1:
         raise ImproperlyConfigured(f"{_name}={globals()[_name]} must be at least 1 (seconds)")
 if not 0 < JOB_HEARTBEAT_SECONDS * 3 <= JOB_STALL_SECONDS:

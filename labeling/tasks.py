@@ -65,6 +65,14 @@ def score_chunk_task(self, chunk_id: int) -> None:
     _run_job(self, scoring_chunk_run, scoring_chunk_fail, chunk_id=chunk_id, worker=worker_name(self.request.id))
 
 
+@shared_task(bind=True, acks_late=True, max_retries=2, **_time_limits("ESTIMATE_TIME_LIMIT"))
+def scoring_estimate_task(self, estimate_id: int) -> None:
+    """Estimate a scoring job (a local judge's model may be loaded and timed on a few pairs) within its time limit."""
+    from labeling.services.scoring_estimate import scoring_estimate_fail, scoring_estimate_run  # its service
+
+    _run_job(self, scoring_estimate_run, scoring_estimate_fail, estimate_id=estimate_id)
+
+
 @shared_task(ignore_result=True)
 def jobs_sweep_task() -> None:
     """Celery beat, every JOB_SWEEP_SECONDS: give up (or go on with) the jobs whose worker was lost or that ran past

@@ -60,6 +60,7 @@ urlpatterns = [
     path("projects/<slug:slug>/judges/new/", judges.judge_create_view, name="judge_create"),
     path("projects/<slug:slug>/judges/<path:judge>/score/", judges.job_start_view, name="job_start"),
     path("projects/<slug:slug>/judges/<path:judge>/estimate/", judges.judge_estimate_view, name="judge_estimate"),
+    path("projects/<slug:slug>/estimates/<id:estimate_id>/", judges.scoring_estimate_view, name="scoring_estimate"),
     path("projects/<slug:slug>/jobs/<id:job_id>/cancel/", judges.job_cancel_view, name="job_cancel"),
     path("projects/<slug:slug>/jobs/<id:job_id>/priority/", judges.job_priority_view, name="job_priority"),
     path("projects/<slug:slug>/judges/<path:judge>/robustness/", audit.judge_robustness, name="judge_robustness"),

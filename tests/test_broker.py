@@ -58,6 +58,15 @@ def test_each_message_reaches_its_own_queue_once(channel):
     assert channel._get("other") == {"n": "elsewhere"}
 
 
+def test_messages_come_out_in_the_order_they_were_put_when_the_clock_gains_a_digit(channel, monkeypatch):
+    # 9,999.9 s after boot, then 10,000.1 s: kombu's millisecond count went from 7 digits to 8, and its names, sorted
+    # as text, handed out the newer message first.
+    for number, seconds in enumerate((9_999.9, 10_000.1, 10_000.2)):
+        monkeypatch.setattr(broker, "monotonic", lambda seconds=seconds: seconds)
+        channel._put("celery", {"n": number})
+    assert [channel._get("celery")["n"] for _ in range(3)] == [0, 1, 2]
+
+
 def test_a_folder_that_cannot_be_written_is_a_channel_error_naming_the_message(channel, tmp_path):
     channel.data_folder_out = str(tmp_path / "missing")
     with pytest.raises(ChannelError, match=r"Cannot add file '.*missing/\d+_[0-9a-f-]+\.celery\.msg' to directory"):

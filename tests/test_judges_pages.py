@@ -3,8 +3,9 @@ import pytest
 from django.urls import reverse
 from rest_framework.test import APIClient
 
-from labeling.models import Judge, Membership, ScoringJob
+from labeling.models import Judge, Membership, ScoringEstimate, ScoringJob
 from labeling.services.scoring import scoring_chunk_run
+from labeling.services.scoring_estimate import scoring_estimate_run
 from tests.factories import MembershipFactory, UserFactory
 from models_llm.bundled import minilm_folder
 from tests.scoring_fixtures import minilm_judge, small_scoring_project
@@ -97,22 +98,57 @@ def test_admin_creates_ensemble_judges_and_gets_a_dry_run_estimate(client, proje
     assert client.post(create, {"name": "both", "backend": "ensemble", "members": "disastir, minilm"}).status_code == 302
     html = client.get(reverse("labeling:judges", args=[project.slug])).content.decode()
     assert "mean P of disastir, minilm" in html and "(direct, cot), paper prompts" in html and "$0.15 / $0.6 per M tokens" in html
-    estimate = client.get(reverse("labeling:judge_estimate", args=[project.slug, "disastir"]), {"scope": "missing"},
-                          headers={"HX-Request": "true"}).content.decode()
+    estimate = _estimate(client, project, "disastir")
     # 6 QA pairs x (direct 1 call + the paper's cot 1 + 2 + 1 calls), prompts counted by SmolLM2's tokenizer.
     assert "Dry run for disastir" in estimate and "<span data-calls>30</span>" in estimate
     assert "with the model's tokenizer" in estimate and "data-cost" in estimate and "DisastIR" in estimate
-    embedding = client.get(reverse("labeling:judge_estimate", args=[project.slug, "minilm"])).content.decode()
+    embedding = _estimate(client, project, "minilm")
     # An embedding judge costs time, not tokens: its time comes from a timed probe of one part.
     assert "An embedding judge sends no prompts" in embedding and "data-calls" not in embedding
     # 6 pairs in scope: one loads the model, five are timed.
     assert "from a timed probe of 5 pairs on cpu" in embedding and "for 6 pairs on one worker process" in embedding
 
 
+def _estimate(client, project, judge: str) -> str:
+    """Click Estimate on the Judges page: the answer (htmx) is the estimate queued, following itself; a worker makes
+    it; the next poll shows it."""
+    asked = client.post(reverse("labeling:judge_estimate", args=[project.slug, judge]), {"scope": "missing"},
+                        headers={"HX-Request": "true"}).content.decode()
+    estimate = ScoringEstimate.objects.filter(judge__name=judge).latest("id")
+    assert estimate.status == "pending" and estimate.result is None  # nothing estimated in the request
+    poll = reverse("labeling:scoring_estimate", args=[project.slug, estimate.id])
+    assert f'hx-get="{poll}" hx-trigger="every 1s"' in asked and "queued" in asked
+    scoring_estimate_run(estimate_id=estimate.id)  # what the worker does with the task
+    done = client.get(poll, headers={"HX-Request": "true"}).content.decode()
+    assert "hx-trigger" not in done and 'data-state="done"' in done
+    return done
+
+
+def test_an_estimate_past_its_time_limit_is_given_up_and_its_page_says_why(client, project, settings):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from labeling.services.job_sweep import jobs_sweep
+
+    settings.ESTIMATE_TIME_LIMIT = 60
+    client.force_login(member(project, Membership.Role.ADMIN))
+    minilm_judge(project)
+    asked = client.post(reverse("labeling:judge_estimate", args=[project.slug, "minilm"]), {"scope": "missing"})
+    # A worker took it two minutes ago and its model never answered (its heartbeat still beats).
+    now = timezone.now()
+    ScoringEstimate.objects.update(status="running", started_at=now - timedelta(seconds=120), heartbeat_at=now)
+    assert "estimating" in client.get(asked.url).content.decode()
+    jobs_sweep()
+    html = client.get(asked.url).content.decode()
+    assert 'data-state="failed"' in html and "ran longer than its time limit of 60 s (ESTIMATE_TIME_LIMIT)" in html
+
+
 def test_experts_cannot_estimate(client, project):
     client.force_login(member(project, Membership.Role.EXPERT))
     minilm_judge(project)
-    assert client.get(reverse("labeling:judge_estimate", args=[project.slug, "minilm"])).status_code == 403
+    assert client.post(reverse("labeling:judge_estimate", args=[project.slug, "minilm"])).status_code == 403
+    assert not ScoringEstimate.objects.exists()
 
 
 def test_a_model_folder_that_cannot_load_is_an_error_on_the_page_not_a_500(client, project, settings, tmp_path):
@@ -128,7 +164,12 @@ def test_a_model_folder_that_cannot_load_is_an_error_on_the_page_not_a_500(clien
     response = client.post(reverse("labeling:judge_create", args=[project.slug]),
                            {"name": "broken", "backend": "hf", "model": str(root / "broken"), "method": "tok"})
     assert response.status_code == 302
-    response = client.get(reverse("labeling:judge_estimate", args=[project.slug, "broken"]))
+    asked = client.post(reverse("labeling:judge_estimate", args=[project.slug, "broken"]), {"scope": "missing"})
+    estimate = ScoringEstimate.objects.get()
+    assert asked.status_code == 302 and asked.url == reverse("labeling:scoring_estimate",
+                                                             args=[project.slug, estimate.id])
+    scoring_estimate_run(estimate_id=estimate.id)  # what the worker does with the task
+    response = client.get(asked.url)
     assert response.status_code == 200 and "holds no loadable tokenizer" in response.content.decode()
 
 

@@ -25,6 +25,7 @@ from labeling.models import (
     RetrievalJob,
     Run,
     RunEntry,
+    ScoringEstimate,
     ScoringJob,
     TrainingExample,
     TrainingSet,
@@ -98,6 +99,7 @@ class World:
     bundle_job: BundleImportJob  # failed, with a problem naming its file and line
     audit: AuditJob  # a running perturbation audit of the judge
     generation: QueryGenerationJob  # a finished query generation by the judge, with one unreadable answer
+    estimate: ScoringEstimate  # the judge's scoring estimate, failed with its reason
     release: QrelsRelease  # the human qrels frozen as "release-a"
     member: object  # an expert other than the role users: the one a member removal targets
     invitation: Invitation  # open: its link's token is `invitation_token`
@@ -120,6 +122,7 @@ class World:
             "bundle_job_id": self.bundle_job.id,
             "audit_id": self.audit.id,
             "generation_id": self.generation.id,
+            "estimate_id": self.estimate.id,
             "release": self.release.name,
             "invitation_id": self.invitation.id,
             "token": self.invitation_token,
@@ -201,12 +204,16 @@ def build_world(
         parameters={"intents": ["FC"], "passages": ["p1", "p2"], "seed": 0, "prompts": {}, "positive_grade": None,
                     "selection": "2 named passages"},
         problems=[{"passage": "p2", "intent": "FC", "stage": "query", "error": "no JSON object", "raw": note}])
+    estimate = ScoringEstimate.objects.create(
+        project=project, judge=judge, scope=ScoringJob.Scope.MISSING, status=ScoringEstimate.Status.FAILED,
+        started_at=now, finished_at=now, error="the model folder holds no loadable tokenizer",
+        requested_by=users[ADMIN])
     invited = invitation_create(project=project, username="newcomer", role=EXPERT, by=users[ADMIN])
     release = release_create(project=project, by=users[ADMIN], name="release-a")
     if with_report:
         validation_result_ensure(project=project)
     return World(project=project, query=query, pair=pairs[0], conflict=pairs[1], judge=judge, job=job, run=run,
                  retrieval_job=retrieval_job, training_set=training_set, finetune_job=finetune_job,
-                 bundle_job=bundle_job, audit=audit, generation=generation,
+                 bundle_job=bundle_job, audit=audit, generation=generation, estimate=estimate,
                  release=release, member=alice, invitation=invited.invitation,
                  invitation_token=invited.token, users=users)

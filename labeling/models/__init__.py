@@ -3,6 +3,7 @@ shape every background job shares."""
 from labeling.models.audit import AuditJob, AuditKind
 from labeling.models.bundles import BundleImportJob
 from labeling.models.distill import FineTuneJob, TrainingExample, TrainingSet
+from labeling.models.estimates import ScoringEstimate
 from labeling.models.jobs import MAX_ERROR_CHARS, Job, MeteredJob
 from labeling.models.judging import (
     DefinitionDraft,
@@ -34,5 +35,5 @@ __all__ = [
     "Invitation", "Judgment", "LabellingRound", "Label", "Lease",
     "Membership", "MemberOutput", "MeteredJob", "Pair", "PairSource", "Passage", "Project", "QrelsRelease", "Query", "QueryGenerationJob",
     "PassageEmbeddings", "RelevanceDefinition", "RetrievalJob", "Run", "RunEntry", "RunKind", "ScoringChunk",
-    "ScoringJob", "SystemsResult", "TrainingExample", "TrainingSet", "ValidationResult",
+    "ScoringEstimate", "ScoringJob", "SystemsResult", "TrainingExample", "TrainingSet", "ValidationResult",
 ]

@@ -4,7 +4,7 @@ see the project is decided before, by labeling.selectors.projects.project_for_us
 from __future__ import annotations
 
 from labeling.exceptions import NotFound
-from labeling.models import Judge, Pair, Project, Query, RetrievalJob, Run, ScoringJob
+from labeling.models import Judge, Pair, Project, Query, RetrievalJob, Run, ScoringEstimate, ScoringJob
 
 
 def _no(model: type) -> str:
@@ -62,6 +62,14 @@ def scoring_job_of_project(*, project: Project, job_id: int) -> ScoringJob:
     found = ScoringJob.objects.select_related("judge").filter(project=project, id=job_id).first()
     if found is None:
         raise NotFound(_no(ScoringJob))
+    return found
+
+
+def scoring_estimate_of_project(*, project: Project, estimate_id: int) -> ScoringEstimate:
+    """The project's scoring estimate `estimate_id`, its judge loaded."""
+    found = ScoringEstimate.objects.select_related("judge").filter(project=project, id=estimate_id).first()
+    if found is None:
+        raise NotFound(_no(ScoringEstimate))
     return found
 
 

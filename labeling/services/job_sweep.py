@@ -28,6 +28,7 @@ from labeling.models import (
     LabellingRound,
     QueryGenerationJob,
     RetrievalJob,
+    ScoringEstimate,
     ScoringJob,
     SystemsResult,
     ValidationResult,
@@ -42,6 +43,7 @@ from labeling.services.retrieval import retrieval_fail
 from labeling.services.rounds import round_fail, round_resume
 from labeling.services.scoring import scoring_job_cancel
 from labeling.services.scoring_chunks import scoring_sweep
+from labeling.services.scoring_estimate import scoring_estimate_fail
 from labeling.services.systems_cache import systems_refresh_fail
 from labeling.services.validation import validation_refresh_fail
 
@@ -114,6 +116,8 @@ JOB_KINDS = (
             lambda job, reason: systems_refresh_fail(result_id=job.id, error=reason)),
     JobKind("query-generation", QueryGenerationJob, "QUERY_GENERATION_TIME_LIMIT",
             lambda job, reason: query_generation_fail(job_id=job.id, error=reason)),
+    JobKind("estimate", ScoringEstimate, "ESTIMATE_TIME_LIMIT",
+            lambda job, reason: scoring_estimate_fail(estimate_id=job.id, error=reason)),
 )
 _BY_NAME = {kind.name: kind for kind in JOB_KINDS}
 

@@ -2,11 +2,12 @@
 project's jobs.
 
 Each project keeps at most SCORING_WINDOW_CHUNKS chunks (times the highest priority among its running jobs) sent and
-unwritten on each queue, whatever the number of its running jobs there; each chunk written (or given up) sends the
-project's next ones. The broker hands messages out in the order they came, so projects running together take the
-bulk workers in turn: a project with ten running jobs gets about what a project with one gets. A project's share
-goes to its jobs in proportion to their priorities: at each dispatch, the job furthest below its part gets the next
-chunk, and among equals the one sent to longest ago, so a project's jobs take turns instead of the first ones
+unwritten on each queue, whatever the number of its running jobs there, and each job at most SCORING_WINDOW_CHUNKS
+times its own priority; each chunk written (or given up) sends the project's next ones. The broker hands messages
+out in the order they came (annotator/broker.py keeps that order for the folder broker), so projects running together
+take the bulk workers in turn: a project with ten running jobs gets about what a project with one gets. A project's
+share goes to its jobs in proportion to their priorities: at each dispatch, the job furthest below its part gets the
+next chunk, and among equals the one sent to longest ago, so a project's jobs take turns instead of the first ones
 holding the share until they end. When a job ends (done, cancelled), the dispatch that ends it hands its place to
 the project's other jobs at once. Priority 1 is everyone's; only staff may raise it (priority_require), since a
 higher priority widens its project's share of everyone's workers.
@@ -131,7 +132,9 @@ def _project_shares(*, job: ScoringJob, queue: str) -> list[_JobShare]:
 def _share_fill(shares: list[_JobShare]) -> dict[int, int]:
     """Job id -> how many more chunks it sends: the project's share is SCORING_WINDOW_CHUNKS x the highest priority
     among its running jobs, in chunks of the share (sent chunks count their cost); each next chunk goes to the job
-    that would be least far into its part (its priority over the jobs' total), ties to the one sent to longest ago."""
+    that would be least far into its part (its priority over the jobs' total), ties to the one sent to longest ago.
+    No job holds more than SCORING_WINDOW_CHUNKS x its own priority: a share widened by another job's raised
+    priority is that job's, and is not filled with the others' chunks, which the raised job's would wait behind."""
     if not shares:
         return {}
     budget = settings.SCORING_WINDOW_CHUNKS * max(share.priority for share in shares)
@@ -140,7 +143,8 @@ def _share_fill(shares: list[_JobShare]) -> dict[int, int]:
     more: dict[int, int] = {}
     while True:
         # The tolerance keeps sixteen sixteenths of a chunk equal to one, which float sums need not be.
-        open_shares = [share for share in shares if share.unsent and used + share.cost <= budget + 1e-9]
+        open_shares = [share for share in shares if share.unsent and used + share.cost <= budget + 1e-9
+                       and (share.sent + 1) * share.cost <= settings.SCORING_WINDOW_CHUNKS * share.priority + 1e-9]
         if not open_shares:
             return more
         share = min(open_shares, key=lambda s: (s.behind(), s.turn))
