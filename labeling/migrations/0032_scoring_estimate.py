@@ -9,7 +9,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('labeling', '0030_bundle_import_training_set'),
+        ('labeling', '0031_round_outcome'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
