@@ -71,7 +71,10 @@ def world():
         Judgment.objects.filter(pair=pair).update(p_relevant=p)
     Label.objects.filter(pair__project=world.project).exclude(annotator=world.users[EXPERT]).update(note=OTHERS_NOTE)
     world.project.queue_judge = world.judge
-    world.project.save(update_fields=["queue_judge"])
+    # Graded pairs served again (re-annotation, as DIRAS App. M): the expert's workspace holds items whose reference
+    # grade must stay hidden (without it the queues serve only pairs without gold, and these are all graded).
+    world.project.queue_graded = True
+    world.project.save(update_fields=["queue_judge", "queue_graded"])
     return world
 
 

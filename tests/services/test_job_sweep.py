@@ -21,6 +21,7 @@ from labeling.models import (
     LabellingRound,
     QueryGenerationJob,
     RetrievalJob,
+    ScoringEstimate,
     ScoringJob,
     SystemsResult,
     TrainingSet,
@@ -73,6 +74,8 @@ def _job(kind: str, **fields) -> Job:
         return SystemsResult.objects.create(project=project, key=f"k{project.id}", **fields)
     if kind == "query-generation":
         return QueryGenerationJob.objects.create(project=project, judge=judge, query_set="llm", **fields)
+    if kind == "estimate":
+        return ScoringEstimate.objects.create(project=project, judge=judge, scope="all", **fields)
     raise AssertionError(kind)
 
 
@@ -95,6 +98,8 @@ def test_a_job_past_its_kinds_time_limit_is_given_up_with_the_reason(settings, k
 @pytest.mark.parametrize("kind", [name for name in KIND_NAMES if name not in ("scoring", "finetune", "round")])
 def test_a_job_whose_worker_stopped_beating_is_failed_with_the_reason(settings, kind):
     settings.JOB_STALL_SECONDS = 600
+    # Within the kind's time limit (an estimate's is 10 min by default): only the stall rule is tried here.
+    setattr(settings, next(spec for spec in JOB_KINDS if spec.name == kind).limit_setting, 3600)
     now = timezone.now()
     lost = _job(kind, heartbeat_at=now - timedelta(seconds=601))
     alive = _job(kind, heartbeat_at=now - timedelta(seconds=500))
