@@ -35,7 +35,7 @@ from models_llm.query_generation import INTENTS
 
 GENERATION_ADMIN = admin_to("generate queries")
 # A metadata key (not blank, no "="), "=", its value.
-WHERE_PATTERN = r"^\s*[^=\s][^=]*=[\s\S]*$"
+WHERE_PATTERN = r"^\s*[^=\s\x00][^=\x00]*=[^\x00]*$"  # DRF refuses a NUL anywhere: the schema says so
 
 
 class QueryGenerationSerializer(serializers.Serializer):
