@@ -421,6 +421,9 @@ SCORING_CHUNK_PAIRS = env_int("SCORING_CHUNK_PAIRS", 32)
 # ...or fewer for a judge whose measured speed would make a chunk take longer than this many seconds: jobs share the
 # workers chunk by chunk, so chunks of similar length share them by time.
 SCORING_CHUNK_SECONDS = env_float("SCORING_CHUNK_SECONDS", 30.0)
+# ...and up to this many for an embedding judge, which encodes each distinct text of a chunk once: the demo's 7,136
+# pairs in 16 chunks of one query each rather than 223 of 32, each with its own turn, claim and write.
+SCORING_EMBEDDING_CHUNK_PAIRS = env_int("SCORING_EMBEDDING_CHUNK_PAIRS", 512)
 # Pairs a chunk scores between two writes: what a killed worker can lose, and how often a chunk shows it lives.
 SCORING_WRITE_PAIRS = env_int("SCORING_WRITE_PAIRS", 8)
 # A chunk whose worker shows no sign of life for this long is taken back by the sweep and queued again...

@@ -106,7 +106,8 @@ def test_a_job_scores_the_gold_pairs_first_then_the_runs_top_ten_then_the_rest(d
 @pytest.mark.django_db
 def test_a_job_of_short_chunks_keeps_more_of_them_sent_so_that_jobs_share_the_worker_by_time(
         settings, django_capture_on_commit_callbacks):
-    """MiniLM's chunks stop at SCORING_CHUNK_PAIRS and take seconds; SmolLM2's are cut to SCORING_CHUNK_SECONDS.
+    """MiniLM's chunks stop at SCORING_EMBEDDING_CHUNK_PAIRS and take seconds; SmolLM2's are cut to
+    SCORING_CHUNK_SECONDS.
     With a window of as many chunks each, the fast judge got an eighth of the worker (`make demo`); its window
     grows by SCORING_CHUNK_SECONDS over the time its finished chunks took, up to WINDOW_SCALE_MAX (each chunk then
     counts as that fraction of a chunk of its project's share)."""
@@ -198,7 +199,8 @@ def test_projects_share_the_bulk_workers_evenly_however_many_jobs_each_runs(
     from tests.scoring_fixtures import small_scoring_project
 
     # Chunks of milliseconds would count as fractions of a chunk of the share (the test above): not here.
-    settings.SCORING_WINDOW_CHUNKS, settings.SCORING_CHUNK_PAIRS, settings.SCORING_CHUNK_SECONDS = 4, 5, 1e-6
+    settings.SCORING_WINDOW_CHUNKS, settings.SCORING_CHUNK_SECONDS = 4, 1e-6
+    settings.SCORING_CHUNK_PAIRS = settings.SCORING_EMBEDDING_CHUNK_PAIRS = 5
     many = small_scoring_project(tmp_path / "many", slug="many", queries=3, passages=10)
     one = small_scoring_project(tmp_path / "one", slug="one", queries=3, passages=10)
     with django_capture_on_commit_callbacks(execute=False):

@@ -93,3 +93,14 @@ def test_a_slow_judge_gets_chunks_that_take_about_scoring_chunk_seconds(settings
     speed = lambda per_s: Throughput(per_s=per_s, items=10, device="cpu", basis="measured")  # noqa: E731
     assert [chunk_size_for(None), chunk_size_for(speed(100.0)), chunk_size_for(speed(0.5)),
             chunk_size_for(speed(0.01))] == [32, 32, 15, 1]
+
+
+def test_an_embedding_judge_gets_a_query_s_pairs_in_one_chunk_unless_its_speed_says_otherwise(settings):
+    from labeling.selectors.throughput import Throughput
+    from labeling.services.scoring import chunk_size_for
+
+    settings.SCORING_CHUNK_PAIRS, settings.SCORING_EMBEDDING_CHUNK_PAIRS, settings.SCORING_CHUNK_SECONDS = 32, 512, 30.0
+    speed = lambda per_s: Throughput(per_s=per_s, items=10, device="cpu", basis="measured")  # noqa: E731
+    assert [chunk_size_for(None, backend="embedding"), chunk_size_for(speed(240.0), backend="embedding"),
+            chunk_size_for(speed(2.0), backend="embedding"), chunk_size_for(speed(240.0), backend="hf")] == [
+        512, 512, 60, 32]

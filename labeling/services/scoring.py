@@ -97,13 +97,18 @@ TIER_GOLD, TIER_RUNS_TOP, TIER_REST = 0, 1, 2
 RUNS_TOP_DEPTH = 10
 
 
-def chunk_size_for(throughput: Throughput | None) -> int:
+def chunk_size_for(throughput: Throughput | None, *, backend: str | None = None) -> int:
     """Pairs per chunk: SCORING_CHUNK_PAIRS, or fewer for a slow judge, so that a chunk takes about
     SCORING_CHUNK_SECONDS at its measured speed. Jobs share the workers chunk by chunk (scoring_dispatch.py): chunks of
-    similar length share them by time, and a slow judge's job does not hold a worker for minutes at each turn."""
+    similar length share them by time, and a slow judge's job does not hold a worker for minutes at each turn.
+    An embedding judge (`backend`) encodes each distinct text of a chunk once, so its chunks go up to
+    SCORING_EMBEDDING_CHUNK_PAIRS (a query's pairs in one or two chunks instead of dozens, each with its own turn,
+    claim and write), or fewer when its measured speed says a chunk would take longer than SCORING_CHUNK_SECONDS."""
+    most = (settings.SCORING_EMBEDDING_CHUNK_PAIRS if backend == Judge.Backend.EMBEDDING
+            else settings.SCORING_CHUNK_PAIRS)
     if throughput is None:
-        return settings.SCORING_CHUNK_PAIRS
-    return max(1, min(settings.SCORING_CHUNK_PAIRS, int(throughput.per_s * settings.SCORING_CHUNK_SECONDS)))
+        return most
+    return max(1, min(most, int(throughput.per_s * settings.SCORING_CHUNK_SECONDS)))
 
 
 def scoring_tiers(*, project: Project, pair_ids: Sequence[int]) -> dict[int, int]:
@@ -172,7 +177,7 @@ def scoring_job_create(
         judge_check(judge)
     except JudgeConfigError as exc:
         raise ScoringError(str(exc)) from None
-    size = chunk_pairs or chunk_size_for(judge_throughput(judge))
+    size = chunk_pairs or chunk_size_for(judge_throughput(judge), backend=judge.backend)
     rows = _pairs_in_scope(project=project, judge=judge, scope=scope, pair_ids=pair_ids)
     job = ScoringJob.objects.create(project=project, judge=judge, scope=scope, total=len(rows), requested_by=user,
                                     priority=priority)

@@ -13,9 +13,9 @@ the project's other jobs at once. Priority 1 is everyone's; only staff may raise
 higher priority widens its project's share of everyone's workers.
 
 Turns are shared by time, not by chunk: a slow judge's chunks are cut to about SCORING_CHUNK_SECONDS
-(scoring.chunk_size_for), and a job whose chunks take less (a fast judge, whose chunks stop at SCORING_CHUNK_PAIRS)
-counts each of them as that fraction of a chunk of the share, up to WINDOW_SCALE_MAX of them per chunk, from the time
-its own finished chunks took. Without it, MiniLM's 3-second chunks beside SmolLM2's 25-second ones got an eighth of
+(scoring.chunk_size_for), and a job whose chunks take less (a fast judge, whose chunks stop at SCORING_CHUNK_PAIRS, or
+SCORING_EMBEDDING_CHUNK_PAIRS for an embedding judge) counts each of them as that fraction of a chunk of the share,
+up to WINDOW_SCALE_MAX of them per chunk, from the time its own finished chunks took. Without it, MiniLM's 3-second chunks beside SmolLM2's 25-second ones got an eighth of
 the worker.
 
 Sending is marked on the chunk (`dispatched_at`) before the message goes, so the sweep can tell a chunk whose

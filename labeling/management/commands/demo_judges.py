@@ -59,11 +59,11 @@ class Command(BaseCommand):
             if not needed:
                 return
             job, created = scoring_job_start(project=project, judge=judge, scope="selection", pair_ids=needed,
-                                             chunk_pairs=chunk_size_for(estimate.throughput),
+                                             chunk_pairs=chunk_size_for(estimate.throughput, backend=judge.backend),
                                              priority=self._priority(estimate, len(needed)))
         else:
             job, created = scoring_job_start(project=project, judge=judge,
-                                             chunk_pairs=chunk_size_for(estimate.throughput),
+                                             chunk_pairs=chunk_size_for(estimate.throughput, backend=judge.backend),
                                              priority=self._priority(estimate, pairs))
         if created:
             self.stdout.write(f"{judge.name}: job {job.id} queued for {job.total:,} pairs"
