@@ -351,7 +351,7 @@ CELERY_TASK_ROUTES = {
         "bundle_import_task", "validation_refresh_task", "definition_draft_task", "jobs_sweep_task",
         "round_finish_task", "systems_refresh_task")},
     **{f"labeling.tasks.{name}": {"queue": BULK_QUEUE} for name in (
-        "score_chunk_task", "retrieval_task", "audit_task", "query_generation_task", "scoring_estimate_task")},
+        "score_chunk_task", "retrieval_task", "audit_task", "query_generation_task", "estimate_task")},
     "labeling.tasks.finetune_task": {"queue": FINETUNE_QUEUE},
 }
 # A project keeps SCORING_WINDOW_CHUNKS of its scoring chunks in each queue at a time (times the highest priority, 1
@@ -455,8 +455,9 @@ BUNDLE_IMPORT_TIME_LIMIT = env_int("BUNDLE_IMPORT_TIME_LIMIT", 6 * 3600)
 VALIDATION_TIME_LIMIT = env_int("VALIDATION_TIME_LIMIT", env_int("VALIDATION_STALL_SECONDS", 1800))
 DRAFT_TIME_LIMIT = env_int("DRAFT_TIME_LIMIT", 15 * 60)
 ROUND_TIME_LIMIT = env_int("ROUND_TIME_LIMIT", 3600)
-# A scoring estimate on a worker (labeling/services/scoring_estimate.py): loading a local model and timing it on a few
-# pairs; past this the page says it gave up, instead of waiting as a web request did (18 minutes for SmolLM2).
+# An estimate on a worker (labeling/services/estimates.py): loading a judge's, an encoder's or a base model and timing
+# it on a few pairs or training steps; past this the page says it gave up, instead of waiting as a web request did
+# (18 minutes for SmolLM2).
 ESTIMATE_TIME_LIMIT = env_int("ESTIMATE_TIME_LIMIT", 10 * 60)
 # LLM query generation (DisastIR 3.4; labeling/services/query_generation.py): two model calls per passage and intent.
 QUERY_GENERATION_TIME_LIMIT = env_int("QUERY_GENERATION_TIME_LIMIT", 24 * 3600)

@@ -66,11 +66,12 @@ def score_chunk_task(self, chunk_id: int) -> None:
 
 
 @shared_task(bind=True, acks_late=True, max_retries=2, **_time_limits("ESTIMATE_TIME_LIMIT"))
-def scoring_estimate_task(self, estimate_id: int) -> None:
-    """Estimate a scoring job (a local judge's model may be loaded and timed on a few pairs) within its time limit."""
-    from labeling.services.scoring_estimate import scoring_estimate_fail, scoring_estimate_run  # its service
+def estimate_task(self, estimate_id: int) -> None:
+    """Make an estimate of a scoring, retrieval or fine-tuning job (a model may be loaded and timed) within its time
+    limit, on the queue the estimated job would run on (its request names it)."""
+    from labeling.services.estimates import estimate_fail, estimate_run  # a task imports its service
 
-    _run_job(self, scoring_estimate_run, scoring_estimate_fail, estimate_id=estimate_id)
+    _run_job(self, estimate_run, estimate_fail, estimate_id=estimate_id)
 
 
 @shared_task(ignore_result=True)

@@ -3,11 +3,11 @@ import pytest
 from django.urls import reverse
 from rest_framework.test import APIClient
 
-from labeling.models import Judge, Membership, ScoringEstimate, ScoringJob
+from labeling.models import Estimate, Judge, Membership, ScoringJob
+from labeling.services.estimates import estimate_run
 from labeling.services.scoring import scoring_chunk_run
-from labeling.services.scoring_estimate import scoring_estimate_run
-from tests.factories import MembershipFactory, UserFactory
 from models_llm.bundled import minilm_folder
+from tests.factories import MembershipFactory, UserFactory
 from tests.scoring_fixtures import minilm_judge, small_scoring_project
 
 pytestmark = pytest.mark.django_db
@@ -80,8 +80,9 @@ def test_jobs_api(project):
 
 
 def test_admin_creates_ensemble_judges_and_gets_a_dry_run_estimate(client, project):
-    from models_llm.bundled import smollm2_folder
     from django.conf import settings
+
+    from models_llm.bundled import smollm2_folder
 
     client.force_login(member(project, Membership.Role.ADMIN))
     create = reverse("labeling:judge_create", args=[project.slug])
@@ -114,11 +115,11 @@ def _estimate(client, project, judge: str) -> str:
     it; the next poll shows it."""
     asked = client.post(reverse("labeling:judge_estimate", args=[project.slug, judge]), {"scope": "missing"},
                         headers={"HX-Request": "true"}).content.decode()
-    estimate = ScoringEstimate.objects.filter(judge__name=judge).latest("id")
+    estimate = Estimate.objects.filter(judge__name=judge).latest("id")
     assert estimate.status == "pending" and estimate.result is None  # nothing estimated in the request
-    poll = reverse("labeling:scoring_estimate", args=[project.slug, estimate.id])
+    poll = reverse("labeling:estimate", args=[project.slug, estimate.id])
     assert f'hx-get="{poll}" hx-trigger="every 1s"' in asked and "queued" in asked
-    scoring_estimate_run(estimate_id=estimate.id)  # what the worker does with the task
+    estimate_run(estimate_id=estimate.id)  # what the worker does with the task
     done = client.get(poll, headers={"HX-Request": "true"}).content.decode()
     assert "hx-trigger" not in done and 'data-state="done"' in done
     return done
@@ -137,7 +138,7 @@ def test_an_estimate_past_its_time_limit_is_given_up_and_its_page_says_why(clien
     asked = client.post(reverse("labeling:judge_estimate", args=[project.slug, "minilm"]), {"scope": "missing"})
     # A worker took it two minutes ago and its model never answered (its heartbeat still beats).
     now = timezone.now()
-    ScoringEstimate.objects.update(status="running", started_at=now - timedelta(seconds=120), heartbeat_at=now)
+    Estimate.objects.update(status="running", started_at=now - timedelta(seconds=120), heartbeat_at=now)
     assert "estimating" in client.get(asked.url).content.decode()
     jobs_sweep()
     html = client.get(asked.url).content.decode()
@@ -148,7 +149,7 @@ def test_experts_cannot_estimate(client, project):
     client.force_login(member(project, Membership.Role.EXPERT))
     minilm_judge(project)
     assert client.post(reverse("labeling:judge_estimate", args=[project.slug, "minilm"])).status_code == 403
-    assert not ScoringEstimate.objects.exists()
+    assert not Estimate.objects.exists()
 
 
 def test_a_model_folder_that_cannot_load_is_an_error_on_the_page_not_a_500(client, project, settings, tmp_path):
@@ -165,10 +166,10 @@ def test_a_model_folder_that_cannot_load_is_an_error_on_the_page_not_a_500(clien
                            {"name": "broken", "backend": "hf", "model": str(root / "broken"), "method": "tok"})
     assert response.status_code == 302
     asked = client.post(reverse("labeling:judge_estimate", args=[project.slug, "broken"]), {"scope": "missing"})
-    estimate = ScoringEstimate.objects.get()
-    assert asked.status_code == 302 and asked.url == reverse("labeling:scoring_estimate",
+    estimate = Estimate.objects.get()
+    assert asked.status_code == 302 and asked.url == reverse("labeling:estimate",
                                                              args=[project.slug, estimate.id])
-    scoring_estimate_run(estimate_id=estimate.id)  # what the worker does with the task
+    estimate_run(estimate_id=estimate.id)  # what the worker does with the task
     response = client.get(asked.url)
     assert response.status_code == 200 and "holds no loadable tokenizer" in response.content.decode()
 

@@ -63,7 +63,7 @@ MATRIX: dict[str, dict[str, str]] = {
     "labeling:judge_create": {"POST": ADMIN_ONLY},
     "labeling:job_start": {"POST": ADMIN_ONLY},
     "labeling:judge_estimate": {"POST": ADMIN_ONLY},
-    "labeling:scoring_estimate": {"GET": ADMIN_ONLY},
+    "labeling:estimate": {"GET": ADMIN_ONLY},
     "labeling:job_cancel": {"POST": ADMIN_ONLY},
     "labeling:job_priority": {"POST": ADMIN_ONLY},
     "labeling:definitions": {"GET": MEMBER},

@@ -15,8 +15,9 @@ from django.urls import reverse
 from scipy import stats
 
 from labeling.charts import scatter_chart
-from labeling.models import Judgment, Pair, PairSource, Passage, Project, RetrievalJob, Run, RunEntry
+from labeling.models import Estimate, Judgment, Pair, PairSource, Passage, Project, RetrievalJob, Run, RunEntry
 from labeling.services.bundle_import import bundle_import
+from labeling.services.estimates import estimate_run
 from labeling.services.retrieval import retrieval_create, retrieval_run
 from tests.factories import PassageFactory, UserFactory
 from tests.html_audit import audit_html
@@ -163,11 +164,17 @@ def test_the_estimate_button_says_what_the_run_would_take_here_and_starts_nothin
                            {"retriever": "bm25", "name": "", "depth": 5, "first_depth": 50, "keep": 20,
                             "estimate": "1"})
     assert response.status_code == 200 and RetrievalJob.objects.count() == jobs
-    shown = re.search(r"<p class=\"small\" data-retrieval-estimate>(.*?)</p>", response.content.decode(),
-                      re.DOTALL).group(1)
+    estimate = Estimate.objects.get(kind="retrieval")
+    assert f'data-estimate-job="{estimate.id}"' in response.content.decode() and estimate.status == "pending"
+    estimate_run(estimate_id=estimate.id)  # what the worker does with the task
+    card = client.get(reverse("labeling:estimate", args=[world.project.slug, estimate.id]),
+                      headers={"HX-Request": "true"}).content.decode()
+    shown = re.search(r"<p class=\"small\" data-retrieval-estimate>(.*?)</p>", card, re.DOTALL).group(1)
     passages = world.project.passages.count()
     assert f"bm25 over {passages} passage" in shown and "BM25 timed on the whole corpus" in shown
     assert re.search(r"about <strong>(&lt; 0.1 s|[\d.]+ s)</strong> here", shown), shown  # labeling.durations
+    assert RetrievalJob.objects.count() == jobs
+
 
 @pytest.mark.parametrize(("retriever", "parameters"), [
     ("bm25", {"depth": 5, "use_definition": False}),

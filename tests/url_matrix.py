@@ -13,6 +13,7 @@ from labeling.api import urls as api_urls
 from labeling.models import (
     AuditJob,
     BundleImportJob,
+    Estimate,
     FineTuneJob,
     Invitation,
     Judge,
@@ -25,7 +26,6 @@ from labeling.models import (
     RetrievalJob,
     Run,
     RunEntry,
-    ScoringEstimate,
     ScoringJob,
     TrainingExample,
     TrainingSet,
@@ -99,7 +99,7 @@ class World:
     bundle_job: BundleImportJob  # failed, with a problem naming its file and line
     audit: AuditJob  # a running perturbation audit of the judge
     generation: QueryGenerationJob  # a finished query generation by the judge, with one unreadable answer
-    estimate: ScoringEstimate  # the judge's scoring estimate, failed with its reason
+    estimate: Estimate  # the judge's scoring estimate, failed with its reason
     release: QrelsRelease  # the human qrels frozen as "release-a"
     member: object  # an expert other than the role users: the one a member removal targets
     invitation: Invitation  # open: its link's token is `invitation_token`
@@ -204,8 +204,8 @@ def build_world(
         parameters={"intents": ["FC"], "passages": ["p1", "p2"], "seed": 0, "prompts": {}, "positive_grade": None,
                     "selection": "2 named passages"},
         problems=[{"passage": "p2", "intent": "FC", "stage": "query", "error": "no JSON object", "raw": note}])
-    estimate = ScoringEstimate.objects.create(
-        project=project, judge=judge, scope=ScoringJob.Scope.MISSING, status=ScoringEstimate.Status.FAILED,
+    estimate = Estimate.objects.create(
+        project=project, judge=judge, scope=ScoringJob.Scope.MISSING, status=Estimate.Status.FAILED,
         started_at=now, finished_at=now, error="the model folder holds no loadable tokenizer",
         requested_by=users[ADMIN])
     invited = invitation_create(project=project, username="newcomer", role=EXPERT, by=users[ADMIN])

@@ -3,7 +3,7 @@ shape every background job shares."""
 from labeling.models.audit import AuditJob, AuditKind
 from labeling.models.bundles import BundleImportJob
 from labeling.models.distill import FineTuneJob, TrainingExample, TrainingSet
-from labeling.models.estimates import ScoringEstimate
+from labeling.models.estimates import Estimate
 from labeling.models.jobs import MAX_ERROR_CHARS, Job, MeteredJob
 from labeling.models.judging import (
     DefinitionDraft,
@@ -31,9 +31,9 @@ from labeling.models.retrieval import (
 from labeling.models.rounds import LabellingRound
 
 __all__ = [
-    "MAX_ERROR_CHARS", "AuditJob", "AuditKind", "BundleImportJob", "DefinitionDraft", "FineTuneJob", "Job", "Judge", "JudgeCalibration",
+    "MAX_ERROR_CHARS", "AuditJob", "AuditKind", "BundleImportJob", "DefinitionDraft", "Estimate", "FineTuneJob", "Job", "Judge", "JudgeCalibration",
     "Invitation", "Judgment", "LabellingRound", "Label", "Lease",
     "Membership", "MemberOutput", "MeteredJob", "Pair", "PairSource", "Passage", "Project", "QrelsRelease", "Query", "QueryGenerationJob",
     "PassageEmbeddings", "RelevanceDefinition", "RetrievalJob", "Run", "RunEntry", "RunKind", "ScoringChunk",
-    "ScoringEstimate", "ScoringJob", "SystemsResult", "TrainingExample", "TrainingSet", "ValidationResult",
+    "ScoringJob", "SystemsResult", "TrainingExample", "TrainingSet", "ValidationResult",
 ]

@@ -4,7 +4,7 @@ see the project is decided before, by labeling.selectors.projects.project_for_us
 from __future__ import annotations
 
 from labeling.exceptions import NotFound
-from labeling.models import Judge, Pair, Project, Query, RetrievalJob, Run, ScoringEstimate, ScoringJob
+from labeling.models import Estimate, Judge, Pair, Project, Query, RetrievalJob, Run, ScoringJob
 
 
 def _no(model: type) -> str:
@@ -65,11 +65,11 @@ def scoring_job_of_project(*, project: Project, job_id: int) -> ScoringJob:
     return found
 
 
-def scoring_estimate_of_project(*, project: Project, estimate_id: int) -> ScoringEstimate:
-    """The project's scoring estimate `estimate_id`, its judge loaded."""
-    found = ScoringEstimate.objects.select_related("judge").filter(project=project, id=estimate_id).first()
+def estimate_of_project(*, project: Project, estimate_id: int) -> Estimate:
+    """The project's estimate `estimate_id`, its judge (a scoring estimate's) loaded."""
+    found = Estimate.objects.select_related("judge").filter(project=project, id=estimate_id).first()
     if found is None:
-        raise NotFound(_no(ScoringEstimate))
+        raise NotFound(_no(Estimate))
     return found
 
 

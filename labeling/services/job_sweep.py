@@ -23,12 +23,12 @@ from labeling.models import (
     AuditJob,
     BundleImportJob,
     DefinitionDraft,
+    Estimate,
     FineTuneJob,
     Job,
     LabellingRound,
     QueryGenerationJob,
     RetrievalJob,
-    ScoringEstimate,
     ScoringJob,
     SystemsResult,
     ValidationResult,
@@ -36,6 +36,7 @@ from labeling.models import (
 from labeling.services.audit import audit_fail
 from labeling.services.bundle_upload import bundle_import_fail
 from labeling.services.drafting import definition_draft_fail
+from labeling.services.estimates import estimate_fail
 from labeling.services.finetune import FinetuneJobError, finetune_fail, finetune_resume
 from labeling.services.jobs import scratch_root
 from labeling.services.query_generation import query_generation_fail
@@ -43,7 +44,6 @@ from labeling.services.retrieval import retrieval_fail
 from labeling.services.rounds import round_fail, round_resume
 from labeling.services.scoring import scoring_job_cancel
 from labeling.services.scoring_chunks import scoring_sweep
-from labeling.services.scoring_estimate import scoring_estimate_fail
 from labeling.services.systems_cache import systems_refresh_fail
 from labeling.services.validation import validation_refresh_fail
 
@@ -116,8 +116,8 @@ JOB_KINDS = (
             lambda job, reason: systems_refresh_fail(result_id=job.id, error=reason)),
     JobKind("query-generation", QueryGenerationJob, "QUERY_GENERATION_TIME_LIMIT",
             lambda job, reason: query_generation_fail(job_id=job.id, error=reason)),
-    JobKind("estimate", ScoringEstimate, "ESTIMATE_TIME_LIMIT",
-            lambda job, reason: scoring_estimate_fail(estimate_id=job.id, error=reason)),
+    JobKind("estimate", Estimate, "ESTIMATE_TIME_LIMIT",
+            lambda job, reason: estimate_fail(estimate_id=job.id, error=reason)),
 )
 _BY_NAME = {kind.name: kind for kind in JOB_KINDS}
 

@@ -16,16 +16,17 @@ this project and this machine, from timed probes of the parts that grow with the
 - Not counted: the nearest-neighbour search (a matrix product, or HNSW above HNSW_MIN_PASSAGES) and writing the
   run's rows, both small beside encoding; the worker's own start-up.
 
-The probes run in the web process and store nothing. bench/estimate_time.py compares the estimate with the job."""
+The probes run on a worker, as the Systems page's estimate job (labeling.services.estimates), never in a web request:
+they load the encoder and re-rankers. bench/estimate_time.py compares the estimate with the job."""
 from __future__ import annotations
 
 import random
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from labeling.models import Project, RunKind
+from labeling.models import Estimate, Project, RunKind
 from labeling.selectors.throughput import judge_throughput
 from labeling.services.embeddings import embeddings_missing
 from labeling.services.retrieval import (
@@ -87,11 +88,9 @@ def retrieval_estimate(
     """The expected wall time of retrieval_create's job with these arguments (RetrievalError for what it would
     refuse, and for the crisis double cascade, which it does not cover), from probes timed here; nothing is
     stored."""
-    if crisis is not None:
-        raise RetrievalError("the estimate does not cover the crisis double cascade yet: run it on a sample "
-                             "project, whose run records each stage's time")
-    params = retrieval_parameters(retriever=retriever, depth=depth, use_definition=use_definition, k1=k1, b=b,
-                                 first_depth=first_depth, keep=keep, model=model, project=project, rerank=rerank)
+    params = retrieval_estimate_check(project=project, arguments=dict(
+        retriever=retriever, depth=depth, use_definition=use_definition, k1=k1, b=b, first_depth=first_depth,
+        keep=keep, model=model, rerank=rerank, crisis=crisis))
     corpus = retrieval_corpus(project, use_definition=use_definition)
     n_queries, n_passages = len(corpus.query_ids), len(corpus.passage_ids)
     bm25_s = encode_s = load_s = candidates = None
@@ -137,6 +136,25 @@ def retrieval_estimate(
     return RetrievalEstimate(retriever=retriever, queries=n_queries, passages=n_passages, to_encode=to_encode,
                              bm25_s=bm25_s, encode_s=encode_s, load_s=load_s, basis="; ".join(basis),
                              rerank_pairs=rerank_pairs, rerank_s=rerank_s)
+
+
+def retrieval_estimate_check(*, project: Project, arguments: dict) -> dict:
+    """The job's parameters retrieval_estimate would time; RetrievalError for what retrieval_create would refuse
+    and for the crisis double cascade, which the estimate does not cover. Cheap: no model is loaded."""
+    if arguments.get("crisis") is not None:
+        raise RetrievalError("the estimate does not cover the crisis double cascade yet: run it on a sample "
+                             "project, whose run records each stage's time")
+    return retrieval_parameters(project=project, **{key: value for key, value in arguments.items() if key != "crisis"})
+
+
+def retrieval_estimate_make(row: Estimate) -> dict:
+    """On the worker: retrieval_estimate with the row's arguments (the Systems page's form), as stored."""
+    return asdict(retrieval_estimate(project=row.project, **row.arguments))
+
+
+def retrieval_estimate_read(row: Estimate) -> RetrievalEstimate:
+    """The estimate a done row holds."""
+    return RetrievalEstimate(**row.result)
 
 
 def _rerank_seconds(project: Project, stage: dict, query_ids: list[int], passage_ids: list[int], pairs: int

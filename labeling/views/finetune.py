@@ -17,7 +17,7 @@ from django.views.decorators.http import require_POST
 from labeling.charts import Tick
 from labeling.exceptions import DomainError
 from labeling.forms import FinetuneForm, TrainingSetImportForm, TrainingSetSampleForm
-from labeling.models import BundleImportJob, FineTuneJob, Membership, Project, Run
+from labeling.models import BundleImportJob, Estimate, FineTuneJob, Membership, Project, Run
 from labeling.selectors.disclosure import BLIND_REPORTS, sees_reports
 from labeling.selectors.distill import COMPARED_JOBS, Comparison, distill_comparison
 from labeling.selectors.finetune_jobs import FineTuneJobRow, finetune_job_of_project, finetune_jobs
@@ -26,6 +26,7 @@ from labeling.selectors.projects import admin_to, project_role
 from labeling.selectors.runs import project_runs, run_by_name
 from labeling.selectors.scoring import judges_for_project
 from labeling.selectors.training_sets import sample_summary, training_set_by_name, training_sets_of_project
+from labeling.services.estimates import estimate_request
 from labeling.services.training_set_upload import training_set_import_upload
 from labeling.services.training_sets import (
     training_set_create,
@@ -34,6 +35,7 @@ from labeling.services.training_sets import (
     training_set_upload_refusal,
 )
 from labeling.views.access import project_view
+from labeling.views.estimates import estimate_card
 from labeling.views.htmx import htmx_partial
 from models_llm.bundled import BundledModelError, smollm2_folder
 
@@ -271,17 +273,19 @@ def training_set_score_view(request: HttpRequest, project: Project, training_set
 def finetune_start_view(request: HttpRequest, project: Project) -> HttpResponse:
     form = _finetune_form(project, request.POST)
     if form.is_valid() and request.POST.get("dry_run"):
-        # "Estimate time": what the job would take here, before anyone starts it; nothing stored or queued.
+        # "Estimate time": a worker on the fine-tuning queue says what the job would take there (it may load the
+        # base model and time a few steps); nothing is started, and this request loads no model.
         data = form.cleaned_data
         try:
-            estimate = _finetune_services().finetune_estimate(
-                project=project, training_set=training_set_by_name(project, data["training_set"]),
-                teacher=judge_by_name(project=project, name=data["teacher"]) if data["teacher"] else None,
-                **form.service_arguments())
+            training_set_by_name(project, data["training_set"])
+            if data["teacher"]:
+                judge_by_name(project=project, name=data["teacher"])
+            row = estimate_request(project=project, kind=Estimate.Kind.FINETUNE, user=request.user, arguments={
+                "training_set": data["training_set"], "teacher": data["teacher"] or None, **form.service_arguments()})
         except DomainError as exc:
             form.add_error(None, str(exc))
             return _page(request, project, status=400, finetune_form=form)
-        return _page(request, project, finetune_form=form, finetune_estimate=estimate)
+        return _page(request, project, finetune_form=form, finetune_estimate=estimate_card(row))
     if form.is_valid():
         data = form.cleaned_data
         try:

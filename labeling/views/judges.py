@@ -4,22 +4,20 @@ from __future__ import annotations
 
 import json
 
-from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from labeling.forms import JudgeForm
 from labeling.llm_adapter import judge_relevance_rule
-from labeling.models import Judge, Membership, Project, ScoringEstimate, ScoringJob
+from labeling.models import Estimate, Judge, Membership, Project, ScoringJob
 from labeling.selectors.disclosure import sees_reports
-from labeling.selectors.job_states import job_state
-from labeling.selectors.lookups import judge_by_name, scoring_estimate_of_project, scoring_job_of_project
+from labeling.selectors.lookups import judge_by_name, scoring_job_of_project
 from labeling.selectors.projects import admin_to, project_role
 from labeling.selectors.scoring import job_progress, jobs_for_project, judges_for_project
+from labeling.services.estimates import estimate_request
 from labeling.services.judges import JudgeError, judge_create
 from labeling.services.scoring import (
     PriorityError,
@@ -30,8 +28,8 @@ from labeling.services.scoring import (
     scoring_job_start,
 )
 from labeling.services.scoring_dispatch import PRIORITY_MIN, priority_max_for
-from labeling.services.scoring_estimate import scoring_estimate_request, scoring_estimate_result
 from labeling.views.access import project_view
+from labeling.views.estimates import estimate_card
 from labeling.views.htmx import htmx_partial
 from models_llm.prompts import DEFAULT_TEMPLATE
 
@@ -113,29 +111,13 @@ def judge_estimate_view(request: HttpRequest, project: Project, judge: str) -> H
     found = judge_by_name(project=project, name=judge)
     scope = request.POST.get("scope", ScoringJob.Scope.MISSING)
     try:
-        row = scoring_estimate_request(project=project, judge=found, scope=scope, user=request.user)
+        row = estimate_request(project=project, kind=Estimate.Kind.SCORING, judge=found, scope=scope, user=request.user)
     except ScoringError as exc:
         return render(request, "labeling/_estimate.html", {"project": project, "judge": found, "error": str(exc)},
                       status=400)
     if request.htmx:
-        return render(request, "labeling/_estimate_job.html", _estimate_context(project, row))
-    return redirect("labeling:scoring_estimate", slug=project.slug, estimate_id=row.id)
-
-
-def _estimate_context(project: Project, row: ScoringEstimate) -> dict:
-    running_s = (timezone.now() - row.started_at).total_seconds() if row.started_at else None
-    return {"project": project, "judge": row.judge, "row": row, "state": job_state(row), "running_s": running_s,
-            "time_limit_s": settings.ESTIMATE_TIME_LIMIT, "estimate": scoring_estimate_result(row),
-            "error": row.error if row.status == ScoringEstimate.Status.FAILED else ""}
-
-
-@login_required
-@project_view(JUDGE_ADMIN)
-def scoring_estimate_view(request: HttpRequest, project: Project, estimate_id: int) -> HttpResponse:
-    """One estimate: queued (what is ahead of it), running, then its result or why there is none."""
-    row = scoring_estimate_of_project(project=project, estimate_id=estimate_id)
-    template = "labeling/_estimate_job.html" if request.htmx else "labeling/judge_estimate.html"
-    return render(request, template, _estimate_context(project, row))
+        return render(request, "labeling/_estimate_job.html", {"project": project, "job": estimate_card(row)})
+    return redirect("labeling:estimate", slug=project.slug, estimate_id=row.id)
 
 
 @login_required

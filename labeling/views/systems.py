@@ -18,7 +18,7 @@ from django.views.decorators.http import require_POST
 from labeling.charts import Scatter, scatter_chart
 from labeling.exceptions import DomainError, NotFound
 from labeling.forms import BeyondPoolForm, PoolForm, RetrievalForm, RunUploadForm
-from labeling.models import AuditJob, BundleImportJob, Membership, Project, Run
+from labeling.models import AuditJob, BundleImportJob, Estimate, Membership, Project, Run
 from labeling.run_upload import run_import_upload, upload_refusal
 from labeling.selectors.audits import beyond_pool_latest
 from labeling.selectors.coverage import include_partial_from
@@ -39,6 +39,7 @@ from labeling.selectors.significance import (
 from labeling.selectors.systems import JUDGED, SystemsReport
 from labeling.selectors.systems_cache import SystemsChoice, systems_cached, systems_status
 from labeling.services.audit import AuditError, audit_start
+from labeling.services.estimates import estimate_request
 from labeling.services.pooling import PoolingError, pool_add, pool_preview
 from labeling.services.query_generation import (
     query_generation_estimate,
@@ -46,12 +47,12 @@ from labeling.services.query_generation import (
     query_generation_request,
 )
 from labeling.services.retrieval import RetrievalError, retrieval_cancel, retrieval_request
-from labeling.services.retrieval_estimate import retrieval_estimate
 from labeling.services.retrieval_rerank import rerank_refusal
 from labeling.services.runs import RunImportError, run_delete
 from labeling.services.scoring import ScoringError
 from labeling.services.systems_cache import SystemsBusy, systems_evaluation
 from labeling.views.access import project_view
+from labeling.views.estimates import estimate_card
 from labeling.views.htmx import htmx_partial
 from labeling.views.query_generation import query_generation_context, query_generation_form
 from models_llm.relevance_rule import is_probability
@@ -599,20 +600,21 @@ def beyond_pool_start_view(request: HttpRequest, project: Project) -> HttpRespon
 @require_POST
 @project_view(admin_to("start a retriever"))
 def retrieval_start_view(request: HttpRequest, project: Project) -> HttpResponse:
-    """Start the retriever the form describes, or (the form's Estimate button) say what it would take here and
-    start nothing."""
+    """Start the retriever the form describes, or (the form's Estimate button) ask a worker what it would take here
+    (it loads and times the models) and show that estimate following itself, starting nothing."""
     form = _retrieval_form(project, request.POST)
     estimating = "estimate" in request.POST
     form.fields["name"].required = not estimating
     if estimating and form.is_valid():
         arguments = {key: value for key, value in form.service_arguments().items() if key != "name"}
         try:
-            estimate = retrieval_estimate(project=project, **arguments)
+            row = estimate_request(project=project, kind=Estimate.Kind.RETRIEVAL, arguments=arguments,
+                                   user=request.user)
         except RetrievalError as exc:
             form.add_error(None, str(exc))
         else:
-            return render(request, "labeling/systems.html",
-                          _systems_context(request, project, retrieval_form=form, retrieval_estimate=estimate))
+            return render(request, "labeling/systems.html", _systems_context(
+                request, project, retrieval_form=form, retrieval_estimate=estimate_card(row)))
     elif form.is_valid():
         try:
             job = retrieval_request(project=project, user=request.user, **form.service_arguments())

@@ -16,12 +16,12 @@ from labeling.models import (
     AuditJob,
     BundleImportJob,
     DefinitionDraft,
+    Estimate,
     FineTuneJob,
     Job,
     LabellingRound,
     QueryGenerationJob,
     RetrievalJob,
-    ScoringEstimate,
     ScoringJob,
     SystemsResult,
     TrainingSet,
@@ -75,7 +75,7 @@ def _job(kind: str, **fields) -> Job:
     if kind == "query-generation":
         return QueryGenerationJob.objects.create(project=project, judge=judge, query_set="llm", **fields)
     if kind == "estimate":
-        return ScoringEstimate.objects.create(project=project, judge=judge, scope="all", **fields)
+        return Estimate.objects.create(project=project, judge=judge, scope="all", **fields)
     raise AssertionError(kind)
 
 
