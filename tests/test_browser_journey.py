@@ -168,7 +168,7 @@ def test_a_round_on_the_sample_scores_refits_shows_what_it_bought_and_its_qrels_
     # It reads the cached validation report: the one a worker computes once the round's refit is in.
     refit = JudgeCalibration.objects.filter(judge=judge).latest("created_at")
     report = ValidationResult.objects.filter(project=project, computed_at__gt=refit.created_at)
-    wait_for(lambda: any(not result.is_stale and result.data for result in report), "no report after the round",
+    wait_for(lambda: any(not result.is_stale and result.data for result in report.all()), "no report after the round",
              seconds=120, every=0.5)
     page.goto(f"{base}/")
     clock.lap("overview")
