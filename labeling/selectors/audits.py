@@ -9,10 +9,11 @@ from django.db.models import QuerySet
 
 from labeling.exceptions import NotFound
 from labeling.models import AuditJob, Judge, Project
+from labeling.selectors.disclosure import job_error_shown
 from models_llm.cost import usd_cost
 
 # What members other than admins read instead of a failure's text: it can name the server's folders and models.
-HIDDEN_ERROR = "the audit failed (a project admin sees the reason)"
+FAILED = "the audit failed"  # what a member who may not read the error sees
 # The page and the API list this many of a judge's newest audits.
 LISTED_AUDITS = 50
 
@@ -33,7 +34,7 @@ def audit_row(job: AuditJob, *, show_errors: bool) -> AuditRow:
     cost = None
     if job.prompt_tokens is not None or job.completion_tokens is not None:
         cost = usd_cost(job.prompt_tokens or 0, job.completion_tokens or 0, judge.price_in, judge.price_out)
-    return AuditRow(job=job, error=job.error if show_errors or not job.error else HIDDEN_ERROR, cost_usd=cost)
+    return AuditRow(job=job, error=job_error_shown(job.error, show=show_errors, failed=FAILED), cost_usd=cost)
 
 
 def _audits() -> QuerySet[AuditJob]:

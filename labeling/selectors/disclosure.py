@@ -103,6 +103,12 @@ def revealed_after_submit(*, project: Project, role: str | None, pair_id: int, g
                      p=None if judgment is None else judgment.p_relevant)
 
 
+def job_error_shown(error: str, *, show: bool, failed: str) -> str:
+    """A job's error as a member sees it: its text for those who may (`show`: project admins; a remote model's
+    answer or a path can be in it), else `failed` and where the reason is; empty when there is none."""
+    return error if show or not error else f"{failed} (a project admin sees the reason)"
+
+
 BLIND_REPORTS = ("Experts label blind: the validation reports are made of the reference grades, labels and judges' P "
                  "of items they have not labelled.")
 

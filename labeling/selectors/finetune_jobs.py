@@ -6,9 +6,10 @@ from dataclasses import dataclass
 
 from labeling.exceptions import NotFound
 from labeling.models import FineTuneJob, Project
+from labeling.selectors.disclosure import job_error_shown
 
 # What members other than admins read instead of a failure's text: it can name the server's folders and files.
-HIDDEN_ERROR = "the fine-tuning failed (a project admin sees the reason)"
+FAILED = "the fine-tuning failed"  # what a member who may not read the error sees
 # The page and the API list this many of the newest jobs.
 LISTED_JOBS = 50
 
@@ -28,7 +29,7 @@ class FineTuneJobRow:
 
 
 def finetune_job_row(job: FineTuneJob, *, show_errors: bool) -> FineTuneJobRow:
-    return FineTuneJobRow(job=job, error=job.error if show_errors or not job.error else HIDDEN_ERROR)
+    return FineTuneJobRow(job=job, error=job_error_shown(job.error, show=show_errors, failed=FAILED))
 
 
 def _jobs(project: Project):

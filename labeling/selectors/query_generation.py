@@ -8,11 +8,11 @@ from django.db.models import QuerySet
 
 from labeling.exceptions import NotFound
 from labeling.models import Project, QueryGenerationJob
-from labeling.selectors.disclosure import Disclosure
+from labeling.selectors.disclosure import Disclosure, job_error_shown
 
 RECENT = 20
 # What members other than admins read instead of a failure's text: it can quote the remote model's server.
-HIDDEN_ERROR = "the query generation failed (a project admin sees the reason)"
+FAILED = "the query generation failed"  # what a member who may not read the error sees
 
 
 @dataclass(frozen=True)
@@ -27,7 +27,7 @@ def query_generation_row(job: QueryGenerationJob, *, show_errors: bool, disclosu
     """The job as a member sees it: the error and the model's unreadable answers for project admins
     (`show_errors`), the parameters as blind first lets them."""
     problems = job.problems if show_errors else [{**problem, "raw": ""} for problem in job.problems]
-    return QueryGenerationRow(job=job, error=job.error if show_errors or not job.error else HIDDEN_ERROR,
+    return QueryGenerationRow(job=job, error=job_error_shown(job.error, show=show_errors, failed=FAILED),
                               parameters=disclosure.generation_parameters(job.parameters), problems=problems)
 
 

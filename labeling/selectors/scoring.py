@@ -11,13 +11,14 @@ from django.utils import timezone
 
 from labeling.llm_adapter import judge_method, judge_relevance_rule
 from labeling.models import Judge, Judgment, MemberOutput, Project, Query, ScoringChunk, ScoringJob
+from labeling.selectors.disclosure import job_error_shown
 from labeling.selectors.job_states import JobState, scoring_job_state
 from models_llm.cost import usd_cost
 from models_llm.ensembles import LEGACY, PROMPT_PRESETS, STRATEGIES, steps_for
 
 # What viewers and experts read instead of a failure's text: a remote server's answer is for project admins
 # (and the server log) only.
-HIDDEN_ERROR = "scoring failed for some pairs (a project admin sees the reason)"
+FAILED = "scoring failed for some pairs"  # what a member who may not read the error sees
 
 
 @dataclass(frozen=True)
@@ -70,7 +71,7 @@ def job_progress(job: ScoringJob, *, show_errors: bool = False) -> JobProgress:
         eta = (job.total - job.done) / rate
     calls, prompt, completion, lost = job_usage(job)
     cost = usd_cost(prompt, completion, job.judge.price_in, job.judge.price_out)
-    error = job.error if show_errors or not job.error else HIDDEN_ERROR
+    error = job_error_shown(job.error, show=show_errors, failed=FAILED)
     return JobProgress(job=job, fraction=job.progress, pairs_per_s=rate, eta_s=eta, calls=calls, prompt_tokens=prompt,
                        completion_tokens=completion, cost_usd=cost, lost_calls=lost, stalled=state.name == "stalled",
                        error=error, state=state)

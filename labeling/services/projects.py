@@ -55,9 +55,14 @@ SLUG_MAX_LENGTH = Project._meta.get_field("slug").max_length
 NAME_MAX_LENGTH = Project._meta.get_field("name").max_length
 
 
+def is_staff_user(user: AbstractBaseUser) -> bool:
+    """An active staff member or superuser: the operator's people, who create projects and raise job priorities."""
+    return bool(user.is_authenticated and user.is_active and (user.is_staff or user.is_superuser))
+
+
 def may_create_projects(user: AbstractBaseUser) -> bool:
     """Staff and superusers create projects; everyone else works in the projects they are members of."""
-    return bool(user.is_authenticated and user.is_active and (user.is_staff or user.is_superuser))
+    return is_staff_user(user)
 
 
 def project_name_refusal(*, name: str, project: Project | None = None,

@@ -15,8 +15,8 @@ higher priority widens its project's share of everyone's workers.
 Turns are shared by time, not by chunk: a slow judge's chunks are cut to about SCORING_CHUNK_SECONDS
 (scoring.chunk_size_for), and a job whose chunks take less (a fast judge, whose chunks stop at SCORING_CHUNK_PAIRS, or
 SCORING_EMBEDDING_CHUNK_PAIRS for an embedding judge) counts each of them as that fraction of a chunk of the share,
-up to WINDOW_SCALE_MAX of them per chunk, from the time its own finished chunks took. Without it, MiniLM's 3-second chunks beside SmolLM2's 25-second ones got an eighth of
-the worker.
+up to WINDOW_SCALE_MAX of them per chunk, from the time its own finished chunks took. Without it, MiniLM's 3-second
+chunks beside SmolLM2's 25-second ones got an eighth of the worker.
 
 Sending is marked on the chunk (`dispatched_at`) before the message goes, so the sweep can tell a chunk whose
 message was lost (sent, never claimed, its job idle) from one that is simply not sent yet."""
@@ -34,6 +34,7 @@ from django.utils import timezone
 
 from labeling.exceptions import Conflict, DomainError, Forbidden
 from labeling.models import Judge, ScoringChunk, ScoringJob
+from labeling.services.projects import is_staff_user
 from labeling.tasks import score_chunk_task
 
 PRIORITY_MIN, PRIORITY_MAX = 1, 10
@@ -193,7 +194,7 @@ def priority_check(priority: object) -> None:
 def priority_max_for(user: AbstractBaseUser | None) -> int:
     """The highest priority `user` may give a job: PRIORITY_MAX for active staff and superusers, and for the
     operator's own commands (no user); PRIORITY_DEFAULT for everyone else, project admins included."""
-    if user is None or (user.is_active and (user.is_staff or user.is_superuser)):
+    if user is None or is_staff_user(user):
         return PRIORITY_MAX
     return PRIORITY_DEFAULT
 
