@@ -3,15 +3,29 @@ holds within the round, an expert's label against a reference grade goes to adju
 is all relevant says beforehand that a refit cannot run, then ends done with its numbers and the reason."""
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from rest_framework.test import APIClient
+from sklearn.linear_model import LogisticRegression
 
 from labeling.models import Label, LabellingRound, Membership, Pair
+from labeling.selectors.export import judge_calibrator
 from labeling.selectors.streams import gold_pairs
 from labeling.services.adjudication import adjudication_set
 from labeling.services.labels import label_submit, queue_next_for_annotator
 from labeling.services.rounds import round_finish
-from tests.factories import LeaseFactory, MembershipFactory, UserFactory
+from labeling.services.validation import judge_calibrate
+from tests.factories import (
+    JudgeFactory,
+    JudgmentFactory,
+    LabelFactory,
+    LeaseFactory,
+    MembershipFactory,
+    PairFactory,
+    ProjectFactory,
+    QueryFactory,
+    UserFactory,
+)
 from tests.test_completeness import world  # noqa: F401 - the fixture: 60 pairs, a judge, 17 gold pairs
 
 pytestmark = pytest.mark.django_db
@@ -88,7 +102,7 @@ def test_a_round_on_gold_that_is_all_relevant_says_so_first_then_ends_done_with_
                  "calibrator needs 5 of each: a round refits it only if its labels bring 5 more non-relevant")
     assert statement in html and 'data-outlook="imported" data-ready="no"' in html
     outlook = api_for(admin).get("/api/projects/complete/rounds/").json()["outlook"]
-    assert outlook == [{"judge": "imported", "needs_each": 5, "relevant": 17, "non_relevant": 0,
+    assert outlook == [{"judge": "imported", "needs_each": 5, "relevant": 17, "non_relevant": 0, "left_out": None,
                         "missing_relevant": 0, "missing_non_relevant": 5, "ready": False,
                         "statement": outlook[0]["statement"]}]
     started = api_for(admin).post("/api/projects/complete/rounds/", {"judge": "imported", "budget": 1},
@@ -103,3 +117,42 @@ def test_a_round_on_gold_that_is_all_relevant_says_so_first_then_ends_done_with_
     html = client.get(f"/projects/{project.slug}/rounds/").content.decode()
     assert "<strong>Not refitted.</strong> the calibrator was not refitted" in html
     assert 'data-round="1" data-status="done"' in html and 'data-chart="rounds"' in html
+
+
+def test_reference_qrels_that_list_only_relevant_pairs_are_left_out_of_the_refit_so_its_p_sums_to_the_truth(client):
+    """Known truth: 400 pairs, the judge's score s uniform, each pair relevant with probability s**2 (a third of the
+    pool). The reference qrels list 70 % of the relevant pairs (chosen by their grade, as ClimRetrieve's and most
+    BEIR sets are); an expert labels a uniform sample of 80 pairs truthfully. Fitted on every gold pair, the
+    calibrator would call most pairs relevant; left out, its mean P is the pool's relevant share."""
+    rng = np.random.default_rng(11)
+    project = ProjectFactory(slug="one-sided")
+    judge = JudgeFactory(project=project, name="scored")
+    query = QueryFactory(project=project)
+    expert, admin = member(project, Membership.Role.EXPERT), member(project, Membership.Role.ADMIN)
+    s = rng.uniform(0.0, 1.0, 400)
+    truth = rng.uniform(0.0, 1.0, 400) < s ** 2
+    listed = truth & (rng.uniform(0.0, 1.0, 400) < 0.7)
+    sampled = set(rng.choice(400, 80, replace=False).tolist())
+    pairs = []
+    for i in range(400):
+        pair = PairFactory(project=project, query=query, reference_grade=1 if listed[i] else None)
+        JudgmentFactory(pair=pair, judge=judge, p_relevant=float(s[i]))
+        if i in sampled:
+            LabelFactory(pair=pair, annotator=expert, grade=int(truth[i]))
+        pairs.append(pair)
+
+    calibration = judge_calibrate(judge=judge)
+    assert calibration.n == len(sampled)  # the expert's labels; the listed reference grades are left out
+    calibrated = judge_calibrator(judge).apply(s)
+    assert abs(calibrated.mean() - truth.mean()) < 0.05, (calibrated.mean(), truth.mean())
+    # What a fit on every gold pair says (the listed pairs are gold too: their reference grade is the gold grade),
+    # by scikit-learn's logistic regression on the same P: most of the pool relevant.
+    gold = {i: int(truth[i]) for i in sampled} | {i: 1 for i in np.flatnonzero(listed)}
+    every = LogisticRegression().fit(s[list(gold)].reshape(-1, 1), list(gold.values()))
+    assert every.predict_proba(s.reshape(-1, 1))[:, 1].mean() > truth.mean() + 0.15
+
+    client.force_login(admin)
+    statement = client.get(f"/projects/{project.slug}/rounds/").content.decode()
+    assert "reference grades are all relevant, so they were chosen by their grade" in statement
+    relevant = int(truth[sorted(sampled)].sum())
+    assert f"has scored {relevant} relevant and {80 - relevant} non-relevant gold pairs to fit on" in statement

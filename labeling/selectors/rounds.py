@@ -5,8 +5,11 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+import numpy as np
+
 from labeling.charts import LineChart, line_chart
 from labeling.models import Judge, LabellingRound, Project, ScoringJob
+from labeling.selectors.calibration_basis import calibration_basis
 from labeling.selectors.completeness import current_label_count
 from labeling.selectors.job_states import job_state
 from labeling.selectors.validation import CALIBRATION_FOLDS, gold_set, judge_arrays
@@ -21,6 +24,7 @@ class RefitOutlook:
     needs_each: int
     relevant: int
     non_relevant: int
+    left_out: str | None = None  # why some gold pairs are not fitted on (labeling.selectors.calibration_basis)
 
     @property
     def missing_relevant(self) -> int:
@@ -37,7 +41,8 @@ class RefitOutlook:
     @property
     def statement(self) -> str:
         have = (f"judge {self.judge!r} has scored {self.relevant:,} relevant and {self.non_relevant:,} non-relevant "
-                f"gold pairs; a refit of its calibrator needs {self.needs_each} of each")
+                f"gold pairs{' to fit on' if self.left_out else ''}; a refit of its calibrator needs "
+                f"{self.needs_each} of each")
         if self.ready:
             return f"{have}: a round refits it"
         missing = " and ".join(f"{n} more {side}" for n, side in ((self.missing_relevant, "relevant"),
@@ -57,12 +62,15 @@ def refit_outlook(*, project: Project) -> list[RefitOutlook]:
     it scored, counted as the refit counts them (labeling.services.validation.judge_calibrate)."""
     gold = gold_set(project)
     relevant_from = project.label_scale.relevant_from
+    basis = calibration_basis(project)
+    left_out = np.fromiter(basis.left_out, np.int64, len(basis.left_out))
     out = []
     for judge in Judge.objects.filter(project=project).order_by("name"):
-        scored = judge_arrays(gold, judge).data.gold  # the gold pairs the judge scored, as the refit takes them
+        arrays = judge_arrays(gold, judge)  # the gold pairs the judge scored, as the refit takes them
+        scored = arrays.data.gold[~np.isin(arrays.pair_ids, left_out)]
         relevant = int((scored >= relevant_from).sum())
         out.append(RefitOutlook(judge=judge.name, needs_each=CALIBRATION_FOLDS, relevant=relevant,
-                                non_relevant=int(scored.size) - relevant))
+                                non_relevant=int(scored.size) - relevant, left_out=basis.note))
     return out
 
 

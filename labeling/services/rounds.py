@@ -1,8 +1,8 @@
 """Labelling rounds (#33, #48): an admin starts a round (a judge, a batch of N expert labels, a queue mix whose random
 share never falls below ROUND_RANDOM_FLOOR); the round sets the project's queue judge and mix; when experts have
 given its N labels a worker measures the numbers (the completeness estimates, the stopping state, the judge's
-accuracy on the random validation sample), refits the judge's calibrator on every gold pair, or (`after` student)
-retrains the judge's cross-encoder student from its stored model with the experts' labels and has the new student
+accuracy on the random validation sample), refits the judge's calibrator on its gold pairs (calibration_basis), or
+(`after` student) retrains the judge's cross-encoder student from its stored model with the experts' labels and has the new student
 score the pool, and measures them again: what the round bought. Re-scoring only what changed: after a calibrator
 refit nothing (every read of the judge's P applies its newest calibrator); after a retrain every pair's P is the new
 student's, so it scores the pool once, and the round waits for that (round_wake) before measuring."""
@@ -167,7 +167,7 @@ def _measure(project: Project, judge: Judge) -> dict:
 
 def round_finish(*, round_id: int) -> LabellingRound | None:
     """The worker's part. First pass: measure the round's numbers under its judge as it was ("before"), then
-    refit the judge's calibrator on every gold pair and measure again ("after": every read of P applies the newest
+    refit the judge's calibrator on its gold pairs and measure again ("after": every read of P applies the newest
     calibrator, so nothing needs scoring again), or (after 'student') start the retrain and leave the round
     waiting (`waiting_since`) until the new student has scored the pool; round_wake then hands it back and this
     measures "after" under the new student. A refit that cannot be made (too few relevant or non-relevant gold

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from datetime import datetime
 
+import numpy as np
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
@@ -13,6 +14,7 @@ from django.utils import timezone
 
 from labeling.exceptions import DomainError
 from labeling.models import Judge, JudgeCalibration, Project, ValidationResult
+from labeling.selectors.calibration_basis import calibration_basis
 from labeling.selectors.completeness import COMPLETENESS, CompletenessOptionsError, completeness_compute
 from labeling.selectors.coverage import coverage_queued
 from labeling.selectors.definition_metrics import judge_metrics_by_definition
@@ -222,15 +224,19 @@ def validation_request_refresh_soon(*, project: Project) -> None:
 @transaction.atomic
 def judge_calibrate(*, judge: Judge, user=None) -> JudgeCalibration:
     """Fit a calibrator for `judge` on the project's gold pairs (method chosen by 5-fold cross-validated
-    Brier) and store it with the data it was fitted on; exports use it from now on."""
+    Brier) and store it with the data it was fitted on; exports use it from now on. Reference grades that were
+    chosen by their grade (all on one side of the threshold) are left out (labeling.selectors.calibration_basis)."""
     project = judge.project
     gold = gold_set(project)
     arrays = judge_arrays(gold, judge)
-    relevant = arrays.data.gold >= project.label_scale.relevant_from
+    basis = calibration_basis(project)
+    kept = ~np.isin(arrays.pair_ids, np.fromiter(basis.left_out, np.int64, len(basis.left_out)))
+    relevant = arrays.data.gold[kept] >= project.label_scale.relevant_from
     try:
-        fit = calibrator_fit(arrays.p, relevant, folds=CALIBRATION_FOLDS, seed=0)
+        fit = calibrator_fit(arrays.p[kept], relevant, folds=CALIBRATION_FOLDS, seed=0)
     except CalibrationError as exc:
-        raise ValidationReportError(f"judge {judge.name!r}: {exc}") from None
+        raise ValidationReportError(f"judge {judge.name!r}: {exc}" + (f" ({basis.note})" if basis.note else "")
+                                    ) from None
     calibration = JudgeCalibration.objects.create(
         judge=judge,
         method=fit.calibrator.method,
@@ -239,8 +245,8 @@ def judge_calibrate(*, judge: Judge, user=None) -> JudgeCalibration:
         n=fit.n,
         n_relevant=fit.n_relevant,
         fitted_on={
-            "pair_ids": arrays.pair_ids.tolist(),
-            "p": arrays.p.tolist(),
+            "pair_ids": arrays.pair_ids[kept].tolist(),
+            "p": arrays.p[kept].tolist(),
             "relevant": relevant.astype(int).tolist(),
         },
         created_by=user,
