@@ -49,15 +49,15 @@ class Command(BaseCommand):
         if fast is not None:
             jobs.append(fast)
         if jobs:
-            self.stdout.write(f"demo: waiting for {self._names(jobs)} before setting up SmolLM2 (progress on the "
-                              "Systems and Judges pages)")
+            self.stdout.write(f"demo: waiting for {', '.join(map(self._what, jobs))} before setting up SmolLM2 "
+                              "(progress on the Systems and Judges pages)")
             self._wait(jobs, poll=poll)
         call_command("setup_models", stdout=self.stdout)
         call_command("demo_judges", project=found.slug, judges=[QUEUE_JUDGE], stdout=self.stdout)
         self.stdout.write("demo: set-up done")
 
     def _run(self, project: Project, name: str, retriever: str) -> RetrievalJob | None:
-        """Queue the run `name` unless it exists; the job writing it (None: it exists already)."""
+        """Queue the run `name` unless it exists; the job writing it (None: the run exists, or was refused: said)."""
         if project_runs(project).filter(name=name).exists():
             self.stdout.write(f"Run {name!r} exists.")
             return None
@@ -82,9 +82,8 @@ class Command(BaseCommand):
         return scoring_job_running(judge=judge)
 
     @staticmethod
-    def _names(jobs: list[Job]) -> str:
-        return ", ".join(f"run {job.name!r}" if isinstance(job, RetrievalJob) else f"{job.judge.name}'s scoring"
-                         for job in jobs)
+    def _what(job: Job) -> str:
+        return f"run {job.name!r}" if isinstance(job, RetrievalJob) else f"{job.judge.name}'s scoring"
 
     @staticmethod
     def _progress(job: Job) -> str:
@@ -102,9 +101,9 @@ class Command(BaseCommand):
                 job.refresh_from_db()
             for job in [job for job in waiting if job.finished_at is not None]:
                 waiting.remove(job)
-                what = f"run {job.name!r}" if isinstance(job, RetrievalJob) else f"{job.judge.name}'s scoring"
                 error = f": {job.error}" if job.error else ""
-                self.stdout.write(f"demo: {what} {job.status} after {time.monotonic() - started:.0f} s{error}")
+                took = time.monotonic() - started
+                self.stdout.write(f"demo: {self._what(job)} {job.status} after {took:.0f} s{error}")
             if waiting and time.monotonic() - said >= SAY_EVERY_S:
                 said = time.monotonic()
                 self.stdout.write("demo: " + ", ".join(self._progress(job) for job in waiting))
