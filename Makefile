@@ -13,7 +13,7 @@ PYTEST_ARGS ?=
 .PHONY: help bootstrap demo test bench clean
 
 help:
-	@echo "make demo    set up the sample project and run the web server and a Celery worker (Ctrl-C stops both)"
+	@echo "make demo    set up the sample project and run the web server and two Celery workers (Ctrl-C stops all)"
 	@echo "make test    run the test suite (PostgreSQL when DATABASE_URL is set, else SQLite); PYTEST_ARGS=... passes options"
 	@echo "make bench   run bench/import_export.py (needs DATABASE_URL pointing at PostgreSQL)"
 	@echo "make clean   remove the requirements stamp and Python caches (keeps .venv packages and var/)"
@@ -29,16 +29,14 @@ $(REQUIREMENTS_STAMP): requirements.txt requirements-models.txt | $(VENV_PY)
 
 bootstrap: $(REQUIREMENTS_STAMP)
 
+# Only what the pages need comes before the server (migrations, the admin, the sample); the slow part (runs, model
+# set-up, scoring: minutes) goes on behind the live server once it answers, its jobs on the pages.
 demo: export DEBUG := 1
 demo: bootstrap
 	$(VENV_PY) manage.py migrate --noinput
 	$(VENV_PY) manage.py ensure_admin
 	$(VENV_PY) manage.py import_bundle data/climretrieve --project climretrieve --all-pairs --admin admin
-	$(VENV_PY) manage.py setup_models
-	$(VENV_PY) manage.py retrieve --project climretrieve --retriever bm25 --name bm25 --inline --skip-existing
-	$(VENV_PY) manage.py retrieve --project climretrieve --retriever dense --name dense --inline --skip-existing
-	$(VENV_PY) manage.py demo_judges --project climretrieve
-	PORT=$(PORT) bin/demo
+	PORT=$(PORT) bin/demo $(VENV_PY) manage.py demo_setup --project climretrieve
 
 test: bootstrap
 	DEBUG=1 $(VENV_PY) -m pytest $(PYTEST_ARGS)

@@ -1,4 +1,4 @@
-"""kombu's filesystem transport (the zero-server broker) with messages written atomically.
+"""kombu's filesystem transport (the zero-server broker) with messages and exchange tables written atomically.
 
 kombu 5.7 creates a message file under its final name and then writes it, while a consumer takes any file with
 that name (it moves it away without a lock): a worker polling at that moment reads an empty file, fails with
@@ -10,7 +10,13 @@ Consumers take the messages of a queue in the order of their names, which kombu 
 the milliseconds since the machine booted, so when that count gained a digit (10,000,000 ms: 2 h 47 min after boot;
 again at 27 h 47 min) every newer message sorted before the older ones: a scoring job whose chunks were sent just
 before waited, "queued (next)", while the jobs sent after it ran, until the sweep sent its chunks again (issue #48).
-Here the clock is counted in microseconds at a fixed width, so names sort in the order the messages were put."""
+Here the clock is counted in microseconds at a fixed width, so names sort in the order the messages were put.
+
+An exchange's table of queues has the same race: kombu creates the file empty, then locks and writes it, and a
+process binding a queue to the same exchange in between reads an empty table and fails. `make demo` starts two
+workers at once on a fresh folder, and one of them died so ("Unrecoverable error: JSONDecodeError"), stopping the
+demo. Here the table file comes into being whole (an empty table, linked into place), and kombu then adds each
+queue under its lock."""
 from __future__ import annotations
 
 import os
@@ -51,6 +57,24 @@ class Channel(filesystem.Channel):
             except OSError:
                 pass
             raise ChannelError(f"Cannot add file {final!r} to directory") from exc
+
+
+    def _queue_bind(self, exchange, routing_key, pattern, queue):
+        """kombu's, once the exchange's table file exists: created whole, by whichever process links it first."""
+        table = self._exchange_file(exchange)
+        if not table.exists():
+            self.control_folder.mkdir(exist_ok=True)
+            partial = self.control_folder / f"{PARTIAL_PREFIX}{uuid.uuid4()}"
+            try:
+                partial.write_bytes(str_to_bytes(dumps([])))
+                os.link(partial, table)
+            except FileExistsError:
+                pass  # another process created it meanwhile: kombu adds this queue to that one's table
+            except OSError as exc:
+                raise ChannelError(f"Cannot open {table}") from exc
+            finally:
+                partial.unlink(missing_ok=True)
+        super()._queue_bind(exchange, routing_key, pattern, queue)
 
 
 class Transport(filesystem.Transport):

@@ -89,3 +89,26 @@ def test_a_connection_to_the_folders_names_no_host_and_logs_no_warning(tmp_path,
     with caplog.at_level("WARNING", logger="kombu.connection"):
         Connection("filesystem://", transport=Transport, transport_options=options).clone().close()
     assert "hostname" not in caplog.text
+
+
+def test_two_workers_binding_queues_to_a_new_exchange_at_once_both_bind(channel, monkeypatch):
+    """`make demo` starts two workers on a fresh folder: each binds its queue to the same control exchange. With
+    kombu's own transport the second read the table the first had created and not yet written, and died."""
+    from kombu.transport import filesystem
+
+    other = channel.connection.create_channel(channel.connection)
+    real_lock = filesystem.lock
+    raced = []
+
+    def the_other_binds_first(handle, flags):
+        if not raced:
+            raced.append(True)
+            other._queue_bind("celery.pidbox", "", "", "bulk@vm.celery.pidbox")
+        real_lock(handle, flags)
+
+    monkeypatch.setattr(filesystem, "lock", the_other_binds_first)
+    channel._queue_bind("celery.pidbox", "", "", "interactive@vm.celery.pidbox")
+    assert raced
+    assert {row.queue for row in channel.get_table("celery.pidbox")} == {
+        "interactive@vm.celery.pidbox", "bulk@vm.celery.pidbox"}
+    assert [name for name in os.listdir(channel.control_folder) if name.startswith(broker.PARTIAL_PREFIX)] == []

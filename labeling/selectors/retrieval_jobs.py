@@ -32,3 +32,8 @@ def retrieval_jobs(project: Project, *, show_errors: bool) -> list[RetrievalJobR
     """The project's LISTED_JOBS newest retrieval jobs, each with the run it wrote (if it is still stored)."""
     jobs = RetrievalJob.objects.filter(project=project).select_related("run").order_by("-created_at", "-id")
     return [retrieval_job_row(job, show_errors=show_errors) for job in jobs[:LISTED_JOBS]]
+
+
+def retrieval_job_writing(*, project: Project, name: str) -> RetrievalJob | None:
+    """The unfinished job that will write the project's run `name` (a second request for the name is refused)."""
+    return RetrievalJob.objects.filter(project=project, name=name, finished_at__isnull=True).order_by("id").first()

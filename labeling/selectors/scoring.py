@@ -164,3 +164,8 @@ def observed_answers(judge: Judge, *, limit: int = 2000) -> ObservedAnswers | No
     }
     completion = {key: sum(values) / len(values) for key, values in tokens.items() if values}
     return ObservedAnswers(pairs=max(per_strategy.values()), reach=reach, completion=completion)
+
+
+def scoring_job_running(*, judge: Judge) -> ScoringJob | None:
+    """The judge's running scoring job, if any (scoring_job_start never makes a second one)."""
+    return ScoringJob.objects.filter(judge=judge, status=ScoringJob.Status.RUNNING).order_by("id").first()

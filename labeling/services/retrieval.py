@@ -20,6 +20,7 @@ from labeling.exceptions import DomainError
 from labeling.llm_adapter import JudgeConfigError, model_folder
 from labeling.models import MAX_ERROR_CHARS, Passage, Project, Query, RelevanceDefinition, RetrievalJob, Run, RunKind
 from labeling.names import NameRefused
+from labeling.selectors.retrieval_jobs import retrieval_job_writing
 from labeling.services.embeddings import passage_embeddings
 from labeling.services.jobs import job_fail, job_heartbeat, job_take
 from labeling.services.retrieval_crisis import crisis_parameters, crisis_progress_sizes, crisis_retrieve
@@ -150,7 +151,7 @@ def retrieval_create(
     Project.objects.select_for_update().only("id").get(id=project.id)
     if Run.objects.filter(project=project, name=name).exists():
         raise RetrievalConflict(f"project {project.slug!r} has a run named {name!r} already")
-    writing = RetrievalJob.objects.filter(project=project, name=name, finished_at__isnull=True).first()
+    writing = retrieval_job_writing(project=project, name=name)
     if writing is not None:
         raise RetrievalError(f"job {writing.id} is writing a run named {name!r} already")
     return RetrievalJob.objects.create(project=project, retriever=retriever, name=name, parameters=parameters,

@@ -17,7 +17,7 @@ from labeling.exceptions import DomainError
 from labeling.llm_adapter import JudgeConfigError, judge_check, judge_config, pair_inputs, prompt_token_counter
 from labeling.models import Judge, Judgment, Pair, Project, RunEntry, ScoringChunk, ScoringJob
 from labeling.selectors.definitions import current_definitions
-from labeling.selectors.scoring import observed_answers, queued_pairs
+from labeling.selectors.scoring import observed_answers, queued_pairs, scoring_job_running
 from labeling.selectors.throughput import Throughput, judge_throughput
 from labeling.services.judging import query_intent
 from labeling.services.rounds import round_wake
@@ -146,14 +146,13 @@ def scoring_job_start(
     _scope_check(scope, pair_ids)
     priority_require(priority=priority, by=user)
     Judge.objects.select_for_update().filter(id=judge.id).first()
-    running = ScoringJob.objects.filter(judge=judge, status=ScoringJob.Status.RUNNING).order_by("id")
     if scope == ScoringJob.Scope.SELECTION and pair_ids:
         queued = queued_pairs(judge_ids=[judge.id])[judge.id]
         fresh = [pair_id for pair_id in pair_ids if pair_id not in queued]
         if fresh:
             return scoring_job_create(project=project, judge=judge, scope=scope, pair_ids=fresh, user=user,
                                       chunk_pairs=chunk_pairs, priority=priority), True
-    job = running.first()
+    job = scoring_job_running(judge=judge)
     if job is not None:
         scoring_job_resume(job=job)
         return job, False

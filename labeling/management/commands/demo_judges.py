@@ -1,8 +1,9 @@
-"""`manage.py demo_judges --project SLUG`: the demo's two judges (MiniLM embedding baseline, SmolLM2 Tok),
-created once, their scoring queued for whatever is not judged yet (gold pairs and the runs' top 10 first), and
-SmolLM2 made the queue judge when the project has none. A judge that would take more than --full-limit seconds
-here (SmolLM2 on a CPU: hours) scores only what the Validation and Systems pages need, and says how to score the
-rest. Running it again changes nothing that is done."""
+"""`manage.py demo_judges --project SLUG [--judge NAME ...]`: the demo's two judges (MiniLM embedding baseline,
+SmolLM2 Tok), created once, their scoring queued for whatever is not judged yet, and SmolLM2 made the queue judge
+when the project has none. MiniLM scores every pair, ahead of SmolLM2 (the pages' first numbers are its). SmolLM2,
+when every pair would take more than --full-limit seconds here (on a CPU: hours), scores only what the Validation
+and Systems pages need (gold pairs and the runs' top 10) and says how to score the rest. Running it again changes
+nothing that is done."""
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
@@ -23,11 +24,11 @@ from labeling.services.scoring import (
 )
 from models_llm.bundled import BundledModelError, minilm_folder, smollm2_folder
 
-QUEUE_JUDGE = "smollm2-tok"
+FAST_JUDGE, QUEUE_JUDGE = "minilm", "smollm2-tok"
 # A judge that would take longer than this to score every pair here scores what the pages need first (30 min).
 FULL_LIMIT_S = 1800.0
-# A job done within FAST_S seconds here gets FAST_PRIORITY times a slow one's share of the bulk worker.
-FAST_S, FAST_PRIORITY = 600.0, 4
+# The fast judge's job gets this many times a slow one's share of the bulk worker: the pages wait for its numbers.
+FAST_PRIORITY = 4
 
 
 class Command(BaseCommand):
@@ -35,20 +36,31 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--project", required=True)
+        parser.add_argument("--judge", action="append", choices=(FAST_JUDGE, QUEUE_JUDGE), dest="judges",
+                            help="only this one of the demo's judges (repeat for both; default: both, minilm first)")
         parser.add_argument("--full-limit", type=float, default=FULL_LIMIT_S, metavar="SECONDS",
-                            help="a judge whose scoring of every pair would take longer than this here scores only "
-                                 f"what the pages need (default {FULL_LIMIT_S:.0f} s)")
+                            help="SmolLM2, when its scoring of every pair would take longer than this here, scores "
+                                 f"only what the pages need (default {FULL_LIMIT_S:.0f} s)")
 
-    def _score(self, project, judge: Judge, *, limit_s: float) -> None:
-        """Queue the judge's missing pairs, or, when that would take longer than `limit_s` here, the ones the pages
+    def _score_fast(self, project, judge: Judge) -> None:
+        """Queue every missing pair at FAST_PRIORITY, without a timed probe: the embedding judge embeds each
+        distinct text once (16 queries and 446 passages for the sample's 7,136 pairs), which a probe of a few pairs,
+        each with texts of its own, cannot see (it said 22 min for a job of a few)."""
+        try:
+            job, created = scoring_job_start(project=project, judge=judge, priority=FAST_PRIORITY)
+        except ScoringError as exc:
+            raise CommandError(str(exc)) from None
+        self._say_queued(judge, job, created, f", ahead of the others (priority {FAST_PRIORITY})")
+
+    def _score(self, project, judge: Judge, missing: list[int], *, limit_s: float) -> None:
+        """Queue the judge's `missing` pairs, or, when that would take longer than `limit_s` here, the ones the pages
         need first (gold pairs, the runs' top 10) and say how to score the rest."""
         try:
             estimate = scoring_job_estimate(project=project, judge=judge)
         except ScoringError as exc:
             raise CommandError(str(exc)) from None
         pairs = estimate.tokens.pairs
-        if estimate.wall_s is not None and estimate.wall_s > limit_s and pairs:
-            missing = missing_pair_ids(project=project, judge=judge)
+        if estimate.wall_s is not None and estimate.wall_s > limit_s:
             tiers = scoring_tiers(project=project, pair_ids=missing)
             needed = sorted(tiers)
             self.stdout.write(
@@ -59,45 +71,48 @@ class Command(BaseCommand):
             if not needed:
                 return
             job, created = scoring_job_start(project=project, judge=judge, scope="selection", pair_ids=needed,
-                                             chunk_pairs=chunk_size_for(estimate.throughput, backend=judge.backend),
-                                             priority=self._priority(estimate, len(needed)))
+                                             chunk_pairs=chunk_size_for(estimate.throughput, backend=judge.backend))
         else:
             job, created = scoring_job_start(project=project, judge=judge,
-                                             chunk_pairs=chunk_size_for(estimate.throughput, backend=judge.backend),
-                                             priority=self._priority(estimate, pairs))
+                                             chunk_pairs=chunk_size_for(estimate.throughput, backend=judge.backend))
+        self._say_queued(judge, job, created, f" (about {duration_text(estimate.throughput.seconds(job.total))} "
+                                              "here)" if estimate.throughput else "")
+
+    def _say_queued(self, judge: Judge, job, created: bool, detail: str) -> None:
         if created:
-            self.stdout.write(f"{judge.name}: job {job.id} queued for {job.total:,} pairs"
-                              + (f" (about {duration_text(estimate.throughput.seconds(job.total))} here)."
-                                 if estimate.throughput else "."))
+            self.stdout.write(f"{judge.name}: job {job.id} queued for {job.total:,} pairs{detail}.")
         else:
             self.stdout.write(f"{judge.name}: job {job.id} resumed (its unfinished chunks queued again).")
 
-    @staticmethod
-    def _priority(estimate, pairs: int) -> int:
-        """A job done within FAST_S here goes first (the pages wait for it, not for the slow judge beside it)."""
-        if estimate.throughput is not None and estimate.throughput.seconds(pairs) <= FAST_S:
-            return FAST_PRIORITY
-        return 1
-
-    def handle(self, *args, project: str, full_limit: float, **options) -> None:
+    def handle(self, *args, project: str, judges: list[str] | None, full_limit: float, **options) -> None:
         found = command_project(project)
-        limit_s = full_limit
         try:
-            folders = {"minilm": (Judge.Backend.EMBEDDING, minilm_folder()),
-                       "smollm2-tok": (Judge.Backend.HF, smollm2_folder(settings.VAR_DIR))}
+            folders = {FAST_JUDGE: (Judge.Backend.EMBEDDING, minilm_folder),
+                       QUEUE_JUDGE: (Judge.Backend.HF, lambda: smollm2_folder(settings.VAR_DIR))}
+            for name in dict.fromkeys(judges or folders):
+                backend, folder_of = folders[name]
+                self._judge(found, name, backend, folder_of(), limit_s=full_limit)
         except BundledModelError as exc:
             raise CommandError(str(exc)) from None
-        for name, (backend, folder) in folders.items():
-            try:
-                judge = judge_by_name(project=found, name=name)
-            except JudgeNotFound:
-                method = Judge.Method.default_for(backend)
-                # Stored relative to the checkout when it lies inside it: every worker resolves it in its own.
-                model = folder.relative_to(settings.BASE_DIR) if folder.is_relative_to(settings.BASE_DIR) else folder
-                judge = judge_create(project=found, name=name, backend=backend, model=str(model), method=method)
-                self.stdout.write(f"Created judge {name!r}.")
-            self._score(found, judge, limit_s=limit_s)
-            # The LLM judge ranks the uncertain queue (DIRAS: the pairs it is least sure of go to experts first);
-            # a queue judge an admin chose stays.
-            if name == QUEUE_JUDGE and queue_judge_default(project=found, judge=judge):
-                self.stdout.write(f"Queue judge set to {name!r}: the uncertain queue ranks pairs by its P.")
+
+    def _judge(self, project, name: str, backend: str, folder, *, limit_s: float) -> None:
+        try:
+            judge = judge_by_name(project=project, name=name)
+        except JudgeNotFound:
+            method = Judge.Method.default_for(backend)
+            # Stored relative to the checkout when it lies inside it: every worker resolves it in its own.
+            model = folder.relative_to(settings.BASE_DIR) if folder.is_relative_to(settings.BASE_DIR) else folder
+            judge = judge_create(project=project, name=name, backend=backend, model=str(model), method=method)
+            self.stdout.write(f"Created judge {name!r}.")
+        # Checked before any estimate: a re-run finds nothing to do without loading the judge's model for a probe.
+        missing = missing_pair_ids(project=project, judge=judge)
+        if not missing:
+            self.stdout.write(f"{judge.name}: every pair is scored.")
+        elif name == FAST_JUDGE:
+            self._score_fast(project, judge)
+        else:
+            self._score(project, judge, missing, limit_s=limit_s)
+        # The LLM judge ranks the uncertain queue (DIRAS: the pairs it is least sure of go to experts first);
+        # a queue judge an admin chose stays.
+        if name == QUEUE_JUDGE and queue_judge_default(project=project, judge=judge):
+            self.stdout.write(f"Queue judge set to {name!r}: the uncertain queue ranks pairs by its P.")

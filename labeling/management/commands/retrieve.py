@@ -42,7 +42,7 @@ class Command(BaseCommand):
     help = ("Write a run with a built-in retriever: BM25, dense (the bundled MiniLM unless --model names an "
             "encoder folder under a model root), or cascade (BM25's --first-depth best re-ranked by the encoder, "
             "--keep of them kept); each --rerank JUDGE:KEEP then re-ranks the ranking by a local judge's P, keeping KEEP. Queued for the Celery workers unless --inline runs it here (no worker needed: "
-            "the demo's setup, a machine without workers).")
+            "a machine without workers).")
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--project", required=True)
