@@ -1,11 +1,11 @@
 """Labelling rounds (#33, #48): an admin starts a round (a judge, a batch of N expert labels, a queue mix whose random
-share never falls below ROUND_RANDOM_FLOOR); the round sets the project's queue judge and mix; when experts have
-given its N labels a worker measures the numbers (the completeness estimates, the stopping state, the judge's
-accuracy on the random validation sample), refits the judge's calibrator on its gold pairs (calibration_basis), or
-(`after` student) retrains the judge's cross-encoder student from its stored model with the experts' labels and has the new student
-score the pool, and measures them again: what the round bought. Re-scoring only what changed: after a calibrator
-refit nothing (every read of the judge's P applies its newest calibrator); after a retrain every pair's P is the new
-student's, so it scores the pool once, and the round waits for that (round_wake) before measuring."""
+share never falls below ROUND_RANDOM_FLOOR); the round sets the project's queue judge and mix; when experts have given
+its N labels a worker measures the numbers (the completeness estimates, the stopping state, the judge's accuracy on the
+random validation sample), refits the judge's calibrator on its gold pairs (calibration_basis), or (`after` student)
+retrains the judge's cross-encoder student from its stored model with the experts' labels and has the new student score
+the pool, and measures them again: what the round bought. Re-scoring only what changed: after a calibrator refit nothing
+(every read of the judge's P applies its newest calibrator); after a retrain every pair's P is the new student's, so it
+scores the pool once, and the round waits for that (round_wake) before measuring."""
 from __future__ import annotations
 
 from collections.abc import Mapping
