@@ -216,10 +216,13 @@ class AuditEstimate:
     speed: str = ""
 
 
-def audit_estimate(*, project: Project, judge: Judge, kind: str, parameters: Mapping) -> AuditEstimate:
+def audit_estimate(*, project: Project, judge: Judge, kind: str, parameters: Mapping,
+                   probe: bool = False) -> AuditEstimate:
     """What an audit would ask and cost, before it runs: its probes are built (nothing is stored, no model is
     asked) and the prompts of a fixed-seed sample of them counted with the judge's tokenizer (hf) or from their
-    characters (openai)."""
+    characters (openai). The time comes from the judge's measured speed; without one, only with `probe` (the
+    operator's commands, which may wait) is its model loaded and timed on a few pairs: the page and the API answer
+    within a web request, and leave the time unknown (the Judges page's Estimate measures it on a worker)."""
     started = time.perf_counter()
     _, clean, probes = _prepare(project=project, judge=judge, kind=kind, parameters=parameters)
     built = time.perf_counter() - started
@@ -235,7 +238,7 @@ def audit_estimate(*, project: Project, judge: Judge, kind: str, parameters: Map
                                       count_tokens=count)
         cost = tokens.cost(judge.price_in, judge.price_out)
     throughput = judge_throughput(judge)
-    if throughput is None:
+    if throughput is None and probe:
         throughput = throughput_probe(judge=judge, pair_ids=list(
             Pair.objects.filter(project=project).order_by("id").values_list("id", flat=True)[:1000]))
     return AuditEstimate(probes=len(probes), sampled_probes=sum(p.sampled for p in probes), tokens=tokens,

@@ -87,7 +87,7 @@ class Command(BaseCommand):
         self.stdout.write(json.dumps(report, indent=2, ensure_ascii=False) if as_json else report_text(report))
 
     def _estimate(self, project: Project, judge: Judge, raw: dict) -> None:
-        estimate = audit_estimate(project=project, judge=judge, kind=KIND, parameters=raw)
+        estimate = audit_estimate(project=project, judge=judge, kind=KIND, parameters=raw, probe=True)
         chosen = estimate.parameters
         self.stdout.write(f"Dry run of the perturbation audit of {judge.name!r} (sample {chosen['sample']}, seed "
                           f"{chosen['seed']}, tests {','.join(chosen['tests'])}): {estimate_text(estimate)}")

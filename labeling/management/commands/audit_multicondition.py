@@ -95,7 +95,7 @@ class Command(BaseCommand):
 
     def _judge(self, project: Project, judge: Judge, parameters: dict, *, dry_run: bool, no_wait: bool) -> dict | None:
         if dry_run:
-            estimate = audit_estimate(project=project, judge=judge, kind=KIND, parameters=parameters)
+            estimate = audit_estimate(project=project, judge=judge, kind=KIND, parameters=parameters, probe=True)
             self.stdout.write(f"Dry run of the multi-condition audit of {judge.name!r} (pads "
                               f"{estimate.parameters['pads']}): {estimate_text(estimate)}")
             return None

@@ -56,7 +56,7 @@ class Command(BaseCommand):
         raw = {key: value for key, value in (("sample", sample), ("seed", seed), ("runs", runs)) if value is not None}
         try:
             if dry_run:
-                estimate = audit_estimate(project=found, judge=item, kind=KIND, parameters=raw)
+                estimate = audit_estimate(project=found, judge=item, kind=KIND, parameters=raw, probe=True)
                 self.stdout.write(f"Dry run of a look beyond the pool with {item.name!r}: {estimate_text(estimate)}")
                 return
             job = audit_start(project=found, judge=item, kind=KIND, parameters=raw)
