@@ -41,7 +41,8 @@ def _admin(project: Project, username: str = "boss") -> str:
     return username
 
 
-def test_a_project_with_runs_shows_its_leaderboard_and_pools_from_runs(browser, live_server):
+@pytest.mark.worker
+def test_a_project_with_runs_shows_its_leaderboard_and_pools_from_runs(browser, live_server, worker):
     project = _sample_with_runs()
     page, errors = log_in(browser, live_server, _admin(project))
     page.set_viewport_size({"width": 1280, "height": 900})
@@ -76,7 +77,8 @@ def test_a_project_with_runs_shows_its_leaderboard_and_pools_from_runs(browser, 
         assert page.locator(fold).evaluate("el => el.tagName + ':' + el.open") == "DETAILS:false", fold
     assert not page.locator("#retrieve select[name=retriever]").is_visible()
 
-    # What a dense run would take here, before anyone starts it; nothing starts.
+    # What a dense run would take here, before anyone starts it (a worker loads the encoder and times it); nothing
+    # starts.
     page.locator("#retrieve summary").click()
     page.locator("#retrieve select[name=retriever]").select_option("dense")
     page.locator("#retrieve button[name=estimate]").click()

@@ -5,12 +5,13 @@ and Ctrl-C stops all of them, the set-up included, leaving no process behind. Th
 from __future__ import annotations
 
 import os
-import select
+import queue
 import signal
 import socket
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -68,21 +69,34 @@ class Demo:
         self.process = subprocess.Popen([str(DEMO), sys.executable, "-c", setup], env=env, text=True,
                                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         self.lines: list[str] = []
+        # A thread reads the output line by line: select() on the pipe misses lines the file object has already
+        # read ahead into its buffer (two lines written together arrive in one read).
+        self._read: queue.Queue[str | None] = queue.Queue()
+        self._reader = threading.Thread(target=self._pump, daemon=True)
+        self._reader.start()
+
+    def _pump(self) -> None:
+        for line in self.process.stdout:
+            self._read.put(line.rstrip("\n"))
+        self._read.put(None)
 
     def read_until(self, text: str, seconds: float = 30) -> None:
         """Read its output up to the line holding `text`; fail when it has not come within `seconds`."""
         deadline = time.monotonic() + seconds
         while not any(text in line for line in self.lines):
-            ready, _, _ = select.select([self.process.stdout], [], [], max(0.0, deadline - time.monotonic()))
-            assert ready, f"bin/demo did not print {text!r} within {seconds:.0f} s: {self.lines}"
-            line = self.process.stdout.readline()
-            assert line, f"bin/demo ended before printing {text!r}: {self.lines}"
-            self.lines.append(line.rstrip("\n"))
+            try:
+                line = self._read.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                raise AssertionError(f"bin/demo did not print {text!r} within {seconds:.0f} s: {self.lines}") from None
+            assert line is not None, f"bin/demo ended before printing {text!r}: {self.lines}"
+            self.lines.append(line)
 
     def ctrl_c(self) -> int:
         self.process.send_signal(signal.SIGINT)
-        out, _ = self.process.communicate(timeout=60)
-        self.lines += out.splitlines()
+        self.process.wait(timeout=60)
+        self._reader.join(timeout=10)
+        while (line := self._read.get_nowait() if not self._read.empty() else None) is not None:
+            self.lines.append(line)
         return self.process.returncode
 
 
