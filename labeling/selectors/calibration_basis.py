@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from labeling.models import Label, Pair, Project
 
 
@@ -19,6 +21,10 @@ class CalibrationBasis:
 
     left_out: frozenset[int]
     note: str | None
+
+    def kept(self, pair_ids: np.ndarray) -> np.ndarray:
+        """Which of `pair_ids` a calibrator is fitted on (a boolean mask): the refit and its outlook both count so."""
+        return ~np.isin(pair_ids, np.fromiter(self.left_out, np.int64, len(self.left_out)))
 
 
 def calibration_basis(project: Project) -> CalibrationBasis:

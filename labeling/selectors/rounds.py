@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-import numpy as np
-
 from labeling.charts import LineChart, line_chart
 from labeling.models import Judge, LabellingRound, Project, ScoringJob
 from labeling.selectors.calibration_basis import calibration_basis
@@ -63,11 +61,10 @@ def refit_outlook(*, project: Project) -> list[RefitOutlook]:
     gold = gold_set(project)
     relevant_from = project.label_scale.relevant_from
     basis = calibration_basis(project)
-    left_out = np.fromiter(basis.left_out, np.int64, len(basis.left_out))
     out = []
     for judge in Judge.objects.filter(project=project).order_by("name"):
         arrays = judge_arrays(gold, judge)  # the gold pairs the judge scored, as the refit takes them
-        scored = arrays.data.gold[~np.isin(arrays.pair_ids, left_out)]
+        scored = arrays.data.gold[basis.kept(arrays.pair_ids)]
         relevant = int((scored >= relevant_from).sum())
         out.append(RefitOutlook(judge=judge.name, needs_each=CALIBRATION_FOLDS, relevant=relevant,
                                 non_relevant=int(scored.size) - relevant, left_out=basis.note))

@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import asdict
 from datetime import datetime
 
-import numpy as np
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
@@ -230,7 +229,7 @@ def judge_calibrate(*, judge: Judge, user=None) -> JudgeCalibration:
     gold = gold_set(project)
     arrays = judge_arrays(gold, judge)
     basis = calibration_basis(project)
-    kept = ~np.isin(arrays.pair_ids, np.fromiter(basis.left_out, np.int64, len(basis.left_out)))
+    kept = basis.kept(arrays.pair_ids)
     relevant = arrays.data.gold[kept] >= project.label_scale.relevant_from
     try:
         fit = calibrator_fit(arrays.p[kept], relevant, folds=CALIBRATION_FOLDS, seed=0)
