@@ -9,7 +9,7 @@ A measurement, not a test: it prints a table and always exits 0 once it has run.
 
 It imports data/climretrieve into its own SQLite file under bench/out/audit/ (once), makes the demo's judge, then:
   (1) builds the audit's probes as the worker does (labeling.services.audit.audit_probes): the variant generation;
-  (2) runs the whole audit in this process (audit_start with Celery's eager mode: the worker's own code path, which
+  (2) runs the whole audit in this process (audit_request with Celery's eager mode: the worker's own code path, which
       builds the probes again, scores them in AUDIT_BATCH batches and computes the report with its bootstraps).
 It prints probes, model calls, tokens, seconds, probes/s and sampled pairs/s, and generation's share of the run.
 """
@@ -76,7 +76,7 @@ def main() -> None:
     from django.conf import settings
 
     from labeling.models import AuditJob
-    from labeling.services.audit import audit_probes, audit_start
+    from labeling.services.audit import audit_probes, audit_request
     from models_llm.audit.types import PERTURBATION_TESTS
 
     project, judge = project_and_judge(args.judge)
@@ -88,7 +88,7 @@ def main() -> None:
     generation = time.perf_counter() - started
 
     started = time.perf_counter()
-    job = audit_start(project=project, judge=judge, kind=kind, parameters=parameters)
+    job = audit_request(project=project, judge=judge, kind=kind, parameters=parameters)
     run = time.perf_counter() - started
     job.refresh_from_db()
     if job.status != AuditJob.Status.DONE:

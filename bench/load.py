@@ -172,7 +172,7 @@ from psycopg import connect, sql  # noqa: E402
 from labeling.models import Judgment, Label, Lease, Membership, Project, ScoringJob  # noqa: E402
 from labeling.selectors.scoring import job_progress  # noqa: E402
 from labeling.services.judges import judge_create  # noqa: E402
-from labeling.services.scoring import scoring_job_start  # noqa: E402
+from labeling.services.scoring import scoring_request  # noqa: E402
 
 # bench/queue.py builds a PostgreSQL project of N pairs with one judgment each: load it under another name.
 _spec = importlib.util.spec_from_file_location("bench_queue", ROOT / "bench" / "queue.py")
@@ -379,7 +379,7 @@ def verdict(met: bool) -> str:
 def run(project: Project, base: str, password: str) -> None:
     judge = judge_create(project=project, name="load-stub", backend="openai", model="stub", method="tok",
                          endpoint=STUB_ENDPOINT, timeout_s=10, max_retries=2)
-    job, _ = scoring_job_start(project=project, judge=judge)
+    job, _ = scoring_request(project=project, judge=judge)
     env = {"LOAD_PROJECT": project.slug, "LOAD_PASSWORD": password, "LOAD_OUT": str(OUT),
            "LOAD_EXPERTS": str(ARGS.experts), "LOAD_VIEWERS": str(ARGS.viewers),
            "LOAD_THINK_MIN": str(THINK_S[0]), "LOAD_THINK_MAX": str(THINK_S[1])}

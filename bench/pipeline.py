@@ -13,7 +13,7 @@ the end); with DATABASE_URL (migrated first) and CELERY_BROKER_URL (Redis) it us
   1. the stub alone (in a process of its own): the requests/s one client process gets from it, and its own CPU
      per request, whose inverse is the most it can answer on one core;
   2. for each --workers count: that many `celery worker --pool solo` processes, ready before the clock starts;
-     a scoring job of a fresh Tok judge over every pair, timed from scoring_job_start to the job's DONE; every
+     a scoring job of a fresh Tok judge over every pair, timed from scoring_request to the job's DONE; every
      pair must have an ok judgment, and the stub must have answered one request per pair;
   3. when one worker misses the target (or with --profile): one chunk scored in this process without the broker,
      then one under cProfile (CPU time, every thread of the judge's pool included): where a worker's time goes.
@@ -183,7 +183,7 @@ from labeling.models import Judge, Judgment, Pair, Project, ScoringJob
 from labeling.selectors.definitions import current_definition
 from labeling.services.bundle_import import bundle_import
 from labeling.services.judges import judge_create
-from labeling.services.scoring import scoring_chunk_run, scoring_job_create, scoring_job_start
+from labeling.services.scoring import scoring_chunk_run, scoring_job_create, scoring_request
 
 CLOCK_TICK = os.sysconf("SC_CLK_TCK")
 # The app logs at INFO (httpx2 a line per request): to a file, as a worker's log goes, not over the figures.
@@ -326,7 +326,7 @@ def run(project: Project, count: int) -> RunResult:
         wait_ready(workers)
         before, cpu_before = stub_stats(), [cpu_seconds(proc.pid) for proc, _ in workers]
         started = time.monotonic()
-        job, _ = scoring_job_start(project=project, judge=judge)
+        job, _ = scoring_request(project=project, judge=judge)
         while time.monotonic() - started < ARGS.timeout:
             job.refresh_from_db()
             if job.status != ScoringJob.Status.RUNNING:
@@ -355,7 +355,7 @@ HOT_SPOTS = [
     ("  judge_pairs (waits for the request threads)", "labeling/services/judging.py", "judge_pairs"),
     ("  write a part (_part_write)", "labeling/services/scoring_chunks.py", "_part_write"),
     ("    judgments_upsert", "labeling/services/judging.py", "judgments_upsert"),
-    ("    validation_request_refresh", "labeling/services/validation.py", "validation_request_refresh"),
+    ("    validation_request", "labeling/services/validation.py", "validation_request_refresh"),
     ("  SQL statements kept for DEBUG (debug_sql)", "django/db/backends/utils.py", "debug_sql"),
     ("one pair in a request thread (_score_one)", "models_llm/backends/openai.py", "_score_one"),
     ("  build_prompt", "models_llm/prompts.py", "build_prompt"),

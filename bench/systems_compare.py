@@ -15,7 +15,7 @@ Steps:
    1,000-draw bootstrap intervals and agreement, every pair of runs compared per source and measure with Holm's
    correction, leave one run out): wall time and peak resident memory (VmHWM), less that of a process that
    only set Django up and read the project;
-3. the page: the worker's result stored (systems_request + systems_refresh, as the task runs it), then the Systems
+3. the page: the worker's result stored (systems_request + systems_run, as the task runs it), then the Systems
    page asked for 5 times by a logged-in admin (Django's test client, the whole view and template): its load
    time (target < 1 s), and the status poll's.
 """
@@ -129,7 +129,7 @@ def page(slug: str, loads: int) -> dict:
     systems_cache.systems_refresh_task.apply_async = lambda args, countdown: None  # the bench runs it itself
     result = systems_cache.systems_request(project=project, choice=_choice(None))
     start = time.perf_counter()
-    systems_cache.systems_refresh(result_id=result.id)
+    systems_cache.systems_run(result_id=result.id)
     worker_s = time.perf_counter() - start
     assert SystemsResult.objects.get(id=result.id).status == "done"
     user, _ = get_user_model().objects.get_or_create(username=f"{slug}-admin")
@@ -195,7 +195,7 @@ def main() -> None:
                   f"{found['measures']} measures{draws})")
         print(f"3. the page ({args.loads} loads of the stored result)")
         shown = page(slug, args.loads)
-        print(f"  worker (systems_refresh, randomization): {shown['worker_s']:.1f} s")
+        print(f"  worker (systems_run, randomization): {shown['worker_s']:.1f} s")
         print(f"  page load: median {statistics.median(shown['page_s']):.3f} s, max {max(shown['page_s']):.3f} s "
               f"(each: {', '.join(f'{s:.3f}' for s in shown['page_s'])})")
         print(f"  status poll: {shown['poll_s']:.3f} s")

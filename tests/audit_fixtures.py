@@ -10,7 +10,7 @@ from pathlib import Path
 from django.utils import timezone
 
 from labeling.models import AuditJob, Judge, Membership, Pair, Project, Run, RunEntry
-from labeling.services.audit import audit_run, audit_start
+from labeling.services.audit import audit_request, audit_run
 from labeling.services.bundle_import import bundle_import
 from tests.factories import MembershipFactory, UserFactory
 
@@ -43,7 +43,7 @@ def multicondition_project(slug: str = "mc") -> Project:
 
 def audited(project: Project, judge: Judge, kind: str, parameters: dict, user=None) -> AuditJob:
     """An audit started as the pages start it and run by the worker's function, here and now."""
-    job = audit_start(project=project, judge=judge, kind=kind, parameters=parameters, user=user)
+    job = audit_request(project=project, judge=judge, kind=kind, parameters=parameters, user=user)
     audit_run(job_id=job.id)
     job.refresh_from_db()
     assert job.status == AuditJob.Status.DONE, job.error

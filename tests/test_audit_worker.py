@@ -6,7 +6,7 @@ pairs or judgments."""
 import pytest
 
 from labeling.models import AuditJob, Judgment, Pair, Project
-from labeling.services.audit import audit_start
+from labeling.services.audit import audit_request
 from labeling.services.bundle_import import bundle_import
 from tests.polling import wait_for
 from tests.scoring_fixtures import SAMPLE, minilm_judge, smollm2_judge
@@ -23,8 +23,8 @@ def test_minilm_and_smollm2_are_audited_by_a_worker(worker, settings):
     pairs, judgments = Pair.objects.count(), Judgment.objects.count()
     samples = [8, 2]
     tests = [None, ["stuffing", "injection", "definition", "consistency"]]
-    jobs = [audit_start(project=project, judge=judge, kind=AuditJob.Kind.PERTURBATION,
-                        parameters={"sample": sample, "seed": 0, **({"tests": chosen} if chosen else {})})
+    jobs = [audit_request(project=project, judge=judge, kind=AuditJob.Kind.PERTURBATION,
+                          parameters={"sample": sample, "seed": 0, **({"tests": chosen} if chosen else {})})
             for judge, sample, chosen in zip(judges, samples, tests)]
     for job in jobs:
         wait_for(lambda job=job: AuditJob.objects.get(id=job.id).finished_at is not None,

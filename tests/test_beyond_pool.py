@@ -14,7 +14,7 @@ from scipy import stats
 from labeling.llm_adapter import scorer_for
 from labeling.models import AuditJob, Judge, Judgment, Membership, Pair, Passage, Query
 from labeling.selectors.definitions import current_definitions
-from labeling.services.audit import AuditError, audit_run, audit_start
+from labeling.services.audit import AuditError, audit_request, audit_run
 from labeling.services.pooling import pool_add
 from labeling.services.runs import run_import
 from models_llm.types import PairInput
@@ -53,7 +53,7 @@ def below_by_hand(rankings: dict, run: str) -> set[tuple[str, str]]:
 def test_every_entry_below_the_pool_scored_gives_the_sum_of_the_judges_p(world):
     project, judge, rankings = world
     pairs_before = set(Pair.objects.filter(project=project).values_list("id", flat=True))
-    job = audit_start(project=project, judge=judge, kind=AuditJob.Kind.BEYOND_POOL, parameters={"sample": 500})
+    job = audit_request(project=project, judge=judge, kind=AuditJob.Kind.BEYOND_POOL, parameters={"sample": 500})
     audit_run(job_id=job.id)
     job.refresh_from_db()
     assert job.status == AuditJob.Status.DONE, job.error
@@ -83,8 +83,8 @@ def test_a_sample_is_seeded_and_the_page_and_the_command_show_it(world, client):
     project, judge, rankings = world
     reports = []
     for seed in (0, 0, 5):
-        job = audit_start(project=project, judge=judge, kind=AuditJob.Kind.BEYOND_POOL,
-                          parameters={"sample": 6, "seed": seed})
+        job = audit_request(project=project, judge=judge, kind=AuditJob.Kind.BEYOND_POOL,
+                            parameters={"sample": 6, "seed": seed})
         assert job.total == 12  # six per run
         audit_run(job_id=job.id)
         job.refresh_from_db()
@@ -128,20 +128,20 @@ def test_what_cannot_be_looked_beyond_is_refused_with_the_reason(world, tmp_path
     project, judge, _ = world
     start = {"project": project, "judge": judge, "kind": AuditJob.Kind.BEYOND_POOL}
     with pytest.raises(AuditError, match="no run 'C'"):
-        audit_start(**start, parameters={"runs": ["C"]})
+        audit_request(**start, parameters={"runs": ["C"]})
     with pytest.raises(AuditError, match="unknown parameter"):
-        audit_start(**start, parameters={"depth": 3})
+        audit_request(**start, parameters={"depth": 3})
     with pytest.raises(AuditError, match="sample must be"):
-        audit_start(**start, parameters={"sample": 0})
+        audit_request(**start, parameters={"sample": 0})
     imported = Judge.objects.create(project=project, name="imported", backend=Judge.Backend.IMPORT)
     with pytest.raises(AuditError, match="imported"):
-        audit_start(project=project, judge=imported, kind=AuditJob.Kind.BEYOND_POOL, parameters={})
+        audit_request(project=project, judge=imported, kind=AuditJob.Kind.BEYOND_POOL, parameters={})
     pool_add(project=project, runs=list(project.runs.all()), depth=12)  # every entry pooled: nothing below
     with pytest.raises(AuditError, match="nothing lies beyond"):
-        audit_start(**start, parameters={})
+        audit_request(**start, parameters={})
     other = small_scoring_project(tmp_path / "other", slug="norun", queries=1, passages=2)
     with pytest.raises(AuditError, match="has no runs"):
-        audit_start(project=other, judge=minilm_judge(other), kind=AuditJob.Kind.BEYOND_POOL, parameters={})
+        audit_request(project=other, judge=minilm_judge(other), kind=AuditJob.Kind.BEYOND_POOL, parameters={})
     admin = members(project)[Membership.Role.ADMIN]
     client.force_login(admin)
     response = client.post(reverse("labeling:beyond_pool_start", args=[project.slug]), {"judge": judge.name,

@@ -10,7 +10,7 @@ import pytest
 
 from labeling.models import Membership, Project
 from labeling.services.bundle_import import bundle_import
-from labeling.services.validation import validation_refresh, validation_request_refresh
+from labeling.services.validation import validation_refresh, validation_request
 from tests.browser import log_in, needs_chromium
 from tests.factories import MembershipFactory, UserFactory
 from tests.scoring_fixtures import SAMPLE
@@ -23,7 +23,7 @@ SCREENSHOTS = Path("/tmp")
 def test_the_partial_judge_is_marked_and_the_all_pairs_view_is_one_click_away(browser, live_server):
     bundle_import(path=SAMPLE, project_slug="cr")
     project = Project.objects.get(slug="cr")
-    validation_request_refresh(project=project)
+    validation_request(project=project)
     validation_refresh(project_id=project.id)
     MembershipFactory(project=project, user=UserFactory(username="reader"), role=Membership.Role.VIEWER)
     page, errors = log_in(browser, live_server, "reader", viewport={"width": 1366, "height": 768})

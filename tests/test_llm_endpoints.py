@@ -14,7 +14,7 @@ from rest_framework.test import APIClient
 from labeling.llm_adapter import judge_config
 from labeling.models import Judge, Judgment, Membership, ScoringJob
 from labeling.services.judges import JudgeError, judge_create
-from labeling.services.scoring import ScoringError, scoring_chunk_run, scoring_job_create, scoring_job_start
+from labeling.services.scoring import ScoringError, scoring_chunk_run, scoring_job_create, scoring_request
 from labeling.tasks import score_chunk_task
 from models_llm.backends import ScorerConfigError
 from models_llm.backends.outbound import endpoint_address_check
@@ -118,7 +118,7 @@ def test_a_judge_stored_with_a_url_and_variable_never_sends_them(project, listen
     judge = JudgeFactory(project=project, name="old", backend="openai", model="m",
                          parameters={"method": "ask", "base_url": listener.base_url, "api_key_env": "DATABASE_URL"})
     with pytest.raises(ScoringError, match=r"unknown parameters \['api_key_env', 'base_url'\]"):
-        scoring_job_start(project=project, judge=judge)
+        scoring_request(project=project, judge=judge)
     job = ScoringJob.objects.create(project=project, judge=judge, scope="all", total=2)
     chunk = job.chunks.create(query=project.queries.first(), pair_ids=list(project.pairs.values_list("id", flat=True)),
                               size=2)

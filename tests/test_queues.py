@@ -195,7 +195,7 @@ def test_projects_share_the_bulk_workers_evenly_however_many_jobs_each_runs(
     """Issue #47, finding 9: the window was per job, so a project running three judges kept three windows in the
     queue beside another project's one and took three quarters of the workers. Each project now keeps one share;
     its jobs take turns in it, and a job that ends hands its place to the project's others at once."""
-    from labeling.services.scoring import scoring_chunk_run, scoring_job_start
+    from labeling.services.scoring import scoring_chunk_run, scoring_request
     from tests.scoring_fixtures import small_scoring_project
 
     # Chunks of milliseconds would count as fractions of a chunk of the share (the test above): not here.
@@ -204,9 +204,9 @@ def test_projects_share_the_bulk_workers_evenly_however_many_jobs_each_runs(
     many = small_scoring_project(tmp_path / "many", slug="many", queries=3, passages=10)
     one = small_scoring_project(tmp_path / "one", slug="one", queries=3, passages=10)
     with django_capture_on_commit_callbacks(execute=False):
-        jobs = [scoring_job_start(project=many, judge=minilm_judge(many, f"judge-{i}"), scope="all")[0]
+        jobs = [scoring_request(project=many, judge=minilm_judge(many, f"judge-{i}"), scope="all")[0]
                 for i in range(3)]
-        single, _ = scoring_job_start(project=one, judge=minilm_judge(one), scope="all")
+        single, _ = scoring_request(project=one, judge=minilm_judge(one), scope="all")
     assert {job.chunks.count() for job in [*jobs, single]} == {6}  # 3 queries x 10 pairs, 5 pairs a chunk
     waiting = ScoringChunk.objects.filter(dispatched_at__isnull=False, finished_at__isnull=True,
                                           job__status=ScoringJob.Status.RUNNING)

@@ -18,7 +18,7 @@ from rest_framework.test import APIClient
 from labeling.models import JudgeCalibration, LabellingRound, Membership, Project
 from labeling.selectors.completeness import completeness_compute, completeness_options
 from labeling.services.labels import label_submit, queue_next_for_annotator
-from labeling.services.rounds import RoundError, RoundForbidden, RoundOpen, round_finish, round_start
+from labeling.services.rounds import RoundError, RoundForbidden, RoundOpen, round_request, round_run
 from tests.factories import MembershipFactory, UserFactory
 from tests.polling import wait_for
 from tests.test_completeness import world  # noqa: F401 - the fixture: 60 pairs, a judge, 17 gold pairs
@@ -38,31 +38,31 @@ def test_a_round_sets_the_queue_and_refuses_what_it_cannot_do(world):  # noqa: F
     expert = UserFactory()
     MembershipFactory(project=project, user=expert, role=Membership.Role.EXPERT)
     with pytest.raises(RoundForbidden):
-        round_start(project=project, by=expert, judge="imported", budget=5)
+        round_request(project=project, by=expert, judge="imported", budget=5)
     with pytest.raises(RoundError, match="random_share must be at least 0.2"):
-        round_start(project=project, by=admin, judge="imported", budget=5, random_share=0.1)
+        round_request(project=project, by=admin, judge="imported", budget=5, random_share=0.1)
     with pytest.raises(RoundError, match="budget must be a whole number"):
-        round_start(project=project, by=admin, judge="imported", budget=0)
+        round_request(project=project, by=admin, judge="imported", budget=0)
     with pytest.raises(RoundError, match="no judge 'nope'"):
-        round_start(project=project, by=admin, judge="nope", budget=5)
+        round_request(project=project, by=admin, judge="nope", budget=5)
     with pytest.raises(RoundError, match="unknown strategy 'conflict'"):
-        round_start(project=project, by=admin, judge="imported", budget=5, mix={"conflict": 1})
+        round_request(project=project, by=admin, judge="imported", budget=5, mix={"conflict": 1})
     assert not LabellingRound.objects.exists()
-    started = round_start(project=project, by=admin, judge="imported", budget=5,
-                          mix={"uncertain": 3, "disagreement": 1}, random_share=0.25)
+    started = round_request(project=project, by=admin, judge="imported", budget=5,
+                            mix={"uncertain": 3, "disagreement": 1}, random_share=0.25)
     project.refresh_from_db()
     assert project.queue_judge == judge and project.queue_mix == {"uncertain": 56.25, "disagreement": 18.75,
                                                                   "random": 25.0}
     assert (started.number, started.labels_at_start, started.status) == (1, 17, "pending")
     with pytest.raises(RoundOpen, match="round 1 is still labelling"):
-        round_start(project=project, by=admin, judge="imported", budget=5)
+        round_request(project=project, by=admin, judge="imported", budget=5)
 
 
 def test_the_batch_in_hands_the_round_to_a_worker_once_and_it_records_the_completeness_report(
         world, django_capture_on_commit_callbacks):  # noqa: F811
     project, judge, *_ = world
     admin = admin_of(project)
-    started = round_start(project=project, by=admin, judge="imported", budget=3)
+    started = round_request(project=project, by=admin, judge="imported", budget=3)
     expert = UserFactory()
     MembershipFactory(project=project, user=expert, role=Membership.Role.EXPERT)
     with django_capture_on_commit_callbacks() as callbacks:
@@ -78,10 +78,10 @@ def test_the_batch_in_hands_the_round_to_a_worker_once_and_it_records_the_comple
     expected = completeness_compute(project=project, options=completeness_options(project=project, judge="imported"))
     # The task delivered again while a worker measures the round (its heartbeat fresh) leaves it to that worker.
     LabellingRound.objects.filter(id=started.id).update(heartbeat_at=timezone.now())
-    held = round_finish(round_id=started.id)
+    held = round_run(round_id=started.id)
     assert (held.status, held.numbers, held.attempts) == ("running", None, 1)
     LabellingRound.objects.filter(id=started.id).update(heartbeat_at=None)
-    done = round_finish(round_id=started.id)
+    done = round_run(round_id=started.id)
     assert done.status == "done" and done.numbers["labels"] == 3
     before = done.numbers["before"]
     assert before["pool"] == expected["pool"] and before["judge_accuracy"] == expected["judge_accuracy"]
@@ -94,7 +94,7 @@ def test_the_batch_in_hands_the_round_to_a_worker_once_and_it_records_the_comple
     assert after["judge_accuracy"]["sample"]["n"] == before["judge_accuracy"]["sample"]["n"]
     assert after["basis"] != before["basis"]  # no calibrator before, the refitted one after
     # the next round may start now
-    assert round_start(project=project, by=admin, judge="imported", budget=2).number == 2
+    assert round_request(project=project, by=admin, judge="imported", budget=2).number == 2
 
 
 def test_a_refit_that_cannot_be_made_leaves_the_round_done_with_its_numbers_and_the_reason(world):  # noqa: F811
@@ -103,9 +103,9 @@ def test_a_refit_that_cannot_be_made_leaves_the_round_done_with_its_numbers_and_
     from labeling.models import Label
 
     Label.objects.filter(pair__project=project, grade=1).update(grade=0)  # no relevant gold pair left
-    started = round_start(project=project, by=admin, judge="imported", budget=1)
+    started = round_request(project=project, by=admin, judge="imported", budget=1)
     LabellingRound.objects.filter(id=started.id).update(status="running")
-    done = round_finish(round_id=started.id)
+    done = round_run(round_id=started.id)
     assert done.status == "done" and not done.error and "after" not in done.numbers
     assert done.numbers["reason"].startswith("the calibrator was not refitted: judge 'imported': needs at least 5 "
                                              "relevant and 5 non-relevant gold pairs")

@@ -13,7 +13,7 @@ from labeling.selectors.export import judge_calibrator
 from labeling.selectors.streams import gold_pairs
 from labeling.services.adjudication import adjudication_set
 from labeling.services.labels import label_submit, queue_next_for_annotator
-from labeling.services.rounds import round_finish
+from labeling.services.rounds import round_run
 from labeling.services.validation import judge_calibrate
 from tests.factories import (
     JudgeFactory,
@@ -108,7 +108,7 @@ def test_a_round_on_gold_that_is_all_relevant_says_so_first_then_ends_done_with_
     started = api_for(admin).post("/api/projects/complete/rounds/", {"judge": "imported", "budget": 1},
                                   format="json")
     LabellingRound.objects.filter(number=started.json()["number"]).update(status="running")
-    done = round_finish(round_id=LabellingRound.objects.get().id)
+    done = round_run(round_id=LabellingRound.objects.get().id)
     assert done.status == "done" and not done.error
     row = api_for(admin).get("/api/projects/complete/rounds/").json()["rounds"][0]
     assert row["state"] == "done, not refitted" and row["before"]["sample_n"] == 12 and row["after_refit"] is None

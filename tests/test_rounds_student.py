@@ -10,7 +10,7 @@ from labeling.selectors.completeness import random_sample_pair_ids
 from labeling.selectors.distill import base_judge_name
 from labeling.services.finetune import finetune_create, finetune_run
 from labeling.services.labels import label_submit
-from labeling.services.rounds import RoundError, round_check, round_finish, round_start
+from labeling.services.rounds import RoundError, round_check, round_request, round_run
 from labeling.services.scoring import scoring_chunk_run
 from tests.audit_fixtures import members
 from tests.distill_fixtures import rule_project, teacher_p
@@ -31,9 +31,9 @@ def test_a_student_round_retrains_from_the_stored_student_with_the_experts_label
     users = members(project)
     admin, expert = users[Membership.Role.ADMIN], users[Membership.Role.EXPERT]
     with pytest.raises(RoundError, match="not a stored cross-encoder student"):
-        round_start(project=project, by=admin, judge="teacher", budget=1, after="student")
+        round_request(project=project, by=admin, judge="teacher", budget=1, after="student")
     with pytest.raises(RoundError, match="after must be one of"):
-        round_start(project=project, by=admin, judge="ce", budget=1, after="retrain")
+        round_request(project=project, by=admin, judge="ce", budget=1, after="retrain")
 
     # A third query joins the pool; the old pairs lie late in the random order, so the random validation sample is
     # the first new pair (labelled) alone: the second, left unlabelled, is where the sample stops.
@@ -45,7 +45,7 @@ def test_a_student_round_retrains_from_the_stored_student_with_the_experts_label
     Pair.objects.filter(id=new[0].id).update(sample_key=0.01)
     Pair.objects.filter(id=new[1].id).update(sample_key=0.02)
     labelled = [new[0]] + new[2:]
-    started = round_start(project=project, by=admin, judge="ce", budget=len(labelled), after="student")
+    started = round_request(project=project, by=admin, judge="ce", budget=len(labelled), after="student")
     for pair in labelled:
         LeaseFactory(pair=pair, annotator=expert)
         label_submit(project=project, annotator=expert, pair_id=pair.id, grade=int(teacher_p(pair.passage.text) > 0.5))
@@ -53,7 +53,7 @@ def test_a_student_round_retrains_from_the_stored_student_with_the_experts_label
     assert round_check(project_id=project.id) is None  # the last label already handed it over
     started.refresh_from_db()
     assert started.status == LabellingRound.Status.RUNNING
-    waiting = round_finish(round_id=started.id)
+    waiting = round_run(round_id=started.id)
     # Measured before; then the round waits, running and held by no worker, for the retrain and the pool's scoring.
     assert waiting.status == LabellingRound.Status.RUNNING, waiting.error
     assert waiting.waiting_since is not None and "before" in waiting.numbers and "after" not in waiting.numbers
@@ -70,7 +70,7 @@ def test_a_student_round_retrains_from_the_stored_student_with_the_experts_label
         TrainingExample.objects.filter(training_set=training_set).values_list("pair_id", "split"))
     # The task delivered again while the round waits does nothing; the sweep leaves a waiting round alone, however
     # long the retrain takes.
-    assert round_finish(round_id=waiting.id) is None
+    assert round_run(round_id=waiting.id) is None
     assert FineTuneJob.objects.count() == 2
     from datetime import timedelta
 
@@ -100,7 +100,7 @@ def test_a_student_round_retrains_from_the_stored_student_with_the_experts_label
     # The pool's scoring ended: the round was handed back to a worker, which measures under the new student.
     woken = LabellingRound.objects.get(id=waiting.id)
     assert (woken.status, woken.waiting_since, woken.heartbeat_at) == (LabellingRound.Status.RUNNING, None, None)
-    done = round_finish(round_id=waiting.id)
+    done = round_run(round_id=waiting.id)
     assert done.status == LabellingRound.Status.DONE, done.error
     assert done.numbers["after"]["judge"] == "ce-r1" and done.numbers["before"]["judge"] == "ce"
     assert done.numbers["after"]["judge_accuracy"]["sample"]["n"] == 1  # the random validation sample: new[0]

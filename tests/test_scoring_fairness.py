@@ -16,7 +16,7 @@ from labeling.models import BundleImportJob, Pair, Passage, ScoringJob, Validati
 from labeling.selectors.job_states import scoring_job_state
 from labeling.services.bundle_upload import bundle_import_request
 from labeling.services.scoring import scoring_job_cancel, scoring_job_create
-from labeling.services.validation import validation_request_refresh
+from labeling.services.validation import validation_request
 from tests.factories import MembershipFactory, ProjectFactory, UserFactory
 from tests.scoring_fixtures import minilm_judge, small_scoring_project
 from tests.test_scoring_worker import broker, start_worker  # noqa: F401 - the broker fixture, the worker process
@@ -104,7 +104,7 @@ def _interactive_work_does_not_wait(project, big: ScoringJob, log) -> None:
     MembershipFactory(project=other, user=admin, role="admin")
     reported = ProjectFactory(slug="reported")
     job = bundle_import_request(project=other, upload=SimpleUploadedFile("small.zip", _small_bundle()), user=admin)
-    validation_request_refresh(project=reported)
+    validation_request(project=reported)
 
     def refreshed() -> bool:
         result = ValidationResult.objects.filter(project=reported).first()

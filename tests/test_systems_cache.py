@@ -25,8 +25,8 @@ from labeling.selectors.systems_cache import (
     systems_cached,
 )
 from labeling.services import systems_cache
-from labeling.services.systems_cache import systems_refresh, systems_request
-from labeling.services.validation import validation_request_refresh
+from labeling.services.systems_cache import systems_request, systems_run
+from labeling.services.validation import validation_request
 from tests.factories import MembershipFactory, UserFactory
 from tests.selectors.test_systems import systems_project
 
@@ -74,7 +74,7 @@ def test_the_page_asks_a_worker_once_shows_progress_then_the_stored_leaderboard(
     assert len(queued) == 1 and queued[0][0] == (result.id,)  # debounced: two visits, one computation
     assert result.total == Run.objects.filter(project=built.project).count() + 2
 
-    systems_refresh(result_id=result.id)
+    systems_run(result_id=result.id)
     result.refresh_from_db()
     assert result.status == "done" and result.done == result.total and result.file
 
@@ -93,7 +93,7 @@ def test_the_page_asks_a_worker_once_shows_progress_then_the_stored_leaderboard(
 
 def test_the_stored_bundle_is_what_the_selectors_compute(built):
     result = systems_request(project=built.project, choice=CHOICE)
-    systems_refresh(result_id=result.id)
+    systems_run(result_id=result.id)
     cached = systems_cached(project=built.project, choice=CHOICE)
     assert cached.fresh
     report = systems_report(project=built.project, sources=list(CHOICE.sources))
@@ -108,7 +108,7 @@ def test_the_stored_bundle_is_what_the_selectors_compute(built):
 
 def test_the_stored_pickle_on_disk_is_private_to_the_service_account(built, settings):
     result = systems_request(project=built.project, choice=CHOICE)
-    systems_refresh(result_id=result.id)
+    systems_run(result_id=result.id)
     result.refresh_from_db()
     path = Path(settings.MEDIA_ROOT) / result.file
     assert result.status == "done" and path.stat().st_mode & 0o777 == 0o600
@@ -126,10 +126,10 @@ def test_a_change_of_data_marks_the_result_stale_and_the_page_says_so(
         built, admin_client, django_capture_on_commit_callbacks, monkeypatch):
     monkeypatch.setattr(systems_cache.systems_refresh_task, "apply_async", lambda args, countdown: None)
     result = systems_request(project=built.project, choice=CHOICE)
-    systems_refresh(result_id=result.id)
+    systems_run(result_id=result.id)
     assert systems_cached(project=built.project, choice=CHOICE).fresh
     with django_capture_on_commit_callbacks(execute=True):
-        validation_request_refresh(project=built.project)  # what every label, judgment and pool change does
+        validation_request(project=built.project)  # what every label, judgment and pool change does
     assert not systems_cached(project=built.project, choice=CHOICE).fresh
     with django_capture_on_commit_callbacks(execute=True):
         html = _page(admin_client, built).content.decode()
@@ -137,13 +137,13 @@ def test_a_change_of_data_marks_the_result_stale_and_the_page_says_so(
     assert 'data-evaluation-status="pending"' in html and 'data-leaderboard="human"' in html
     assert "before the latest changes" in html
     Run.objects.filter(project=built.project).first().delete()
-    systems_refresh(result_id=result.id)
+    systems_run(result_id=result.id)
     assert systems_cached(project=built.project, choice=CHOICE).fresh
 
 
 def test_a_file_that_is_not_this_sites_is_never_unpickled(built):
     result = systems_request(project=built.project, choice=CHOICE)
-    systems_refresh(result_id=result.id)
+    systems_run(result_id=result.id)
     result.refresh_from_db()
 
     class Boom:
@@ -170,7 +170,7 @@ def test_a_failed_computation_is_shown_and_the_next_visit_asks_again(
         _page(admin_client, built)
     result = SystemsResult.objects.get(project=built.project)
     with pytest.raises(RuntimeError):
-        systems_refresh(result_id=result.id)
+        systems_run(result_id=result.id)
     result.refresh_from_db()
     assert result.status == "failed" and "the disk is full" in result.error
     # The page's poll shows the error and stops polling.
@@ -192,7 +192,7 @@ def test_old_results_beyond_the_limit_are_removed_with_their_files(built, monkey
     for test in ("randomization", "t", "wilcoxon"):
         choice = SystemsChoice(sources=("human",), test=test)
         result = systems_request(project=built.project, choice=choice)
-        systems_refresh(result_id=result.id)
+        systems_run(result_id=result.id)
         result.refresh_from_db()
         files.append(result.file)
     assert SystemsResult.objects.filter(project=built.project).count() == 2
@@ -217,7 +217,7 @@ def test_a_viewer_queues_only_the_page_s_own_choices_within_the_bound_and_the_ad
                         lambda args, countdown: queued.append(args[0]))
     with django_capture_on_commit_callbacks(execute=True):
         _page(admin_client, built)
-    systems_refresh(result_id=queued.pop())
+    systems_run(result_id=queued.pop())
     assert systems_cached(project=built.project, choice=CHOICE).fresh
     viewer = Client()
     user = UserFactory(username="cache-viewer")
@@ -249,7 +249,7 @@ def test_a_viewer_queues_only_the_page_s_own_choices_within_the_bound_and_the_ad
 
     # The worker stores the viewer's three: the admin's computed report is still there, and fresh.
     for result_id in queued:
-        systems_refresh(result_id=result_id)
+        systems_run(result_id=result_id)
     cached = systems_cached(project=built.project, choice=CHOICE)
     assert cached.fresh and default_storage.exists(cached.result.file)
     assert 'data-leaderboard="human"' in _page(admin_client, built).content.decode()
@@ -259,11 +259,11 @@ def test_pending_results_never_remove_a_computed_one(built, settings, monkeypatc
     settings.SYSTEMS_MAX_PENDING = 30
     monkeypatch.setattr(systems_cache.systems_refresh_task, "apply_async", lambda args, countdown: None)
     admin_s = systems_request(project=built.project, choice=CHOICE)
-    systems_refresh(result_id=admin_s.id)
+    systems_run(result_id=admin_s.id)
     asked = [systems_request(project=built.project,
                              choice=SystemsChoice(sources=("human", f"judge:llm@{step / 100:g}")))
              for step in range(1, 26)]
-    systems_refresh(result_id=asked[-1].id)
+    systems_run(result_id=asked[-1].id)
     assert systems_cached(project=built.project, choice=CHOICE).fresh
     assert SystemsResult.objects.filter(project=built.project, status="pending").count() == 24
 
@@ -278,7 +278,7 @@ def test_a_result_removed_while_it_was_computed_is_not_stored(built, monkeypatch
         return bundle
 
     monkeypatch.setattr(systems_cache, "systems_bundle_compute", removed_meanwhile)
-    assert systems_refresh(result_id=result.id) is None
+    assert systems_run(result_id=result.id) is None
     assert default_storage.listdir(f"{systems_cache.STORE_PREFIX}{built.project.id}")[1] == []
 
 
@@ -307,5 +307,5 @@ def test_a_computation_whose_task_was_lost_frees_its_place_after_the_time_limit(
     SystemsResult.objects.exclude(id=lost.id).update(status="done", finished_at=timezone.now())
     systems_request(project=built.project, choice=CHOICE)
     assert queued[-1] == lost.id and len(queued) == 3
-    systems_refresh(result_id=lost.id)
+    systems_run(result_id=lost.id)
     assert systems_cached(project=built.project, choice=CHOICE).fresh

@@ -19,7 +19,7 @@ from labeling.models import Judge, Judgment, Membership, Pair, Project
 from labeling.selectors.definition_metrics import judge_metrics_by_definition
 from labeling.selectors.validation import ReportOptionsError, report_options
 from labeling.services.bundle_import import bundle_import
-from labeling.services.validation import validation_compute, validation_refresh, validation_request_refresh
+from labeling.services.validation import validation_compute, validation_refresh, validation_request
 from tests.factories import JudgeFactory, MembershipFactory, UserFactory
 from tests.services.test_bundle_import import SAMPLE, jsonl, write_bundle
 
@@ -252,7 +252,7 @@ def test_options_are_checked(units_bundle):
 def sample():
     bundle_import(path=SAMPLE, project_slug="cr", all_pairs=True)
     project = Project.objects.get(slug="cr")
-    validation_request_refresh(project=project)
+    validation_request(project=project)
     validation_refresh(project_id=project.id)
     return project
 

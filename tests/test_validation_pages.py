@@ -11,7 +11,7 @@ from rest_framework.test import APIClient
 from labeling.models import JudgeCalibration, Membership, Project, ValidationResult
 from labeling.services import validation
 from labeling.services.bundle_import import bundle_import
-from labeling.services.validation import validation_refresh, validation_request_refresh
+from labeling.services.validation import validation_refresh, validation_request
 from tests.factories import MembershipFactory, ProjectFactory, UserFactory
 from tests.selectors.test_definition_metrics import build_study
 from tests.services.test_bundle_import import SAMPLE
@@ -30,7 +30,7 @@ def member(project, role=Membership.Role.VIEWER):
 def sample():
     bundle_import(path=SAMPLE, project_slug="cr")
     project = Project.objects.get(slug="cr")
-    validation_request_refresh(project=project)
+    validation_request(project=project)
     validation_refresh(project_id=project.id)
     return project
 
@@ -174,7 +174,7 @@ def test_metrics_by_definition_are_computed_once_for_many_reads(client, monkeypa
 
 
 def _cached(project):
-    validation_request_refresh(project=project)
+    validation_request(project=project)
     validation_refresh(project_id=project.id)
     return project
 

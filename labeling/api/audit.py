@@ -18,7 +18,7 @@ from labeling.selectors.audits import AuditRow, audit_of_project, audit_row, aud
 from labeling.selectors.lookups import judge_by_name, run_of_project
 from labeling.selectors.multicondition import run_multicondition_report
 from labeling.selectors.projects import READ_REPORTS, admin_to, project_for_user, project_role
-from labeling.services.audit import AuditError, AuditEstimate, audit_estimate, audit_start
+from labeling.services.audit import AuditError, AuditEstimate, audit_estimate, audit_request
 
 AUDIT_ADMIN = admin_to("start an audit")
 
@@ -120,8 +120,8 @@ class AuditListView(APIView):
             estimate: AuditEstimate = audit_estimate(project=project, judge=found, kind=data["kind"],
                                                      parameters=data["parameters"])
             return Response(AuditEstimateSerializer(estimate).data)
-        job = audit_start(project=project, judge=found, kind=data["kind"], parameters=data["parameters"],
-                          user=request.user)
+        job = audit_request(project=project, judge=found, kind=data["kind"], parameters=data["parameters"],
+                            user=request.user)
         job.refresh_from_db()  # an eager worker (tests, CELERY_TASK_ALWAYS_EAGER) may have finished it already
         return Response(AuditJobSerializer(audit_row(job, show_errors=True), context={"request": request}).data,
                         status=202)

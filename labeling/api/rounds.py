@@ -12,7 +12,7 @@ from labeling.api.fields import StrictBooleanField, StrictCharField, StrictFloat
 from labeling.models import LabellingRound
 from labeling.selectors.projects import READ_REPORTS, admin_to, project_for_user
 from labeling.selectors.rounds import refit_outlook, round_row, round_rows
-from labeling.services.rounds import ROUND_RANDOM_FLOOR, ROUND_SHARE_MAX, round_start
+from labeling.services.rounds import ROUND_RANDOM_FLOOR, ROUND_SHARE_MAX, round_request
 
 
 class RoundStartSerializer(serializers.Serializer):
@@ -49,5 +49,5 @@ class RoundListView(APIView):
         project = project_for_user(user=request.user, slug=slug, need=admin_to("start a labelling round"))
         body = RoundStartSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        started = round_start(project=project, by=request.user, **body.validated_data)
+        started = round_request(project=project, by=request.user, **body.validated_data)
         return Response(round_row(started), status=201)

@@ -68,7 +68,7 @@ from labeling.services.projects import (
     may_create_projects,
     project_create,
 )
-from labeling.services.scoring import scoring_job_priority_set, scoring_job_start
+from labeling.services.scoring import scoring_job_priority_set, scoring_request
 from labeling.services.validation import validation_compute, validation_result_ensure
 from models_llm.metrics.ranking import MAX_CUTOFF
 
@@ -303,9 +303,9 @@ class ScoringJobListView(APIView):
         body = ScoringJobCreateSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         judge = judge_by_name(project=project, name=body.validated_data["judge"])  # a judge it lacks: 404
-        job, created = scoring_job_start(project=project, judge=judge, scope=body.validated_data["scope"],
-                                         pair_ids=body.validated_data.get("pair_ids"), user=request.user,
-                                         priority=body.validated_data["priority"])
+        job, created = scoring_request(project=project, judge=judge, scope=body.validated_data["scope"],
+                                       pair_ids=body.validated_data.get("pair_ids"), user=request.user,
+                                       priority=body.validated_data["priority"])
         # 200 with the running job: the judge had one already, and it was resumed rather than doubled.
         return Response(ScoringJobSerializer(job_progress(job, show_errors=True)).data, status=201 if created else 200)
 

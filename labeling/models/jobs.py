@@ -1,6 +1,6 @@
 """The shape every kind of background work shares: a job row that someone (or a change of data) asks for, that
-workers take, retry and finish, done or failed with the reason. Scoring jobs, definition drafts and validation
-refreshes are its kinds; docs/architecture.md ("Adding a kind of job") says how to add one."""
+workers take, retry and finish, done or failed with the reason. Its kinds are declared in labeling/job_kinds.py;
+docs/architecture.md ("Adding a kind of job") says how to add one."""
 from __future__ import annotations
 
 from django.conf import settings

@@ -12,8 +12,6 @@ from labeling.models import AuditJob, Judge, Project
 from labeling.selectors.disclosure import job_error_shown
 from models_llm.cost import usd_cost
 
-# What members other than admins read instead of a failure's text: it can name the server's folders and models.
-FAILED = "the audit failed"  # what a member who may not read the error sees
 # The page and the API list this many of a judge's newest audits.
 LISTED_AUDITS = 50
 
@@ -34,7 +32,7 @@ def audit_row(job: AuditJob, *, show_errors: bool) -> AuditRow:
     cost = None
     if job.prompt_tokens is not None or job.completion_tokens is not None:
         cost = usd_cost(job.prompt_tokens or 0, job.completion_tokens or 0, judge.price_in, judge.price_out)
-    return AuditRow(job=job, error=job_error_shown(job.error, show=show_errors, failed=FAILED), cost_usd=cost)
+    return AuditRow(job=job, error=job_error_shown(job, show=show_errors), cost_usd=cost)
 
 
 def _audits() -> QuerySet[AuditJob]:

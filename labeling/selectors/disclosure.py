@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import QuerySet
 
-from labeling.models import Judgment, Label, Membership, PairSource, Project
+from labeling.job_kinds import kind_of
+from labeling.models import Job, Judgment, Label, Membership, PairSource, Project
 from labeling.models.query_generation import (
     GENERATED_FOR_KEY,
     GENERATED_KEY,
@@ -103,10 +104,12 @@ def revealed_after_submit(*, project: Project, role: str | None, pair_id: int, g
                      p=None if judgment is None else judgment.p_relevant)
 
 
-def job_error_shown(error: str, *, show: bool, failed: str) -> str:
+def job_error_shown(job: Job, *, show: bool) -> str:
     """A job's error as a member sees it: its text for those who may (`show`: project admins; a remote model's
-    answer or a path can be in it), else `failed` and where the reason is; empty when there is none."""
-    return error if show or not error else f"{failed} (a project admin sees the reason)"
+    answer or a path can be in it), else its kind's public text and where the reason is; empty when there is none."""
+    if show or not job.error:
+        return job.error
+    return f"{kind_of(job).failed_text} (a project admin sees the reason)"
 
 
 BLIND_REPORTS = ("Experts label blind: the validation reports are made of the reference grades, labels and judges' P "

@@ -8,8 +8,6 @@ from labeling.exceptions import NotFound
 from labeling.models import FineTuneJob, Project
 from labeling.selectors.disclosure import job_error_shown
 
-# What members other than admins read instead of a failure's text: it can name the server's folders and files.
-FAILED = "the fine-tuning failed"  # what a member who may not read the error sees
 # The page and the API list this many of the newest jobs.
 LISTED_JOBS = 50
 
@@ -29,7 +27,7 @@ class FineTuneJobRow:
 
 
 def finetune_job_row(job: FineTuneJob, *, show_errors: bool) -> FineTuneJobRow:
-    return FineTuneJobRow(job=job, error=job_error_shown(job.error, show=show_errors, failed=FAILED))
+    return FineTuneJobRow(job=job, error=job_error_shown(job, show=show_errors))
 
 
 def _jobs(project: Project):

@@ -15,6 +15,7 @@ from django.conf import settings
 from django.db.models import Max, Min
 from django.utils import timezone
 
+from labeling.job_kinds import kind_of
 from labeling.models import AuditJob, BundleImportJob, FineTuneJob, RetrievalJob, ScoringChunk, ScoringJob
 from labeling.models.jobs import Job
 
@@ -78,8 +79,8 @@ def scoring_job_state(job: ScoringJob) -> JobState:
 
 def job_state(job: Job) -> JobState:
     """Any other kind of job: queued while pending (N ahead in its queue), running while its worker's heartbeat is
-    fresh (or released for its task's retry), stalled once it is older than its kind's stall time, JOB_STALL_SECONDS
-    or FINETUNE_STALL_SECONDS (the sweep then gives the job up or resumes it)."""
+    fresh (or released for its task's retry), stalled once it is older than its kind's stall time
+    (labeling/job_kinds.py; the sweep then gives the job up or resumes it)."""
     if isinstance(job, ScoringJob):
         return scoring_job_state(job)
     ended = _finished(job)
@@ -93,9 +94,8 @@ def job_state(job: Job) -> JobState:
         return JobState(name="queued", ahead=ahead)
     # No heartbeat: its worker released it for its task's retry (job_heartbeat), which takes it again shortly.
     beat = job.heartbeat_at
-    stall = settings.FINETUNE_STALL_SECONDS if isinstance(job, FineTuneJob) else settings.JOB_STALL_SECONDS
     if beat is not None:
         idle = (timezone.now() - beat).total_seconds()
-        if idle > stall:
+        if idle > kind_of(job).stall_seconds:
             return JobState(name="stalled", stalled_for_s=idle)
     return JobState(name="running")

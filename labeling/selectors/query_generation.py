@@ -11,8 +11,6 @@ from labeling.models import Project, QueryGenerationJob
 from labeling.selectors.disclosure import Disclosure, job_error_shown
 
 RECENT = 20
-# What members other than admins read instead of a failure's text: it can quote the remote model's server.
-FAILED = "the query generation failed"  # what a member who may not read the error sees
 
 
 @dataclass(frozen=True)
@@ -27,7 +25,7 @@ def query_generation_row(job: QueryGenerationJob, *, show_errors: bool, disclosu
     """The job as a member sees it: the error and the model's unreadable answers for project admins
     (`show_errors`), the parameters as blind first lets them."""
     problems = job.problems if show_errors else [{**problem, "raw": ""} for problem in job.problems]
-    return QueryGenerationRow(job=job, error=job_error_shown(job.error, show=show_errors, failed=FAILED),
+    return QueryGenerationRow(job=job, error=job_error_shown(job, show=show_errors),
                               parameters=disclosure.generation_parameters(job.parameters), problems=problems)
 
 

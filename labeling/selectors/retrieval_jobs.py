@@ -7,8 +7,6 @@ from dataclasses import dataclass
 from labeling.models import Project, RetrievalJob
 from labeling.selectors.disclosure import job_error_shown
 
-# What members other than admins read instead of a failure's text: it can name the server's folders and files.
-FAILED = "the retriever failed"  # what a member who may not read the error sees
 # The page and the API list this many of the newest jobs: older ones only matter through the runs they wrote.
 LISTED_JOBS = 50
 
@@ -24,7 +22,7 @@ class RetrievalJobRow:
 
 
 def retrieval_job_row(job: RetrievalJob, *, show_errors: bool) -> RetrievalJobRow:
-    error = job_error_shown(job.error, show=show_errors, failed=FAILED)
+    error = job_error_shown(job, show=show_errors)
     return RetrievalJobRow(job=job, error=error)
 
 

@@ -16,10 +16,6 @@ from labeling.selectors.job_states import JobState, scoring_job_state
 from models_llm.cost import usd_cost
 from models_llm.ensembles import LEGACY, PROMPT_PRESETS, STRATEGIES, steps_for
 
-# What viewers and experts read instead of a failure's text: a remote server's answer is for project admins
-# (and the server log) only.
-FAILED = "scoring failed for some pairs"  # what a member who may not read the error sees
-
 
 @dataclass(frozen=True)
 class JobProgress:
@@ -71,7 +67,7 @@ def job_progress(job: ScoringJob, *, show_errors: bool = False) -> JobProgress:
         eta = (job.total - job.done) / rate
     calls, prompt, completion, lost = job_usage(job)
     cost = usd_cost(prompt, completion, job.judge.price_in, job.judge.price_out)
-    error = job_error_shown(job.error, show=show_errors, failed=FAILED)
+    error = job_error_shown(job, show=show_errors)
     return JobProgress(job=job, fraction=job.progress, pairs_per_s=rate, eta_s=eta, calls=calls, prompt_tokens=prompt,
                        completion_tokens=completion, cost_usd=cost, lost_calls=lost, stalled=state.name == "stalled",
                        error=error, state=state)
@@ -167,5 +163,5 @@ def observed_answers(judge: Judge, *, limit: int = 2000) -> ObservedAnswers | No
 
 
 def scoring_job_running(*, judge: Judge) -> ScoringJob | None:
-    """The judge's running scoring job, if any (scoring_job_start never makes a second one)."""
+    """The judge's running scoring job, if any (scoring_request never makes a second one)."""
     return ScoringJob.objects.filter(judge=judge, status=ScoringJob.Status.RUNNING).order_by("id").first()

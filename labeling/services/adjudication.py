@@ -12,7 +12,7 @@ from labeling.exceptions import DomainError
 from labeling.models import Label, Pair, Project
 from labeling.selectors.definitions import current_definition
 from labeling.services.labels import MAX_NOTE_CHARS
-from labeling.services.validation import validation_request_refresh_soon
+from labeling.services.validation import validation_request_soon
 
 
 class AdjudicationError(DomainError):
@@ -47,5 +47,5 @@ def adjudication_set(*, project: Project, adjudicator: AbstractBaseUser, pair_id
         pair=pair, annotator=adjudicator, grade=grade, role=Label.Role.ADJUDICATOR,
         definition=current_definition(query=pair.query_id), note=note, created_at=now,
     )
-    validation_request_refresh_soon(project=project)
+    validation_request_soon(project=project)
     return label

@@ -33,7 +33,7 @@ from models_llm.cost import TokenEstimate, diras_token_estimate
 from models_llm.types import JudgeConfig, Verdict
 
 __all__ = ["AuditError", "AuditEstimate", "audit_cancel", "audit_estimate", "audit_fail", "audit_probes", "audit_run",
-           "audit_start"]
+           "audit_request"]
 
 
 @dataclass(frozen=True)
@@ -90,7 +90,7 @@ def _prepare(*, project: Project, judge: Judge, kind: str, parameters: Mapping) 
 
 
 @transaction.atomic
-def audit_start(
+def audit_request(
     *, project: Project, judge: Judge, kind: str, parameters: Mapping, user: AbstractBaseUser | None = None
 ) -> AuditJob:
     """Queue an audit of `judge`: its probes are built now (so a project without what the audit needs is refused

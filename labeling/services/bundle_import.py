@@ -33,7 +33,7 @@ from labeling.services.bundle_stage import (
 )
 from labeling.services.projects import NAME_MAX_LENGTH, project_name_refusal
 from labeling.services.runs import run_file_matches, run_file_store
-from labeling.services.validation import validation_request_refresh
+from labeling.services.validation import validation_request
 from labeling.staging import StagingTable
 
 # Writes that change what the validation report shows.
@@ -156,7 +156,7 @@ def bundle_import(*, path: Path, project_slug: str, all_pairs: bool = False,
         for table in tables.values():
             table.drop()
         if any(written.get(key) for key in _VALIDATION_INPUTS):
-            validation_request_refresh(project=project)
+            validation_request(project=project)
         if before_commit is not None:
             before_commit()
     return ImportReport(project_slug=project.slug, project_created=created, written=written)

@@ -52,7 +52,7 @@ def definition_save(
 
 
 @transaction.atomic
-def stale_rescore_start(*, project: Project, query: Query, judge: Judge, user: AbstractBaseUser | None) -> ScoringJob:
+def stale_rescore_request(*, project: Project, query: Query, judge: Judge, user: AbstractBaseUser | None) -> ScoringJob:
     """Start a scoring job over exactly the query's pairs whose judgments by `judge` were all made under an
     older definition, leaving out those a running job has queued already. ScoringError propagates when the
     judge cannot score (an imported judge, a broken configuration)."""

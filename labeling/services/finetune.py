@@ -31,7 +31,7 @@ from labeling.services.finetune_estimate import FinetuneEstimate
 from labeling.services.jobs import job_fail, job_free, job_heartbeat, job_scratch, job_take
 from labeling.services.judges import judge_create
 from labeling.services.rounds import round_wake
-from labeling.services.scoring import scoring_job_start
+from labeling.services.scoring import scoring_request
 from labeling.storage_folders import ADAPTER_PREFIX, CHECKPOINT_PREFIX, folder_delete, folder_download, folder_upload
 from labeling.tasks import finetune_task
 from models_llm.backends.crossencoder import head_problem
@@ -230,6 +230,26 @@ def finetune_resume(*, job: FineTuneJob) -> FineTuneJob:
     return job
 
 
+# A fine-tuning job whose worker was lost is resumed from its checkpoint until it has been taken this many times.
+FINETUNE_MAX_ATTEMPTS = 3
+
+
+def finetune_resume_lost(*, job: FineTuneJob) -> bool:
+    """The sweep's way on for a job whose worker was lost: queued again (finetune_resume), at most
+    FINETUNE_MAX_ATTEMPTS times in all; False: give up."""
+    if job.attempts >= FINETUNE_MAX_ATTEMPTS:
+        return False
+    try:
+        finetune_resume(job=job)
+    except FinetuneJobError:
+        return False
+    # Released, as a worker leaving it would (no heartbeat): the task just queued may take it (a fresh heartbeat here
+    # made the job look held, and the worker left it alone), and the sweep does not queue it again while the GPU
+    # queue is busy (the time limit bounds it).
+    FineTuneJob.objects.filter(id=job.id).update(heartbeat_at=None)
+    return True
+
+
 def finetune_fail(*, job_id: int, error: str) -> FineTuneJob | None:
     """Give up on a job: failed with the error; its checkpoints are dropped."""
     if job_fail(FineTuneJob.objects.filter(id=job_id), error=error):
@@ -347,10 +367,10 @@ def _finish(job: FineTuneJob, adapter: str, examples_per_s: float, history: list
     pairs = comparison_pairs(job)
     whole_pool = locked.score_pool and Pair.objects.filter(project=job.project).exists()
     if whole_pool:  # the compared pairs are pairs of the pool: one job scores them all (a judge runs one job)
-        scoring_job_start(project=job.project, judge=student, user=job.requested_by)
+        scoring_request(project=job.project, judge=student, user=job.requested_by)
     if pairs:
         for made in (base,) if whole_pool else (student, base):
-            scoring_job_start(project=job.project, judge=made, scope="selection", pair_ids=pairs)
+            scoring_request(project=job.project, judge=made, scope="selection", pair_ids=pairs)
     locked.refresh_from_db()
     return locked
 
@@ -369,4 +389,4 @@ def score_pool(*, job: FineTuneJob, user: AbstractBaseUser | None = None):
         raise FinetuneJobConflict(f"fine-tuning job {job.id} has no student judge")
     if not Pair.objects.filter(project=job.project).exists():
         raise FinetuneJobConflict("the project's pool has no pairs")
-    return scoring_job_start(project=job.project, judge=job.student, user=user)
+    return scoring_request(project=job.project, judge=job.student, user=user)

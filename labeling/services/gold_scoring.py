@@ -12,7 +12,7 @@ from labeling.models import Judge, Judgment, Project, ScoringJob, ValidationResu
 from labeling.selectors.scoring import judges_with_judgments, queued_pairs
 from labeling.selectors.streams import CHUNK
 from labeling.selectors.validation import gold_grades
-from labeling.services.scoring import ScoringError, scoring_job_start
+from labeling.services.scoring import ScoringError, scoring_request
 from labeling.services.scoring_dispatch import PRIORITY_MAX
 from labeling.services.validation import validation_refresh
 
@@ -27,7 +27,7 @@ def _ever_judged(judge: Judge) -> np.ndarray:
     return np.unique(np.fromiter(rows, dtype=np.int64))
 
 
-def gold_scoring_start(*, project: Project) -> list[ScoringJob]:
+def gold_scoring_request(*, project: Project) -> list[ScoringJob]:
     """Start a selection job at GOLD_PRIORITY for each judge with a model of its own (neither imported nor an
     ensemble of judges) that has scored the project and has never judged some of its gold pairs, over those of them
     that none of its running jobs has queued. Only pairs it never judged: a failed or stale judgment is left to the
@@ -46,8 +46,8 @@ def gold_scoring_start(*, project: Project) -> list[ScoringJob]:
         if not fresh.size:
             continue
         try:
-            job, created = scoring_job_start(project=project, judge=judge, scope=ScoringJob.Scope.SELECTION,
-                                             pair_ids=fresh.tolist(), priority=GOLD_PRIORITY)
+            job, created = scoring_request(project=project, judge=judge, scope=ScoringJob.Scope.SELECTION,
+                                           pair_ids=fresh.tolist(), priority=GOLD_PRIORITY)
         except ScoringError:
             continue
         if created:
@@ -55,10 +55,10 @@ def gold_scoring_start(*, project: Project) -> list[ScoringJob]:
     return started
 
 
-def validation_refresh_scoring_gold(*, project_id: int) -> ValidationResult | None:
-    """The worker's validation refresh: the new gold pairs queued for scoring (gold_scoring_start), then the report
+def validation_run(*, project_id: int) -> ValidationResult | None:
+    """The worker's validation refresh: the new gold pairs queued for scoring (gold_scoring_request), then the report
     recomputed (validation_refresh), so that its partial marks say they are queued."""
     project = Project.objects.filter(id=project_id).first()
     if project is not None:
-        gold_scoring_start(project=project)
+        gold_scoring_request(project=project)
     return validation_refresh(project_id=project_id)

@@ -12,11 +12,13 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
 from django.db import DatabaseError, connection
 from django.db.models import F, Q, QuerySet, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from labeling.job_kinds import JobKind
 from labeling.models import MAX_ERROR_CHARS, Job
 
 logger = logging.getLogger(__name__)
@@ -58,31 +60,54 @@ def job_fail(jobs: QuerySet[Job], *, error: str, now: datetime | None = None) ->
     )
 
 
-# A cached result recomputed by a worker when asked (the validation report, the Systems page's evaluation).
-def refresh_pending_again(now: datetime) -> dict[str, object]:
-    """What a request that finds no recomputation pending makes of its row: a job asked for afresh, its queueing
-    time kept in `heartbeat_at` (no worker beats for a pending row) so that a row whose task was lost is known."""
+# A cached result recomputed by a worker when asked (the kinds with a debounce_setting: the validation report, the
+# Systems page's evaluation): one row per result, at most one computation queued at a time, at most one per the
+# kind's debounce seconds after the last one started.
+def _pending_again(now: datetime) -> dict[str, object]:
+    """A row asked for afresh: its queueing time is kept in `heartbeat_at` (no worker beats for a pending row) so
+    that a row whose task was lost is known."""
     return {"status": Job.Status.PENDING, "error": "", "attempts": 0, "started_at": None, "finished_at": None,
             "heartbeat_at": now}
 
 
-def refresh_none_pending(now: datetime, *, time_limit: float) -> Q:
+def refresh_none_pending(kind: JobKind, now: datetime) -> Q:
     """A cached result's row with no recomputation pending: none was ever asked for, the last one asked for is done
-    or failed, or it has been running, or waiting since it was queued, longer than `time_limit` seconds (its worker
+    or failed, or it has been running, or waiting since it was queued, longer than the kind's time limit (its worker
     or its task was lost, a broker flushed: nothing else would ever end it, and a project's bound on pending
     computations would stay taken). The condition of the one UPDATE that decides, so that of two requests at once
     only one queues."""
-    before = now - timedelta(seconds=time_limit)
+    before = now - timedelta(seconds=kind.time_limit)
     lost = Q(status=Job.Status.RUNNING, started_at__lt=before) | Q(status=Job.Status.PENDING, heartbeat_at__lt=before)
     return Q(requested_at__isnull=True) | lost | ~Q(status__in=[Job.Status.PENDING, Job.Status.RUNNING])
 
 
-def refresh_countdown(computed_at: datetime | None, *, min_seconds: float) -> float:
-    """Seconds until a recomputation is due: at most one per `min_seconds` after the last computation started."""
+def _countdown(kind: JobKind, computed_at: datetime | None) -> float:
+    """Seconds until a recomputation is due: at most one per the kind's debounce seconds after the last started."""
     if computed_at is None:
         return 0.0
-    due = computed_at + timedelta(seconds=min_seconds)
+    due = computed_at + timedelta(seconds=kind.debounce_seconds)
     return max(0.0, (due - timezone.now()).total_seconds())
+
+
+def refresh_ask(kind: JobKind, rows: QuerySet[Job], *, now: datetime, user: AbstractBaseUser | None,
+                **also: object) -> float | None:
+    """Ask for a recomputation of the cached result in `rows` (its one row). When none is pending, the row is
+    pending again, asked for by `user`, with the kind's own columns in `also`, and the countdown of the task to queue
+    is returned; when one is pending, it only learns the time of the request (it reads the data as they are when it
+    runs) and None is returned: nothing to queue."""
+    if rows.filter(refresh_none_pending(kind, now)).update(requested_at=now, requested_by=user, **_pending_again(now),
+                                                           **also):
+        return _countdown(kind, rows.values_list("computed_at", flat=True).get())
+    rows.update(requested_at=now)
+    return None
+
+
+def refresh_again(kind: JobKind, rows: QuerySet[Job], *, started: datetime, **also: object) -> float | None:
+    """After a computation that started at `started` was stored (its row done): when requests arrived meanwhile, the
+    row is pending again (with `also`) and the countdown of the next computation is returned; None otherwise."""
+    if rows.filter(status=Job.Status.DONE, requested_at__gt=started).update(**_pending_again(timezone.now()), **also):
+        return _countdown(kind, started)
+    return None
 
 
 class _Heartbeat(threading.Thread):

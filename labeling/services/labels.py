@@ -19,7 +19,7 @@ from labeling.selectors.definitions import current_definition
 from labeling.selectors.projects import project_role
 from labeling.selectors.queues import eligible_pairs, queue_candidates, strategy_order
 from labeling.services.rounds import round_check
-from labeling.services.validation import validation_request_refresh_soon
+from labeling.services.validation import validation_request_soon
 
 CANDIDATES_PER_TRY = 20
 MAX_NOTE_CHARS = 10_000
@@ -257,7 +257,7 @@ def label_submit(*, project: Project, annotator: AbstractBaseUser, pair_id: int,
             )
             if lease is not None:
                 lease.delete()
-            validation_request_refresh_soon(project=project)
+            validation_request_soon(project=project)
             round_check(project_id=project.id)
     except IntegrityError:
         # Two submissions with one key on a backend without row locks: the loser returns the winner's label.
@@ -289,7 +289,7 @@ def label_undo(*, project: Project, annotator: AbstractBaseUser, now: datetime |
         defaults={"queue": last.queue, "claimed_at": now,
                   "expires_at": now + timedelta(minutes=project.lease_minutes), "skipped": False},
     )
-    validation_request_refresh_soon(project=project)
+    validation_request_soon(project=project)
     last.refresh_from_db()
     return last
 

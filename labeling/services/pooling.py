@@ -19,7 +19,7 @@ from labeling.selectors.diras_sample import (
     sample_size_problem,
 )
 from labeling.services.scoring import JobEstimate, scoring_job_estimate
-from labeling.services.validation import validation_request_refresh
+from labeling.services.validation import validation_request
 from labeling.staging import StagingTable
 
 
@@ -177,7 +177,7 @@ def pool_add(*, project: Project, runs: Sequence[Run], depth: int) -> dict[str, 
     _pool_lock(project)
     written = pool_insert(project_id=project.id, rows_sql=rows_sql, params=params)
     if written["pairs"]:
-        validation_request_refresh(project=project)
+        validation_request(project=project)
     return written
 
 
@@ -206,7 +206,7 @@ def pool_sample_store(*, project: Project, run: Run, rows: Iterable[tuple[int, i
     )
     table.drop()
     if written["pairs"]:
-        validation_request_refresh(project=project)
+        validation_request(project=project)
     return written
 
 

@@ -241,7 +241,7 @@ def project_stopping_update(*, project: Project, by: AbstractBaseUser, stop_reca
     (None: none). Experts get no new item once one is met; admins may go on. Every field is checked before anything is written
     (ProjectSettingsError lists each bad one); only the project's admins may (ProjectSettingsForbidden). The cached
     report, which holds whether the recall target is met, is recomputed."""
-    from labeling.services.validation import validation_request_refresh
+    from labeling.services.validation import validation_request
 
     if project_role(user=by, project=project) != Membership.Role.ADMIN:
         raise ProjectSettingsForbidden("only a project admin can change the stopping target")
@@ -262,5 +262,5 @@ def project_stopping_update(*, project: Project, by: AbstractBaseUser, stop_reca
     locked.stop_alpha = float(stop_alpha)
     locked.stop_budget = stop_budget
     locked.save(update_fields=["stop_recall", "stop_alpha", "stop_budget", "stop_kappa"])
-    validation_request_refresh(project=locked, user=by)
+    validation_request(project=locked, user=by)
     return locked

@@ -31,7 +31,7 @@ from labeling.models.query_generation import (
 from labeling.names import NameRefused
 from labeling.selectors.query_sets import INTENT_KEY, SET_KEY, TWIN_KEY, query_set_name
 from labeling.services.jobs import job_fail, job_heartbeat, job_take
-from labeling.services.validation import validation_request_refresh
+from labeling.services.validation import validation_request
 from labeling.tasks import query_generation_task
 from models_llm.backends import ScorerConfigError
 from models_llm.cost import TokenEstimate, approximate_token_count, scaled
@@ -338,7 +338,7 @@ def _stopped(job_id: int) -> QueryGenerationJob:
     """A job cancelled or given up while it ran: the queries it wrote stay, so the pages that count them refresh."""
     job = QueryGenerationJob.objects.select_related("project").get(id=job_id)
     if job.created:
-        validation_request_refresh(project=job.project)
+        validation_request(project=job.project)
     return job
 
 
@@ -356,5 +356,5 @@ def _finish(job_id: int) -> QueryGenerationJob:
     job.finished_at = timezone.now()
     job.save(update_fields=["status", "error", "finished_at"])
     if job.created:
-        validation_request_refresh(project=job.project)
+        validation_request(project=job.project)
     return job

@@ -98,9 +98,9 @@ def round_student_job(judge: Judge) -> FineTuneJob | None:
 
 
 @transaction.atomic
-def round_start(*, project: Project, by: AbstractBaseUser, judge: str, budget: object,
-                mix: Mapping[str, object] | None = None, random_share: object = ROUND_RANDOM_FLOOR,
-                after: str = LabellingRound.After.CALIBRATE, graded: object = False) -> LabellingRound:
+def round_request(*, project: Project, by: AbstractBaseUser, judge: str, budget: object,
+                  mix: Mapping[str, object] | None = None, random_share: object = ROUND_RANDOM_FLOOR,
+                  after: str = LabellingRound.After.CALIBRATE, graded: object = False) -> LabellingRound:
     """Start the project's next round: `judge` (a name) becomes the queue judge, the queue mix becomes `mix`
     (targeted strategies, default all uncertain) scaled to 1 - random_share plus random_share of the random
     validation sample (at least ROUND_RANDOM_FLOOR), and the round waits for `budget` expert labels. `after`:
@@ -149,7 +149,7 @@ def round_check(*, project_id: int) -> LabellingRound | None:
     if current_label_count(pending.project) - pending.labels_at_start < pending.budget:
         return None
     now = timezone.now()
-    # Running, and held by no worker yet (no heartbeat): round_finish's take is the worker's.
+    # Running, and held by no worker yet (no heartbeat): round_run's take is the worker's.
     if not job_take(LabellingRound.objects.filter(id=pending.id, status=LabellingRound.Status.PENDING), now=now,
                     heartbeat_at=None):
         return None
@@ -165,7 +165,7 @@ def _measure(project: Project, judge: Judge) -> dict:
             "judge_accuracy": report["judge_accuracy"], "stopping": report["stopping"]}
 
 
-def round_finish(*, round_id: int) -> LabellingRound | None:
+def round_run(*, round_id: int) -> LabellingRound | None:
     """The worker's part. First pass: measure the round's numbers under its judge as it was ("before"), then
     refit the judge's calibrator on its gold pairs and measure again ("after": every read of P applies the newest
     calibrator, so nothing needs scoring again), or (after 'student') start the retrain and leave the round

@@ -132,7 +132,7 @@ def scoring_tiers(*, project: Project, pair_ids: Sequence[int]) -> dict[int, int
 
 
 @transaction.atomic
-def scoring_job_start(
+def scoring_request(
     *, project: Project, judge: Judge, scope: str = ScoringJob.Scope.MISSING, pair_ids: Sequence[int] | None = None,
     user=None, chunk_pairs: int | None = None, priority: int = 1,
 ) -> tuple[ScoringJob, bool]:
@@ -167,7 +167,7 @@ def scoring_job_create(
 ) -> ScoringJob:
     """A new job over `scope` of the project's pairs; workers pick the chunks up once this commits. Scope
     `missing` (the default) skips pairs already judged under their query's current definition. Interfaces
-    call scoring_job_start, which never makes a second job for a judge that has one running."""
+    call scoring_request, which never makes a second job for a judge that has one running."""
     if judge.project_id != project.id:
         raise ScoringError(f"judge {judge.name!r} belongs to another project")
     _scope_check(scope, pair_ids)
@@ -221,6 +221,13 @@ def scoring_job_cancel(*, job: ScoringJob) -> ScoringJob:
     scoring_dispatch(job=job)
     round_wake(judge_id=job.judge_id)
     return job
+
+
+def scoring_job_give_up(*, job: ScoringJob, error: str) -> None:
+    """The sweep's end of a job past its time limit: cancelled as by its Cancel, with the reason (its chunks'
+    lost workers are the chunks' own business, labeling.services.scoring_chunks.scoring_sweep)."""
+    scoring_job_cancel(job=job)
+    ScoringJob.objects.filter(id=job.id).update(error=error)
 
 
 ESTIMATE_SAMPLE = 200

@@ -23,7 +23,7 @@ from labeling.services.jobs import job_attempt
 from labeling.services.judging import Usage, judge_pairs, judgments_upsert
 from labeling.services.rounds import round_wake
 from labeling.services.scoring_dispatch import scoring_dispatch, scoring_resend
-from labeling.services.validation import validation_request_refresh
+from labeling.services.validation import validation_request
 from models_llm.types import Verdict
 
 logger = logging.getLogger(__name__)
@@ -180,7 +180,7 @@ def _part_write(*, chunk: ScoringChunk, worker: str | None, start: int, definiti
     if finished:
         job.judge = chunk.job.judge
         scoring_dispatch(job=job)  # the chunk's place in the window goes to the job's next chunk
-        validation_request_refresh(project=chunk.job.project)
+        validation_request(project=chunk.job.project)
         if job.status == ScoringJob.Status.DONE:
             round_wake(judge_id=job.judge_id)  # a round waiting for this retrained student to score the pool
     return True

@@ -14,10 +14,10 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 from django.db import transaction
-from django.db.models import Q
 from django.utils import timezone
 
 from labeling.exceptions import DomainError
+from labeling.job_kinds import SYSTEMS
 from labeling.models import Project, SystemsResult
 from labeling.selectors.systems_cache import (
     CachedSystems,
@@ -30,14 +30,7 @@ from labeling.selectors.systems_cache import (
     systems_inputs,
     systems_steps,
 )
-from labeling.services.jobs import (
-    job_fail,
-    job_heartbeat,
-    job_take,
-    refresh_countdown,
-    refresh_none_pending,
-    refresh_pending_again,
-)
+from labeling.services.jobs import job_fail, job_heartbeat, job_take, refresh_again, refresh_ask, refresh_none_pending
 from labeling.tasks import systems_refresh_task
 
 STORE_PREFIX = "systems/"
@@ -50,19 +43,6 @@ _UNFINISHED = (SystemsResult.Status.PENDING, SystemsResult.Status.RUNNING)
 
 class SystemsBusy(DomainError):
     """The project has SYSTEMS_MAX_PENDING computations pending or running: no other is queued until one ends."""
-
-def _pending_again(now: datetime) -> dict[str, object]:
-    """A computation asked for afresh: as any cached result's, and no steps done yet."""
-    return refresh_pending_again(now) | {"done": 0}
-
-
-def _none_pending(now: datetime) -> Q:
-    return refresh_none_pending(now, time_limit=settings.SYSTEMS_TIME_LIMIT)
-
-
-def _seconds_until_due(computed_at: datetime | None) -> float:
-    return refresh_countdown(computed_at, min_seconds=settings.SYSTEMS_REFRESH_MIN_SECONDS)
-
 
 def _queue(result_id: int, countdown: float) -> None:
     transaction.on_commit(lambda: systems_refresh_task.apply_async((result_id,), countdown=countdown))
@@ -80,18 +60,19 @@ def systems_request(*, project: Project, choice: SystemsChoice,
     now = timezone.now()
     rows = SystemsResult.objects.filter(project=project, key=choice.key)
     Project.objects.select_for_update().filter(pk=project.pk).values_list("pk", flat=True).first()
-    if rows.exclude(_none_pending(now)).update(requested_at=now):
+    if rows.exclude(refresh_none_pending(SYSTEMS, now)).update(requested_at=now):
         return rows.get()
-    unfinished = SystemsResult.objects.filter(project=project).exclude(_none_pending(now)).count()
+    unfinished = SystemsResult.objects.filter(project=project).exclude(refresh_none_pending(SYSTEMS, now)).count()
     if unfinished >= settings.SYSTEMS_MAX_PENDING:
         raise SystemsBusy(f"The evaluation is busy: {unfinished} other choices of sources and options are being "
                           f"computed for this project (at most {settings.SYSTEMS_MAX_PENDING} at once), so this one "
                           f"is not queued. Ask again once one of them is done.")
     result, _ = SystemsResult.objects.get_or_create(project=project, key=choice.key,
                                                     defaults={"options": choice.as_json()})
-    if rows.filter(_none_pending(now)).update(requested_at=now, requested_by=user, total=systems_steps(project),
-                                              **_pending_again(now)):
-        _queue(result.id, _seconds_until_due(result.computed_at))
+    # No steps done yet of the computation asked for.
+    countdown = refresh_ask(SYSTEMS, rows, now=now, user=user, total=systems_steps(project), done=0)
+    if countdown is not None:
+        _queue(result.id, countdown)
     return rows.get()
 
 
@@ -125,10 +106,10 @@ def _store(*, result: SystemsResult, bundle: SystemsBundle, inputs: dict, starte
     if old and old != name:
         default_storage.delete(old)
     _prune(result.project_id)
-    if (rows.filter(status=SystemsResult.Status.DONE, requested_at__gt=started).exists()
-            and systems_inputs(result.project) != inputs
-            and rows.filter(status=SystemsResult.Status.DONE).update(**_pending_again(timezone.now()))):
-        _queue(result.id, _seconds_until_due(started))
+    if systems_inputs(result.project) != inputs:
+        countdown = refresh_again(SYSTEMS, rows, started=started, done=0)
+        if countdown is not None:
+            _queue(result.id, countdown)
     return rows.first()
 
 
@@ -143,10 +124,10 @@ def _prune(project_id: int) -> None:
     SystemsResult.objects.filter(id__in=[row_id for row_id, _ in stale]).delete()
 
 
-def systems_refresh(*, result_id: int) -> SystemsResult | None:
+def systems_run(*, result_id: int) -> SystemsResult | None:
     """The worker's side: compute the result of the row's choice with its progress (steps done of total) and store
     it. A row already computed since its last request, or one a live worker computes, is left as it is (the task
-    may run twice), one removed meanwhile gives None; an error is recorded with systems_refresh_fail and raised."""
+    may run twice), one removed meanwhile gives None; an error is recorded with systems_fail and raised."""
     result = SystemsResult.objects.select_related("project").filter(id=result_id).first()
     if result is None:
         return None
@@ -164,12 +145,12 @@ def systems_refresh(*, result_id: int) -> SystemsResult | None:
                 project=project, choice=SystemsChoice.from_json(result.options),
                 progress=lambda done: rows.update(done=done, heartbeat_at=timezone.now()))
         except Exception as exc:
-            systems_refresh_fail(result_id=result_id, error=f"{type(exc).__name__}: {exc}")
+            systems_fail(result_id=result_id, error=f"{type(exc).__name__}: {exc}")
             raise
         return _store(result=result, bundle=bundle, inputs=inputs, started=started)
 
 
-def systems_refresh_fail(*, result_id: int, error: str) -> None:
+def systems_fail(*, result_id: int, error: str) -> None:
     """Give up on the pending computation: failed, with the error; the result stored before stays, and the next
     visit asks again."""
     job_fail(SystemsResult.objects.filter(id=result_id), error=error)

@@ -34,7 +34,7 @@ from labeling.selectors.diras_sample import (
 )
 from labeling.selectors.distill import teacher_answers
 from labeling.services.pooling import pool_sample_store, random_system
-from labeling.services.scoring import scoring_job_start
+from labeling.services.scoring import scoring_request
 from labeling.upload_limits import oversize_refusal
 from models_llm.distill.chat import DistillFormatError
 from models_llm.distill.files import FileRead, read_file_examples
@@ -294,7 +294,7 @@ def training_set_delete(*, training_set: TrainingSet) -> None:
 
 def training_set_score(*, training_set: TrainingSet, judge: Judge, user=None) -> tuple[ScoringJob, bool]:
     """Have `judge` (the teacher) judge the set's pairs, train and held-out: an ordinary scoring job over the pairs
-    it has no ok answer on yet (a paid teacher is never asked twice). (job, created) as scoring_job_start gives;
+    it has no ok answer on yet (a paid teacher is never asked twice). (job, created) as scoring_request gives;
     TrainingSetError when the set holds no pairs or the judge has answered them all."""
     if judge.project_id != training_set.project_id:
         raise TrainingSetError(f"judge {judge.name!r} is not a judge of the training set's project")
@@ -308,5 +308,5 @@ def training_set_score(*, training_set: TrainingSet, judge: Judge, user=None) ->
     if not missing:
         raise TrainingSetError(f"judge {judge.name!r} has answered all {len(query_of):,} pairs of training set "
                                f"{training_set.name!r} already")
-    return scoring_job_start(project=training_set.project, judge=judge, scope=ScoringJob.Scope.SELECTION,
-                             pair_ids=missing, user=user)
+    return scoring_request(project=training_set.project, judge=judge, scope=ScoringJob.Scope.SELECTION,
+                           pair_ids=missing, user=user)

@@ -5,13 +5,12 @@ from __future__ import annotations
 from dataclasses import asdict
 from datetime import datetime
 
-from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
-from django.db.models import Q
 from django.utils import timezone
 
 from labeling.exceptions import DomainError
+from labeling.job_kinds import VALIDATION
 from labeling.models import Judge, JudgeCalibration, Project, ValidationResult
 from labeling.selectors.calibration_basis import calibration_basis
 from labeling.selectors.completeness import COMPLETENESS, CompletenessOptionsError, completeness_compute
@@ -32,14 +31,7 @@ from labeling.selectors.validation import (
     judge_arrays,
     scale_spec,
 )
-from labeling.services.jobs import (
-    job_fail,
-    job_heartbeat,
-    job_take,
-    refresh_countdown,
-    refresh_none_pending,
-    refresh_pending_again,
-)
+from labeling.services.jobs import job_fail, job_heartbeat, job_take, refresh_again, refresh_ask
 from labeling.tasks import validation_refresh_task
 from models_llm.calibration import CalibrationError, calibrator_fit
 from models_llm.metrics import human_agreement, judge_report
@@ -137,7 +129,7 @@ def _report_to_cache(project: Project) -> dict:
 def validation_refresh(*, project_id: int) -> ValidationResult | None:
     """Recompute and store the cached report of a project unless a report newer than the last request is
     stored already, or a live worker computes it (the task may run twice; the second run then writes nothing). An
-    error is recorded at once with validation_refresh_fail, so that the next request queues a new recomputation,
+    error is recorded at once with validation_fail, so that the next request queues a new recomputation,
     and raised."""
     project = Project.objects.filter(id=project_id).first()
     if project is None:
@@ -153,23 +145,15 @@ def validation_refresh(*, project_id: int) -> ValidationResult | None:
         try:
             data = _report_to_cache(project)
         except Exception as exc:
-            validation_refresh_fail(project_id=project_id, error=f"{type(exc).__name__}: {exc}")
+            validation_fail(project_id=project_id, error=f"{type(exc).__name__}: {exc}")
             raise
         return _report_store(result=result, data=data, started=started)
 
 
-def validation_refresh_fail(*, project_id: int, error: str) -> None:
+def validation_fail(*, project_id: int, error: str) -> None:
     """Give up on the pending recomputation of a project's report: failed, with the error. The report stored
     stays, and the next request queues a new recomputation."""
     job_fail(ValidationResult.objects.filter(project_id=project_id), error=error)
-
-
-def _none_pending(now: datetime) -> Q:
-    return refresh_none_pending(now, time_limit=settings.VALIDATION_TIME_LIMIT)
-
-
-def _seconds_until_due(computed_at: datetime | None) -> float:
-    return refresh_countdown(computed_at, min_seconds=settings.VALIDATION_REFRESH_MIN_SECONDS)
 
 
 def _report_store(*, result: ValidationResult, data: dict, started: datetime) -> ValidationResult:
@@ -178,9 +162,9 @@ def _report_store(*, result: ValidationResult, data: dict, started: datetime) ->
     rows = ValidationResult.objects.filter(id=result.id)
     rows.update(data=data, computed_at=started, status=ValidationResult.Status.DONE, error="",
                 finished_at=timezone.now())
-    if rows.filter(status=ValidationResult.Status.DONE, requested_at__gt=started).update(
-            **refresh_pending_again(timezone.now())):
-        project_id, countdown = result.project_id, _seconds_until_due(started)
+    countdown = refresh_again(VALIDATION, rows, started=started)
+    if countdown is not None:
+        project_id = result.project_id
         transaction.on_commit(lambda: validation_refresh_task.apply_async((project_id,), countdown=countdown))
     return rows.get()
 
@@ -189,13 +173,9 @@ def _mark_stale(project_id: int, user: AbstractBaseUser | None) -> float | None:
     """Mark the project's report stale. Returns the countdown of the recomputation to queue, or None when one
     is pending already: it will read the data as they are when it runs. One conditional UPDATE decides, so of
     two requests at once only one queues (and names its user as the requester)."""
-    now = timezone.now()
     ValidationResult.objects.get_or_create(project_id=project_id)
-    rows = ValidationResult.objects.filter(project_id=project_id)
-    if not rows.filter(_none_pending(now)).update(requested_at=now, requested_by=user, **refresh_pending_again(now)):
-        rows.update(requested_at=now)
-        return None
-    return _seconds_until_due(rows.values_list("computed_at", flat=True).get())
+    return refresh_ask(VALIDATION, ValidationResult.objects.filter(project_id=project_id), now=timezone.now(),
+                       user=user)
 
 
 def _enqueue(project_id: int, countdown: float | None) -> None:
@@ -203,7 +183,7 @@ def _enqueue(project_id: int, countdown: float | None) -> None:
         validation_refresh_task.apply_async((project_id,), countdown=countdown)
 
 
-def validation_request_refresh(*, project: Project, user: AbstractBaseUser | None = None) -> None:
+def validation_request(*, project: Project, user: AbstractBaseUser | None = None) -> None:
     """Mark the project's cached report stale and, once this transaction commits, have a worker recompute it:
     debounced, so that however often this is called one recomputation is queued at a time and a project's
     report is computed at most once per VALIDATION_REFRESH_MIN_SECONDS. `user`: the person who asked, if any
@@ -213,8 +193,8 @@ def validation_request_refresh(*, project: Project, user: AbstractBaseUser | Non
     transaction.on_commit(lambda: _enqueue(project_id, countdown))
 
 
-def validation_request_refresh_soon(*, project: Project) -> None:
-    """Like validation_request_refresh, for frequent writes (every expert label): the report is marked stale
+def validation_request_soon(*, project: Project) -> None:
+    """Like validation_request, for frequent writes (every expert label): the report is marked stale
     only after this transaction commits, so that labels do not wait on each other for the report's row."""
     project_id = project.id
     transaction.on_commit(lambda: _enqueue(project_id, _mark_stale(project_id, None)))
@@ -251,7 +231,7 @@ def judge_calibrate(*, judge: Judge, user=None) -> JudgeCalibration:
         created_by=user,
     )
     Judge.objects.filter(id=judge.id).update(calibration=fit.calibrator.method)
-    validation_request_refresh(project=project)
+    validation_request(project=project)
     return calibration
 
 

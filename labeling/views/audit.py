@@ -16,7 +16,7 @@ from labeling.selectors.audits import audit_of_project, audit_row, audits_of_jud
 from labeling.selectors.lookups import judge_by_name, run_of_project
 from labeling.selectors.multicondition import run_multicondition_report
 from labeling.selectors.projects import READ_REPORTS, admin_to, project_role
-from labeling.services.audit import AuditError, audit_cancel, audit_estimate, audit_judge_config, audit_start
+from labeling.services.audit import AuditError, audit_cancel, audit_estimate, audit_judge_config, audit_request
 from labeling.views.access import project_view
 from labeling.views.audit_report import multicondition_tasks, parameters_text
 from labeling.views.htmx import htmx_partial
@@ -120,8 +120,8 @@ def audit_start_view(request: HttpRequest, project: Project, judge: str) -> Http
     form = _form(kind, request.POST)
     if form.is_valid():
         try:
-            job = audit_start(project=project, judge=found, kind=kind, parameters=form.parameters(),
-                              user=request.user)
+            job = audit_request(project=project, judge=found, kind=kind, parameters=form.parameters(),
+                                user=request.user)
         except AuditError as exc:
             form.add_error(None, str(exc))
         else:

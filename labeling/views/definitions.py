@@ -27,7 +27,7 @@ from labeling.selectors.definitions import (
 from labeling.selectors.drafting import definition_of_query, draft_requests, generative_judges
 from labeling.selectors.lookups import judge_by_name, query_of_project
 from labeling.selectors.projects import admin_to, project_role, queries_for_project, role_require
-from labeling.services.definitions import MAX_DEFINITION_CHARS, DefinitionError, definition_save, stale_rescore_start
+from labeling.services.definitions import MAX_DEFINITION_CHARS, DefinitionError, definition_save, stale_rescore_request
 from labeling.services.drafting import DraftingError, definition_draft_request
 from labeling.services.scoring import ScoringError
 from labeling.views.access import project_view
@@ -184,7 +184,7 @@ def stale_rescore_view(request: HttpRequest, project: Project, query_id: int, ju
     query, _ = _query_and_is_admin(request, project, query_id, admin=True)
     found = judge_by_name(project=project, name=judge)
     try:
-        job = stale_rescore_start(project=project, query=query, judge=found, user=request.user)
+        job = stale_rescore_request(project=project, query=query, judge=found, user=request.user)
     except (DefinitionError, ScoringError) as exc:
         messages.error(request, str(exc))
     else:

@@ -25,7 +25,7 @@ from labeling.services.scoring import (
     ScoringError,
     scoring_job_cancel,
     scoring_job_priority_set,
-    scoring_job_start,
+    scoring_request,
 )
 from labeling.services.scoring_dispatch import PRIORITY_MIN, priority_max_for
 from labeling.views.access import project_view
@@ -90,7 +90,7 @@ def job_start_view(request: HttpRequest, project: Project, judge: str) -> HttpRe
     found = judge_by_name(project=project, name=judge)
     scope = request.POST.get("scope", ScoringJob.Scope.MISSING)
     try:
-        job, created = scoring_job_start(project=project, judge=found, scope=scope, user=request.user)
+        job, created = scoring_request(project=project, judge=found, scope=scope, user=request.user)
     except ScoringError as exc:
         messages.error(request, str(exc))
     else:

@@ -12,7 +12,7 @@ from labeling.exceptions import Conflict, DomainError
 from labeling.models import LabellingRound, Membership, Project
 from labeling.selectors.projects import READ_REPORTS, admin_to, project_role
 from labeling.selectors.rounds import refit_outlook, round_chart, round_rows
-from labeling.services.rounds import ROUND_RANDOM_FLOOR, round_start
+from labeling.services.rounds import ROUND_RANDOM_FLOOR, round_request
 from labeling.views.access import project_view
 
 # The judge's figures on the random validation sample that the table shows before -> after, in its column order.
@@ -52,9 +52,9 @@ def round_start_view(request: HttpRequest, project: Project) -> HttpResponse:
     except ValueError:
         return _render(request, project, status=400, error="budget, shares and the random share must be numbers")
     try:
-        started = round_start(project=project, by=request.user, judge=data.get("judge", ""), budget=budget, mix=mix,
-                              random_share=random_share, after=data.get("after") or LabellingRound.After.CALIBRATE,
-                              graded=data.get("graded") == "on")
+        started = round_request(project=project, by=request.user, judge=data.get("judge", ""), budget=budget, mix=mix,
+                                random_share=random_share, after=data.get("after") or LabellingRound.After.CALIBRATE,
+                                graded=data.get("graded") == "on")
     except DomainError as exc:
         return _render(request, project, status=409 if isinstance(exc, Conflict) else 400, error=str(exc))
     messages.success(request, f"Round {started.number} started: experts' queues now serve its batch")

@@ -38,7 +38,7 @@ from labeling.selectors.significance import (
 )
 from labeling.selectors.systems import JUDGED, SystemsReport
 from labeling.selectors.systems_cache import SystemsChoice, systems_cached, systems_status
-from labeling.services.audit import AuditError, audit_start
+from labeling.services.audit import AuditError, audit_request
 from labeling.services.estimates import estimate_request
 from labeling.services.pooling import PoolingError, pool_add, pool_preview
 from labeling.services.query_generation import (
@@ -585,8 +585,8 @@ def beyond_pool_start_view(request: HttpRequest, project: Project) -> HttpRespon
     form = BeyondPoolForm(request.POST, judges=_beyond_pool_judges(project))
     if form.is_valid():
         try:
-            job = audit_start(project=project, judge=judge_by_name(project=project, name=form.cleaned_data["judge"]),
-                              kind=AuditJob.Kind.BEYOND_POOL, parameters=form.parameters(), user=request.user)
+            job = audit_request(project=project, judge=judge_by_name(project=project, name=form.cleaned_data["judge"]),
+                                kind=AuditJob.Kind.BEYOND_POOL, parameters=form.parameters(), user=request.user)
         except AuditError as exc:
             form.add_error(None, str(exc))
         else:

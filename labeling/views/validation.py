@@ -49,7 +49,7 @@ from labeling.services.validation import (
     ValidationReportError,
     judge_calibrate,
     validation_compute,
-    validation_request_refresh,
+    validation_request,
 )
 from labeling.views.access import project_view
 from labeling.views.htmx import htmx_partial
@@ -205,7 +205,7 @@ def validation_dashboard(request: HttpRequest, project: Project) -> HttpResponse
                                          options_context["options_query"])
         return render(request, "labeling/validation.html#by-definition", context)
     if result is None or (not holds_report(result) and not result.is_stale):
-        validation_request_refresh(project=project)
+        validation_request(project=project)
         result = validation_result_for(project)
     role = project_role(user=request.user, project=project)
     include_partial = include_partial_from(request.GET)
@@ -247,7 +247,7 @@ def _reannotation_context(request: HttpRequest, project: Project, options: Repor
 @require_POST
 @project_view(admin_to("ask for a recomputation"))
 def validation_refresh(request: HttpRequest, project: Project) -> HttpResponse:
-    validation_request_refresh(project=project, user=request.user)
+    validation_request(project=project, user=request.user)
     messages.info(request, "Recomputing the report: this page updates when it is ready.")
     return redirect("labeling:validation", slug=project.slug)
 

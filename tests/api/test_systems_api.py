@@ -14,7 +14,7 @@ from labeling.models import Membership, Run, RunEntry, SystemsResult
 from labeling.selectors.significance import SignificanceOptions, comparison_json, systems_significance
 from labeling.selectors.systems import systems_report, systems_report_json
 from labeling.services import systems_cache
-from labeling.services.systems_cache import systems_refresh
+from labeling.services.systems_cache import systems_run
 from tests.factories import MembershipFactory, UserFactory
 from tests.selectors.test_systems import RUN_NAMES, judge_qrels, systems_project, trec_per_query
 
@@ -125,7 +125,7 @@ def test_above_the_size_threshold_a_worker_computes_and_the_api_reads_it_back(
     assert first.json() == {"status": "pending", "done": 0, "total": runs + 2, "computed_at": None}
     assert again.status_code == 202 and len(cached) == 1  # asked twice, computed once
 
-    systems_refresh(result_id=cached[0])
+    systems_run(result_id=cached[0])
     answer = client.get(_url(built), params)
     assert answer.status_code == 200
     data = answer.json()

@@ -8,7 +8,7 @@ from django.utils import timezone
 
 from labeling.models import AuditJob
 from labeling.services import audit as service
-from labeling.services.audit import audit_run, audit_start
+from labeling.services.audit import audit_request, audit_run
 from tests.factories import PairFactory, PassageFactory, ProjectFactory, QueryFactory
 from tests.scoring_fixtures import minilm_judge
 
@@ -24,8 +24,8 @@ def job():
         for d in range(2):
             passage = PassageFactory(project=project, text=f"The company reports flood risk at site {q}{d}.")
             PairFactory(project=project, query=query, passage=passage, reference_grade=d)
-    return audit_start(project=project, judge=minilm_judge(project), kind=AuditJob.Kind.PERTURBATION,
-                       parameters=PARAMETERS)
+    return audit_request(project=project, judge=minilm_judge(project), kind=AuditJob.Kind.PERTURBATION,
+                         parameters=PARAMETERS)
 
 
 def test_a_live_worker_keeps_its_audit_and_a_dead_one_loses_it(job):

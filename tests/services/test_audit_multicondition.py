@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from labeling.models import AuditJob, Judgment, Pair, Passage, Project, Query
-from labeling.services.audit import audit_run, audit_start
+from labeling.services.audit import audit_request, audit_run
 from labeling.services.audit_errors import AuditError
 from labeling.services.audit_multicondition import (
     multicondition_parameters,
@@ -91,13 +91,13 @@ def test_a_project_without_items_cannot_start_the_audit():
     project = ProjectFactory(slug="plain")
     QueryFactory(project=project)
     with pytest.raises(AuditError, match="metadata.multicondition"):
-        audit_start(project=project, judge=minilm_judge(project), kind=AuditJob.Kind.MULTICONDITION, parameters={})
+        audit_request(project=project, judge=minilm_judge(project), kind=AuditJob.Kind.MULTICONDITION, parameters={})
 
 
 def test_minilm_audited_end_to_end_leaves_no_pair_or_judgment(project):
     judge = minilm_judge(project)
     pairs = Pair.objects.count()
-    job = audit_start(project=project, judge=judge, kind=AuditJob.Kind.MULTICONDITION, parameters={})
+    job = audit_request(project=project, judge=judge, kind=AuditJob.Kind.MULTICONDITION, parameters={})
     audit_run(job_id=job.id)
     job.refresh_from_db()
     assert job.status == AuditJob.Status.DONE and job.done == job.total == 240

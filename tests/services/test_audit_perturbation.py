@@ -8,7 +8,7 @@ from django.test import override_settings
 
 from labeling.llm_adapter import judge_config
 from labeling.models import AuditJob, Judgment, Pair, Passage, Query
-from labeling.services.audit import audit_estimate, audit_probes, audit_run, audit_start
+from labeling.services.audit import audit_estimate, audit_probes, audit_request, audit_run
 from labeling.services.audit_errors import AuditError
 from labeling.services.audit_perturbation import perturbation_parameters
 from models_llm.audit import PERTURBATION_TESTS
@@ -83,7 +83,7 @@ def test_a_project_without_gold_pairs_is_refused():
     PairFactory(project=project)
     judge = minilm_judge(project)
     with pytest.raises(AuditError, match="has no gold pairs"):
-        audit_start(project=project, judge=judge, kind=KIND, parameters={})
+        audit_request(project=project, judge=judge, kind=KIND, parameters={})
 
 
 def test_the_sample_is_a_seeded_draw_of_the_gold_pairs_with_their_current_definitions(project):
@@ -164,7 +164,7 @@ def test_an_audit_of_minilm_reports_what_its_probes_score_and_writes_no_pair_or_
     pairs, judgments = Pair.objects.count(), Judgment.objects.count()
     estimate = audit_estimate(project=project, judge=judge, kind=KIND, parameters={"sample": 8, "seed": 1})
     assert estimate.tokens is None and estimate.cost_usd is None  # an embedding judge: no prompt, no token
-    job = audit_start(project=project, judge=judge, kind=KIND, parameters={"sample": 8, "seed": 1})
+    job = audit_request(project=project, judge=judge, kind=KIND, parameters={"sample": 8, "seed": 1})
     assert job.total == estimate.probes and estimate.sampled_probes == 16  # consistency: 2 sampled probes per item
     audit_run(job_id=job.id)
     job.refresh_from_db()

@@ -13,7 +13,7 @@ from labeling.services.definitions import (
     MAX_DEFINITION_CHARS,
     DefinitionError,
     definition_save,
-    stale_rescore_start,
+    stale_rescore_request,
 )
 from labeling.services.scoring import ScoringError, scoring_chunk_run, scoring_job_cancel, scoring_job_create
 from tests.factories import (
@@ -178,27 +178,27 @@ def test_stale_counts_per_query_for_the_project_page(judged, django_assert_num_q
 def test_rescore_starts_a_selection_job_over_exactly_the_stale_pairs_of_the_query(judged):
     project, queries, judges, stale = judged
     user = UserFactory()
-    job = stale_rescore_start(project=project, query=queries["a"], judge=judges["one"], user=user)
+    job = stale_rescore_request(project=project, query=queries["a"], judge=judges["one"], user=user)
     assert (job.scope, job.status, job.total, job.created_by) == (ScoringJob.Scope.SELECTION, "running", 3, user)
     assert [(c.query_id, set(c.pair_ids)) for c in job.chunks.all()] == [(queries["a"].id, stale["one"]["a"])]
 
-    only_b = stale_rescore_start(project=project, query=queries["b"], judge=judges["one"], user=user)
+    only_b = stale_rescore_request(project=project, query=queries["b"], judge=judges["one"], user=user)
     assert [set(c.pair_ids) for c in only_b.chunks.all()] == [stale["one"]["b"]]
 
 
 def test_queued_pairs_are_not_queued_twice(judged):
     project, queries, judges, stale = judged
-    first = stale_rescore_start(project=project, query=queries["a"], judge=judges["one"], user=None)
+    first = stale_rescore_request(project=project, query=queries["a"], judge=judges["one"], user=None)
     (row,) = stale_pairs(project=project, query=queries["a"], judge=judges["one"])
     assert (row.pair_ids, row.queued_ids, row.to_rescore) == (stale["one"]["a"], stale["one"]["a"], frozenset())
     with pytest.raises(DefinitionError, match="the 3 stale pairs of judge 'one' are queued in a running job"):
-        stale_rescore_start(project=project, query=queries["a"], judge=judges["one"], user=None)
+        stale_rescore_request(project=project, query=queries["a"], judge=judges["one"], user=None)
     # Another judge's stale pairs of the same query are not covered by that job.
-    assert stale_rescore_start(project=project, query=queries["a"], judge=judges["two"], user=None).total == 2
+    assert stale_rescore_request(project=project, query=queries["a"], judge=judges["two"], user=None).total == 2
 
     # A cancelled job re-judges nothing more: its pairs can be re-scored again.
     scoring_job_cancel(job=first)
-    assert stale_rescore_start(project=project, query=queries["a"], judge=judges["one"], user=None).total == 3
+    assert stale_rescore_request(project=project, query=queries["a"], judge=judges["one"], user=None).total == 3
     assert ScoringJob.objects.count() == 3
 
 
@@ -209,20 +209,21 @@ def test_judgments_under_the_current_version_clear_the_stale_pairs(judged):
         JudgmentFactory(pair_id=pair_id, judge=judges["two"], definition=current, p_relevant=0.2)
     assert "two" not in {row.judge.name for row in stale_pairs(project=project, query=queries["a"])}
     with pytest.raises(DefinitionError, match="judge 'two' has no stale judgments of query 'a'"):
-        stale_rescore_start(project=project, query=queries["a"], judge=judges["two"], user=None)
+        stale_rescore_request(project=project, query=queries["a"], judge=judges["two"], user=None)
     assert not ScoringJob.objects.exists()
 
 
 def test_rescore_refusals(judged):
     project, queries, judges, _ = judged
     with pytest.raises(ScoringError, match="backend must be"):
-        stale_rescore_start(project=project, query=queries["a"], judge=judges["imported"], user=None)
+        stale_rescore_request(project=project, query=queries["a"], judge=judges["imported"], user=None)
     with pytest.raises(DefinitionError, match="query .* belongs to another project"):
-        stale_rescore_start(project=project, query=QueryFactory(), judge=judges["one"], user=None)
+        stale_rescore_request(project=project, query=QueryFactory(), judge=judges["one"], user=None)
     with pytest.raises(DefinitionError, match="judge 'x' belongs to another project"):
-        stale_rescore_start(project=project, query=queries["a"], judge=_openai_judge(ProjectFactory(), "x"), user=None)
+        stale_rescore_request(project=project, query=queries["a"], judge=_openai_judge(ProjectFactory(), "x"),
+                              user=None)
     with pytest.raises(DefinitionError, match="no stale judgments of query 'c'"):
-        stale_rescore_start(project=project, query=queries["c"], judge=judges["one"], user=None)
+        stale_rescore_request(project=project, query=queries["c"], judge=judges["one"], user=None)
     assert not ScoringJob.objects.exists()
     assert Judgment.objects.count() == 13
 
@@ -239,7 +240,7 @@ def test_a_rescored_query_is_no_longer_stale_and_other_queries_are_untouched(tmp
     new = definition_save(query=edited, text="Relevant only if the passage gives a number.", author=None)
     assert [len(row.pair_ids) for row in stale_pairs(project=project, query=edited)] == [4]
 
-    job = stale_rescore_start(project=project, query=edited, judge=judge, user=None)
+    job = stale_rescore_request(project=project, query=edited, judge=judge, user=None)
     assert run_all(job) == 4
     assert stale_pairs(project=project, query=edited) == []
     assert stale_counts_for_queries(project=project, queries=[edited, other])[0][1] == 0

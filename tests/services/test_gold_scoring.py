@@ -9,7 +9,7 @@ import pytest
 from django.urls import reverse
 
 from labeling.models import Membership, ScoringChunk, ScoringJob
-from labeling.services.gold_scoring import GOLD_PRIORITY, validation_refresh_scoring_gold
+from labeling.services.gold_scoring import GOLD_PRIORITY, validation_run
 from labeling.services.labels import label_submit
 from labeling.services.validation import validation_result_ensure
 from tests.factories import (
@@ -59,7 +59,7 @@ def test_a_label_on_an_unscored_pair_queues_its_scoring_and_the_partial_mark_nam
     assert "data-partial" not in client.get(page).content.decode()
 
     _label(project, admin, new, 2, capture)
-    validation_refresh_scoring_gold(project_id=project.id)  # what the worker runs for the refresh the label asked
+    validation_run(project_id=project.id)  # what the worker runs for the refresh the label asked
 
     job = ScoringJob.objects.get(judge=minilm)
     assert (job.scope, job.total, job.priority, job.status) == (ScoringJob.Scope.SELECTION, 1, GOLD_PRIORITY,
@@ -73,14 +73,14 @@ def test_a_label_on_an_unscored_pair_queues_its_scoring_and_the_partial_mark_nam
 
     # Asked again before the judge has scored it: nothing is queued twice.
     _label(project, admin, new, 1, capture)
-    validation_refresh_scoring_gold(project_id=project.id)
+    validation_run(project_id=project.id)
     assert ScoringJob.objects.filter(judge=minilm).count() == 1
 
     # The worker scores it: the next report finds minilm complete and ranks it again.
     JudgmentFactory(pair=new, judge=minilm, p_relevant=0.7)
     ScoringChunk.objects.filter(job=job).update(written=1)
     _label(project, admin, new, 2, capture)
-    validation_refresh_scoring_gold(project_id=project.id)
+    validation_run(project_id=project.id)
     html = client.get(page).content.decode()
     assert "data-partial" not in _header(html, "minilm") and "data-partial" in _header(html, "published")
     assert ScoringJob.objects.filter(judge=minilm).count() == 1

@@ -12,6 +12,7 @@ from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 from django.utils import timezone
 
+from labeling.job_kinds import JOB_KINDS
 from labeling.models import (
     AuditJob,
     BundleImportJob,
@@ -28,7 +29,7 @@ from labeling.models import (
     ValidationResult,
 )
 from labeling.services import finetune
-from labeling.services.job_sweep import JOB_KINDS, jobs_sweep, scratch_sweep
+from labeling.services.job_sweep import jobs_sweep, scratch_sweep
 from labeling.services.jobs import job_free, job_heartbeat, job_scratch, scratch_root
 from tests.factories import JudgeFactory, ProjectFactory, QueryFactory
 

@@ -14,7 +14,7 @@ from labeling.services.judges import judge_create
 from labeling.services.scoring import (
     scoring_chunk_run,
     scoring_job_create,
-    scoring_job_start,
+    scoring_request,
     scoring_sweep,
 )
 from tests.endpoints import declare_endpoint
@@ -50,8 +50,8 @@ def admin(project):
 
 def test_starting_twice_resumes_the_running_job(project, judge, django_capture_on_commit_callbacks):
     with django_capture_on_commit_callbacks(execute=False):
-        first, created = scoring_job_start(project=project, judge=judge)
-        again, created_again = scoring_job_start(project=project, judge=judge, scope="all")
+        first, created = scoring_request(project=project, judge=judge)
+        again, created_again = scoring_request(project=project, judge=judge, scope="all")
     assert created and not created_again and again.id == first.id
     assert ScoringJob.objects.filter(judge=judge).count() == 1
 
@@ -77,9 +77,9 @@ def test_a_selection_leaves_out_pairs_a_running_job_still_has_to_write(project, 
                                                                        django_capture_on_commit_callbacks):
     pairs = list(project.pairs.order_by("id").values_list("id", flat=True))
     with django_capture_on_commit_callbacks(execute=False):
-        first, _ = scoring_job_start(project=project, judge=judge, scope="selection", pair_ids=pairs[:3])
-        second, created = scoring_job_start(project=project, judge=judge, scope="selection", pair_ids=pairs[:5])
-        third, created_third = scoring_job_start(project=project, judge=judge, scope="selection", pair_ids=pairs[:2])
+        first, _ = scoring_request(project=project, judge=judge, scope="selection", pair_ids=pairs[:3])
+        second, created = scoring_request(project=project, judge=judge, scope="selection", pair_ids=pairs[:5])
+        third, created_third = scoring_request(project=project, judge=judge, scope="selection", pair_ids=pairs[:2])
     assert created and second.total == 2 and second.id != first.id
     assert not created_third and third.id == first.id
 

@@ -22,7 +22,7 @@ from labeling.services.validation import (
     judge_calibrate,
     validation_compute,
     validation_refresh,
-    validation_request_refresh,
+    validation_request,
 )
 from models_llm.metrics import metric_table
 from tests.factories import JudgeFactory, JudgmentFactory, PairFactory, ProjectFactory, QueryFactory
@@ -156,13 +156,13 @@ def test_refresh_runs_once_per_request(tmp_path, django_capture_on_commit_callba
     bundle_import(path=synthetic_bundle(tmp_path / "b", queries=2, per_query=20), project_slug="syn")
     project = Judge.objects.get(name="squashed").project
     with django_capture_on_commit_callbacks() as callbacks:
-        validation_request_refresh(project=project)
+        validation_request(project=project)
     assert len(callbacks) == 1
     first = validation_refresh(project_id=project.id)
     assert first.data["counts"]["gold"] == 40 and not first.is_stale
     again = validation_refresh(project_id=project.id)
     assert again.computed_at == first.computed_at  # nothing requested since: the second run writes nothing
-    validation_request_refresh(project=project)
+    validation_request(project=project)
     assert ValidationResult.objects.get(project=project).is_stale
 
 
@@ -185,7 +185,7 @@ def test_requests_queue_one_recomputation_at_most_once_per_minimum_interval(
     validation_refresh(project_id=project.id)  # the worker ran it: the report was computed just now
     for _ in range(10):
         with django_capture_on_commit_callbacks(execute=True):
-            validation_request_refresh(project=project)
+            validation_request(project=project)
     ((args, options),) = queued
     assert args == (project.id,) and 25 < options["countdown"] <= 30  # not sooner than 30 s after the last one
     validation_refresh(project_id=project.id)
@@ -193,13 +193,13 @@ def test_requests_queue_one_recomputation_at_most_once_per_minimum_interval(
 
     # A computation that fails leaves nothing pending: the next request queues one again.
     with django_capture_on_commit_callbacks(execute=True):
-        validation_request_refresh(project=project)
+        validation_request(project=project)
     monkeypatch.setattr(validation_module, "gold_set", lambda project: 1 / 0)
     with pytest.raises(ZeroDivisionError):
         validation_refresh(project_id=project.id)
     assert ValidationResult.objects.get(project=project).error.startswith("ZeroDivisionError")
     with django_capture_on_commit_callbacks(execute=True):
-        validation_request_refresh(project=project)
+        validation_request(project=project)
     assert len(queued) == 3
 
 
@@ -215,11 +215,11 @@ def test_a_recomputation_whose_worker_was_lost_does_not_block_the_next_request(
     rows.update(status=ValidationResult.Status.RUNNING, started_at=timezone.now() - timedelta(seconds=60))
     queued.clear()
     with django_capture_on_commit_callbacks(execute=True):
-        validation_request_refresh(project=project)
+        validation_request(project=project)
     assert queued == []  # still running, and not for long: its worker may well be alive
     rows.update(started_at=timezone.now() - timedelta(seconds=601))
     with django_capture_on_commit_callbacks(execute=True):
-        validation_request_refresh(project=project)
+        validation_request(project=project)
     assert [args for args, _ in queued] == [(project.id,)]
     assert rows.get().status == ValidationResult.Status.PENDING
 

@@ -8,7 +8,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from labeling.management.audits import audit_wait, estimate_text
 from labeling.management.lookup import command_judge, command_project
 from labeling.models import AuditJob, Judge, Project
-from labeling.services.audit import AuditError, audit_estimate, audit_start
+from labeling.services.audit import AuditError, audit_estimate, audit_request
 from models_llm.audit.types import PERTURBATION_TESTS
 
 KIND = AuditJob.Kind.PERTURBATION
@@ -76,7 +76,7 @@ class Command(BaseCommand):
             if dry_run:
                 self._estimate(found, item, raw)
                 return
-            job = audit_start(project=found, judge=item, kind=KIND, parameters=raw)
+            job = audit_request(project=found, judge=item, kind=KIND, parameters=raw)
         except AuditError as exc:
             raise CommandError(str(exc)) from None
         self.stderr.write(f"Audit {job.id}: {job.total:,} probe(s) of {item.name!r} queued for the workers.")

@@ -11,7 +11,7 @@ from labeling.management.lookup import command_judge, command_project
 from labeling.models import AuditJob, Judge, Project
 from labeling.selectors.multicondition import run_multicondition_report
 from labeling.selectors.runs import run_by_name
-from labeling.services.audit import audit_estimate, audit_start
+from labeling.services.audit import audit_estimate, audit_request
 from models_llm.audit.ordering import multicondition_in_order
 
 KIND = AuditJob.Kind.MULTICONDITION
@@ -99,7 +99,7 @@ class Command(BaseCommand):
             self.stdout.write(f"Dry run of the multi-condition audit of {judge.name!r} (pads "
                               f"{estimate.parameters['pads']}): {estimate_text(estimate)}")
             return None
-        job = audit_start(project=project, judge=judge, kind=KIND, parameters=parameters)
+        job = audit_request(project=project, judge=judge, kind=KIND, parameters=parameters)
         self.stderr.write(f"Audit {job.id}: {job.total:,} probe(s) queued for the workers.")
         if no_wait:
             return None

@@ -9,7 +9,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from labeling.management.audits import audit_wait, estimate_text
 from labeling.management.lookup import command_judge, command_project
 from labeling.models import AuditJob
-from labeling.services.audit import AuditError, audit_estimate, audit_start
+from labeling.services.audit import AuditError, audit_estimate, audit_request
 
 KIND = AuditJob.Kind.BEYOND_POOL
 
@@ -59,7 +59,7 @@ class Command(BaseCommand):
                 estimate = audit_estimate(project=found, judge=item, kind=KIND, parameters=raw, probe=True)
                 self.stdout.write(f"Dry run of a look beyond the pool with {item.name!r}: {estimate_text(estimate)}")
                 return
-            job = audit_start(project=found, judge=item, kind=KIND, parameters=raw)
+            job = audit_request(project=found, judge=item, kind=KIND, parameters=raw)
         except AuditError as exc:
             raise CommandError(str(exc)) from None
         self.stderr.write(f"Audit {job.id}: {job.total:,} entries below the pool for {item.name!r} to score, "

@@ -19,7 +19,7 @@ from labeling.services.scoring import (
     chunk_size_for,
     missing_pair_ids,
     scoring_job_estimate,
-    scoring_job_start,
+    scoring_request,
     scoring_tiers,
 )
 from models_llm.bundled import BundledModelError, minilm_folder, smollm2_folder
@@ -47,7 +47,7 @@ class Command(BaseCommand):
         distinct text once (16 queries and 446 passages for the sample's 7,136 pairs), which a probe of a few pairs,
         each with texts of its own, cannot see (it said 22 min for a job of a few)."""
         try:
-            job, created = scoring_job_start(project=project, judge=judge, priority=FAST_PRIORITY)
+            job, created = scoring_request(project=project, judge=judge, priority=FAST_PRIORITY)
         except ScoringError as exc:
             raise CommandError(str(exc)) from None
         self._say_queued(judge, job, created, f", ahead of the others (priority {FAST_PRIORITY})")
@@ -70,11 +70,11 @@ class Command(BaseCommand):
                 f"The rest: manage.py score --project {project.slug} --judge {judge.name}")
             if not needed:
                 return
-            job, created = scoring_job_start(project=project, judge=judge, scope="selection", pair_ids=needed,
-                                             chunk_pairs=chunk_size_for(estimate.throughput, backend=judge.backend))
+            job, created = scoring_request(project=project, judge=judge, scope="selection", pair_ids=needed,
+                                           chunk_pairs=chunk_size_for(estimate.throughput, backend=judge.backend))
         else:
-            job, created = scoring_job_start(project=project, judge=judge,
-                                             chunk_pairs=chunk_size_for(estimate.throughput, backend=judge.backend))
+            job, created = scoring_request(project=project, judge=judge,
+                                           chunk_pairs=chunk_size_for(estimate.throughput, backend=judge.backend))
         self._say_queued(judge, job, created, f" (about {duration_text(estimate.throughput.seconds(job.total))} "
                                               "here)" if estimate.throughput else "")
 

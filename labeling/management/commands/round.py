@@ -9,7 +9,7 @@ from labeling.exceptions import DomainError
 from labeling.management.lookup import command_project
 from labeling.models import LabellingRound
 from labeling.selectors.rounds import round_row, round_rows
-from labeling.services.rounds import ROUND_RANDOM_FLOOR, round_start
+from labeling.services.rounds import ROUND_RANDOM_FLOOR, round_request
 
 
 def _mix(text: str | None) -> dict[str, float] | None:
@@ -54,9 +54,9 @@ class Command(BaseCommand):
             if user is None:
                 raise CommandError(f"no user {options['by']!r}")
             try:
-                started = round_start(project=found, by=user, judge=options["judge"], budget=options["budget"],
-                                      mix=_mix(options["mix"]), random_share=options["random_share"],
-                                      after=options["after"])
+                started = round_request(project=found, by=user, judge=options["judge"], budget=options["budget"],
+                                        mix=_mix(options["mix"]), random_share=options["random_share"],
+                                        after=options["after"])
             except DomainError as exc:
                 raise CommandError(str(exc)) from None
             row = round_row(started)

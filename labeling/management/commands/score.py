@@ -8,7 +8,7 @@ from labeling.durations import duration_text
 from labeling.management.lookup import command_judge, command_project
 from labeling.models import Judge, Project, ScoringJob
 from labeling.selectors.scoring import job_progress
-from labeling.services.scoring import ScoringError, scoring_job_estimate, scoring_job_start
+from labeling.services.scoring import ScoringError, scoring_job_estimate, scoring_request
 
 
 class Command(BaseCommand):
@@ -32,7 +32,7 @@ class Command(BaseCommand):
             self._estimate(found, item, scope)
             return
         try:
-            job, created = scoring_job_start(project=found, judge=item, scope=scope)
+            job, created = scoring_request(project=found, judge=item, scope=scope)
         except ScoringError as exc:
             raise CommandError(str(exc)) from None
         if created:
