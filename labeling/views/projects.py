@@ -18,14 +18,13 @@ from labeling.selectors.disclosure import sees_reports
 from labeling.selectors.overview import project_overview
 from labeling.selectors.projects import (
     project_list_for_user,
-    project_role,
     project_summaries,
     queries_with_current_definition,
 )
 from labeling.selectors.queue_settings import queue_settings_summary
 from labeling.selectors.validation import validation_result_for
 from labeling.services.projects import may_create_projects
-from labeling.views.access import project_view
+from labeling.views.access import project_view, request_role
 from labeling.views.htmx import htmx_partial
 
 QUERIES_PER_PAGE = 50
@@ -53,7 +52,7 @@ def project_detail(request: HttpRequest, project: Project) -> HttpResponse:
         # Paging through the queries swaps only the table; a history restore needs the whole page.
         return render(request, "labeling/project_detail.html#query-table", table)
     (summary,) = project_summaries(projects=[project])
-    role = project_role(user=request.user, project=project)
+    role = request_role(request, project)
     context = {
         **table,
         "counts": summary.counts,

@@ -31,7 +31,7 @@ from labeling.selectors.definition_metrics import (
 )
 from labeling.selectors.distill import student_comparisons
 from labeling.selectors.lookups import judge_by_name
-from labeling.selectors.projects import READ_REPORTS, admin_to, project_role
+from labeling.selectors.projects import READ_REPORTS, admin_to
 from labeling.selectors.reannotation import reannotation_report
 from labeling.selectors.scoring import judges_with_judgments
 from labeling.selectors.validation import (
@@ -51,7 +51,7 @@ from labeling.services.validation import (
     validation_compute,
     validation_request_refresh,
 )
-from labeling.views.access import project_view
+from labeling.views.access import project_view, request_role
 from labeling.views.htmx import htmx_partial
 from models_llm.metrics import human_rows, metric_table, metrics_for
 
@@ -207,7 +207,7 @@ def validation_dashboard(request: HttpRequest, project: Project) -> HttpResponse
     if result is None or (not holds_report(result) and not result.is_stale):
         validation_request_refresh(project=project)
         result = validation_result_for(project)
-    role = project_role(user=request.user, project=project)
+    role = request_role(request, project)
     include_partial = include_partial_from(request.GET)
     if options.is_default:
         context = _validation_context(project, result, role, include_partial=include_partial) | {"on_request": False}
