@@ -16,6 +16,7 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from labeling.models import JudgeCalibration, LabellingRound, Membership, Project
+from labeling.selectors import streams
 from labeling.selectors.completeness import completeness_compute, completeness_options
 from labeling.services.labels import label_submit, queue_next_for_annotator
 from labeling.services.rounds import RoundError, RoundForbidden, RoundOpen, round_finish, round_start
@@ -110,6 +111,19 @@ def test_a_refit_that_cannot_be_made_leaves_the_round_done_with_its_numbers_and_
     assert done.numbers["reason"].startswith("the calibrator was not refitted: judge 'imported': needs at least 5 "
                                              "relevant and 5 non-relevant gold pairs")
     assert done.numbers["before"]["pool"]["verified_relevant"] == 0
+
+
+def test_a_round_reads_the_gold_pairs_once_for_its_measures_and_its_refit(world, monkeypatch):  # noqa: F811
+    # The measures before and after the refit and the refit itself read the same gold set: the label stream is
+    # walked once per round, not once for each of them.
+    project, *_ = world
+    started = round_start(project=project, by=admin_of(project), judge="imported", budget=1)
+    LabellingRound.objects.filter(id=started.id).update(status="running")
+    walks = []
+    pair_stream = streams.pair_stream
+    monkeypatch.setattr(streams, "pair_stream", lambda *args, **kwargs: walks.append(1) or pair_stream(*args, **kwargs))
+    done = round_finish(round_id=started.id)
+    assert done.status == "done" and "after" in done.numbers and len(walks) == 1
 
 
 def test_the_api_and_the_command_start_and_list_rounds(world):  # noqa: F811

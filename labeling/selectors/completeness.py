@@ -14,6 +14,7 @@ from labeling.llm_adapter import judge_gives_scores, judge_relevance_rule
 from labeling.models import Judge, JudgeCalibration, Label, Pair, Project, Query, ValidationResult
 from labeling.selectors.export import judge_calibrator
 from labeling.selectors.streams import definition_version_numbers, gold_pairs, judge_rows
+from labeling.selectors.validation import GoldSet, gold_set, validation_result_for
 from models_llm.calibration import FOLDS, CalibratorPosterior, calibrator_posterior
 from models_llm.metrics.completeness import (
     MODEL_DRAWS,
@@ -92,14 +93,14 @@ class _Pool:
     query_ids: list[int]
 
 
-def _pool(project: Project, judge: Judge | None) -> _Pool:
+def _pool(project: Project, judge: Judge | None, graded: GoldSet) -> _Pool:
     rows = list(Pair.objects.filter(project=project).order_by("id").values_list("id", "query_id", "sample_key"))
     position = {pair_id: index for index, (pair_id, _, _) in enumerate(rows)}
     query_ids = sorted({query_id for _, query_id, _ in rows})
     query_index = {query_id: index for index, query_id in enumerate(query_ids)}
     gold = np.full(len(rows), UNGRADED, dtype=np.int64)
-    for pair in gold_pairs(project, graded_only=True):
-        gold[position[pair.pair_id]] = UNRESOLVED if pair.gold is None else pair.gold
+    gold[[position[pair_id] for pair_id in graded.pair_ids.tolist()]] = graded.gold
+    gold[[position[pair_id] for pair_id in graded.unresolved_ids.tolist()]] = UNRESOLVED
     raw_p = np.full(len(rows), np.nan)
     if judge is not None:
         for row in judge_rows(judge, versions=definition_version_numbers(project)):
@@ -193,9 +194,12 @@ def _estimates(rows: np.ndarray, pool: _Pool, model: _Model, drawn: CountDraws |
     }
 
 
-def completeness_compute(*, project: Project, options: CompletenessOptions | None = None) -> dict:
+def completeness_compute(*, project: Project, options: CompletenessOptions | None = None,
+                         gold: GoldSet | None = None) -> dict:
     """The completeness report of `project` (JSON-ready): the pool's and each query's estimates, the random
-    sample's frontier, the stopping target (the project's, unless `options` says) and the knee rule."""
+    sample's frontier, the stopping target (the project's, unless `options` says) and the knee rule. `gold`: the
+    project's gold set (with the default options: ungraded pairs are open, not irrelevant) when the caller has
+    built it already."""
     options = options or project_options(project)
     judges = {judge.name: judge for judge in project.judges.order_by("name")}
     if options.judge is not None and options.judge not in judges:
@@ -204,7 +208,7 @@ def completeness_compute(*, project: Project, options: CompletenessOptions | Non
     judge = judges[options.judge] if options.judge else project.queue_judge
     curve = _gain_curve(project, project.label_scale.relevant_from)
     labels = current_label_count(project)  # as the label budget counts them (an item labelled twice counts twice)
-    pool = _pool(project, judge)
+    pool = _pool(project, judge, gold if gold is not None else gold_set(project))
     relevant_from = project.label_scale.relevant_from
     model = _model(judge, pool, relevant_from)
     waiting = pool.gold < 0
@@ -331,8 +335,6 @@ def project_target_met(*, project: Project) -> bool:
     recall target met in the cached report computed under that same target (a report computed before the target
     was set or changed does not count), or the lower bound of the queue judge's kappa on the random validation
     sample in the cached report at or above its kappa target."""
-    from labeling.selectors.validation import validation_result_for
-
     if not has_stopping_target(project):
         return False
     if project.stop_budget is not None and current_label_count(project) >= project.stop_budget:

@@ -36,6 +36,7 @@ from labeling.selectors.completeness import (
 )
 from labeling.selectors.distill import STUDENT_NAME_MAX_LENGTH, base_judge_name, expert_answers
 from labeling.selectors.projects import project_role
+from labeling.selectors.validation import GoldSet, gold_set
 from labeling.services.jobs import job_fail, job_heartbeat, job_take
 from labeling.services.validation import ValidationReportError, judge_calibrate
 from labeling.tasks import round_finish_task
@@ -157,10 +158,11 @@ def round_check(*, project_id: int) -> LabellingRound | None:
     return pending
 
 
-def _measure(project: Project, judge: Judge) -> dict:
+def _measure(project: Project, judge: Judge, gold: GoldSet) -> dict:
     """What the numbers of a round are at one moment, under `judge` (its newest calibrator): the completeness
     report's pool estimates, the stopping state, and the judge's accuracy on the random validation sample."""
-    report = completeness_compute(project=project, options=completeness_options(project=project, judge=judge.name))
+    report = completeness_compute(project=project, options=completeness_options(project=project, judge=judge.name),
+                                  gold=gold)
     return {"judge": judge.name, "basis": report["basis"], "pool": report["pool"],
             "judge_accuracy": report["judge_accuracy"], "stopping": report["stopping"]}
 
@@ -183,14 +185,16 @@ def round_finish(*, round_id: int) -> LabellingRound | None:
         return LabellingRound.objects.get(id=round_id)
     with job_heartbeat(LabellingRound.objects.filter(id=round_id)):
         project, numbers = found.project, dict(found.numbers or {})
+        # Built once: the measures before and after and the refit all read the same gold pairs.
+        gold = gold_set(project)
         if "before" not in numbers:
             numbers = {"labels": current_label_count(project) - found.labels_at_start,
-                       "before": _measure(project, found.judge)}
+                       "before": _measure(project, found.judge, gold)}
             LabellingRound.objects.filter(id=round_id).update(numbers=numbers)
         if found.after == LabellingRound.After.STUDENT:
-            return _student_step(found, numbers)
+            return _student_step(found, numbers, gold)
         try:
-            calibration = judge_calibrate(judge=found.judge, user=found.requested_by)
+            calibration = judge_calibrate(judge=found.judge, user=found.requested_by, gold=gold)
         except ValidationReportError as exc:
             numbers["reason"] = (f"the calibrator was not refitted: {exc}. The round's numbers are the judge's as it "
                                  "was; label pairs of the missing kind (the uncertain queue finds them) and start "
@@ -198,7 +202,7 @@ def round_finish(*, round_id: int) -> LabellingRound | None:
         else:
             numbers["calibration"] = {"method": calibration.method, "n": calibration.n,
                                       "n_relevant": calibration.n_relevant}
-            numbers["after"] = _measure(project, found.judge)
+            numbers["after"] = _measure(project, found.judge, gold)
         _done(round_id, numbers)
     return LabellingRound.objects.get(id=round_id)
 
@@ -208,7 +212,7 @@ def _done(round_id: int, numbers: dict) -> None:
                                                       finished_at=timezone.now())
 
 
-def _student_step(found: LabellingRound, numbers: dict) -> LabellingRound:
+def _student_step(found: LabellingRound, numbers: dict, gold: GoldSet) -> LabellingRound:
     """After 'student': start the retrain (the round then waits), or, handed back by round_wake, measure the new
     student or fail with why its retrain did not finish."""
     job = found.finetune
@@ -226,7 +230,7 @@ def _student_step(found: LabellingRound, numbers: dict) -> LabellingRound:
         round_fail(round_id=found.id, error=f"the student's retrain (fine-tuning job {job.id}) {job.status}"
                                             f"{': ' + job.error if job.error else ''}; the numbers before it are kept")
         return LabellingRound.objects.get(id=found.id)
-    numbers["after"] = _measure(found.project, job.student)
+    numbers["after"] = _measure(found.project, job.student, gold)
     _done(found.id, numbers)
     return LabellingRound.objects.get(id=found.id)
 
