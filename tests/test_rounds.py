@@ -85,11 +85,13 @@ def test_the_batch_in_hands_the_round_to_a_worker_once_and_it_records_the_comple
     done = round_finish(round_id=started.id)
     assert done.status == "done" and done.numbers["labels"] == 3
     before = done.numbers["before"]
+    expected = expected.to_dict()
     assert before["pool"] == expected["pool"] and before["judge_accuracy"] == expected["judge_accuracy"]
     calibration = JudgeCalibration.objects.get(judge=judge)
     assert done.numbers["calibration"] == {"method": calibration.method, "n": 20, "n_relevant": calibration.n_relevant}
     # "after": the report under the refitted calibrator, on the same random validation sample
-    refitted = completeness_compute(project=project, options=completeness_options(project=project, judge="imported"))
+    refitted = completeness_compute(project=project, options=completeness_options(project=project,
+                                                                                  judge="imported")).to_dict()
     after = done.numbers["after"]
     assert after["pool"] == refitted["pool"] and after["judge_accuracy"] == refitted["judge_accuracy"]
     assert after["judge_accuracy"]["sample"]["n"] == before["judge_accuracy"]["sample"]["n"]

@@ -15,6 +15,7 @@ from labeling.exceptions import DomainError
 from labeling.models import Judge, JudgeCalibration, Project, ValidationResult
 from labeling.selectors.calibration_basis import calibration_basis
 from labeling.selectors.completeness import COMPLETENESS, CompletenessOptionsError, completeness_compute
+from labeling.selectors.completeness_report import CompletenessUnavailable
 from labeling.selectors.coverage import coverage_queued
 from labeling.selectors.definition_metrics import judge_metrics_by_definition
 from labeling.selectors.degenerate import judge_degeneracy
@@ -124,9 +125,9 @@ def _report_to_cache(project: Project) -> dict:
     judges = list(project.judges.order_by("name"))
     gold = gold_set(project)
     try:
-        completeness = completeness_compute(project=project, gold=gold)
+        completeness = completeness_compute(project=project, gold=gold).to_dict()
     except CompletenessOptionsError as exc:
-        completeness = {"error": str(exc)}
+        completeness = CompletenessUnavailable(str(exc)).to_dict()
     return {
         **_report(project, judges, gold, BOOTSTRAP_DRAWS, DEFAULT_OPTIONS),
         BY_DEFINITION: {judge.name: asdict(judge_metrics_by_definition(judge=judge, gold=gold)) for judge in judges},

@@ -11,6 +11,7 @@ from django.utils import timezone
 from labeling.forms import ProjectCreateForm
 from labeling.models import Membership, Project
 from labeling.selectors.completeness import completeness_cached
+from labeling.selectors.completeness_report import CompletenessReport, kappa_target_met
 from labeling.selectors.coverage import pool_coverage
 from labeling.selectors.definitions import stale_counts_for_queries
 from labeling.selectors.degenerate import cached_degenerate_judges
@@ -69,5 +70,8 @@ def project_detail(request: HttpRequest, project: Project) -> HttpResponse:
         result = validation_result_for(project)
         # And one whose qrels would say nothing, as the validation report last found it (under its own rule).
         context["export_degenerate"] = sorted(cached_degenerate_judges(result).items())
-        context["completeness"] = completeness_cached(result=result)
+        completeness = completeness_cached(result=result)
+        context["completeness"] = completeness
+        context["kappa_met"] = isinstance(completeness, CompletenessReport) and kappa_target_met(
+            stop_kappa=project.stop_kappa, accuracy=completeness.judge_accuracy)
     return render(request, "labeling/project_detail.html", context)
