@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
@@ -58,3 +60,16 @@ def test_the_counts_are_the_items_waiting_and_the_conflicts(client):
     waiting = queue_progress(project=world.project, annotator=admin, now=timezone.now()).left_display
     assert waiting == "1"  # the world's third pair: the other two have their one label per item already
     assert f'title="items waiting for you"><span class="visually-hidden">(</span>{waiting}<' in html
+
+
+@pytest.mark.parametrize("role", [VIEWER, EXPERT, ADMIN])
+def test_a_page_looks_the_members_role_up_once(client, role):
+    # The access check, the view and the header each ask for the role: one query answers them all.
+    world = build_world()
+    client.force_login(world.users[role])
+    for name in ("labeling:project_detail", "labeling:rounds", "labeling:workspace"):
+        with CaptureQueriesContext(connection) as queries:
+            status = client.get(reverse(name, args=[world.project.slug])).status_code
+        role_queries = [q["sql"] for q in queries.captured_queries
+                        if q["sql"].startswith('SELECT "labeling_membership"."role"')]
+        assert status in (200, 403) and len(role_queries) == 1, (name, status, role_queries)

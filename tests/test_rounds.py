@@ -16,6 +16,7 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from labeling.models import JudgeCalibration, LabellingRound, Membership, Project
+from labeling.selectors import streams
 from labeling.selectors.completeness import completeness_compute, completeness_options
 from labeling.services.labels import label_submit, queue_next_for_annotator
 from labeling.services.rounds import RoundError, RoundForbidden, RoundOpen, round_request, round_run
@@ -84,11 +85,13 @@ def test_the_batch_in_hands_the_round_to_a_worker_once_and_it_records_the_comple
     done = round_run(round_id=started.id)
     assert done.status == "done" and done.numbers["labels"] == 3
     before = done.numbers["before"]
+    expected = expected.to_dict()
     assert before["pool"] == expected["pool"] and before["judge_accuracy"] == expected["judge_accuracy"]
     calibration = JudgeCalibration.objects.get(judge=judge)
     assert done.numbers["calibration"] == {"method": calibration.method, "n": 20, "n_relevant": calibration.n_relevant}
     # "after": the report under the refitted calibrator, on the same random validation sample
-    refitted = completeness_compute(project=project, options=completeness_options(project=project, judge="imported"))
+    refitted = completeness_compute(project=project, options=completeness_options(project=project,
+                                                                                  judge="imported")).to_dict()
     after = done.numbers["after"]
     assert after["pool"] == refitted["pool"] and after["judge_accuracy"] == refitted["judge_accuracy"]
     assert after["judge_accuracy"]["sample"]["n"] == before["judge_accuracy"]["sample"]["n"]
@@ -110,6 +113,19 @@ def test_a_refit_that_cannot_be_made_leaves_the_round_done_with_its_numbers_and_
     assert done.numbers["reason"].startswith("the calibrator was not refitted: judge 'imported': needs at least 5 "
                                              "relevant and 5 non-relevant gold pairs")
     assert done.numbers["before"]["pool"]["verified_relevant"] == 0
+
+
+def test_a_round_reads_the_gold_pairs_once_for_its_measures_and_its_refit(world, monkeypatch):  # noqa: F811
+    # The measures before and after the refit and the refit itself read the same gold set: the label stream is
+    # walked once per round, not once for each of them.
+    project, *_ = world
+    started = round_request(project=project, by=admin_of(project), judge="imported", budget=1)
+    LabellingRound.objects.filter(id=started.id).update(status="running")
+    walks = []
+    pair_stream = streams.pair_stream
+    monkeypatch.setattr(streams, "pair_stream", lambda *args, **kwargs: walks.append(1) or pair_stream(*args, **kwargs))
+    done = round_run(round_id=started.id)
+    assert done.status == "done" and "after" in done.numbers and len(walks) == 1
 
 
 def test_the_api_and_the_command_start_and_list_rounds(world):  # noqa: F811

@@ -34,4 +34,4 @@ class CompletenessView(APIView):
         params = request.query_params
         options = completeness_options(project=project, judge=params.get("judge"), level=params.get("level"),
                                        target=params.get("target"), alpha=params.get("alpha"))
-        return Response(completeness_compute(project=project, options=options))
+        return Response(completeness_compute(project=project, options=options).to_dict())

@@ -23,7 +23,7 @@ from labeling.models import Label, Project
 from labeling.models.project import QUEUE_STRATEGIES
 from labeling.selectors.disclosure import item_disclosure
 from labeling.selectors.labels import label_list
-from labeling.selectors.projects import ANNOTATE, project_for_user, project_role
+from labeling.selectors.projects import ANNOTATE, project_for_user, project_role, role_require
 from labeling.services.labels import (
     MAX_CLIENT_KEY_CHARS,
     MAX_NOTE_CHARS,
@@ -122,12 +122,13 @@ class LabelFilterSerializer(serializers.Serializer):
     pair = IdField(required=False)
 
 
-def _project_for_annotating(request: Request, slug: str) -> Project:
-    return project_for_user(user=request.user, slug=slug, need=ANNOTATE)
+def _project_for_annotating(request: Request, slug: str) -> tuple[Project, str | None]:
+    """The project and the caller's role in it, looked up once: the access check's role serves the disclosure."""
+    project = project_for_user(user=request.user, slug=slug)
+    return project, role_require(user=request.user, project=project, need=ANNOTATE)
 
 
-def _context(request: Request, project: Project, *, labelled: bool) -> dict:
-    role = project_role(user=request.user, project=project)
+def _context(project: Project, role: str | None, *, labelled: bool) -> dict:
     return {"disclosure": item_disclosure(project=project, role=role, labelled=labelled)}
 
 
@@ -143,7 +144,7 @@ class QueueNextView(APIView):
         responses={200: ItemSerializer, 204: None},
     )
     def get(self, request: Request, slug: str) -> Response:
-        project = _project_for_annotating(request, slug)
+        project, role = _project_for_annotating(request, slug)
         try:
             claim = queue_next_for_annotator(
                 project=project, annotator=request.user, strategy=request.query_params.get("strategy")
@@ -154,7 +155,7 @@ class QueueNextView(APIView):
             raise ValidationError({"strategy": str(exc)}) from None
         if claim is None:
             return Response(status=204)
-        return Response(ItemSerializer(claim, context=_context(request, project, labelled=False)).data)
+        return Response(ItemSerializer(claim, context=_context(project, role, labelled=False)).data)
 
 
 class QueueSkipView(APIView):
@@ -162,7 +163,7 @@ class QueueSkipView(APIView):
 
     @extend_schema(request=SkipSerializer, responses={204: None})
     def post(self, request: Request, slug: str) -> Response:
-        project = _project_for_annotating(request, slug)
+        project, _ = _project_for_annotating(request, slug)
         body = SkipSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         # An item not in the project is a 404 (LabelItemNotFound, labeling.api.exceptions).
@@ -198,12 +199,12 @@ class LabelListView(ProjectScopedListView):
         201: LabelSerializer, 200: LabelSerializer,
         409: OpenApiResponse(description="A grade off the project's scale, or a key used for another item.")})
     def post(self, request: Request, slug: str) -> Response:
-        project = _project_for_annotating(request, slug)
+        project, role = _project_for_annotating(request, slug)
         body = LabelInSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         # An item or definition not in the project is a 404, a grade off the scale or a reused key a 409.
         result = label_submit(project=project, annotator=request.user, **body.validated_data)
-        return Response(LabelSerializer(result.label, context=_context(request, project, labelled=True)).data,
+        return Response(LabelSerializer(result.label, context=_context(project, role, labelled=True)).data,
                         status=201 if result.created else 200)
 
 
@@ -213,8 +214,8 @@ class LabelUndoView(APIView):
 
     @extend_schema(request=None, responses={200: LabelSerializer, 204: None})
     def post(self, request: Request, slug: str) -> Response:
-        project = _project_for_annotating(request, slug)
+        project, role = _project_for_annotating(request, slug)
         undone = label_undo(project=project, annotator=request.user)
         if undone is None:
             return Response(status=204)
-        return Response(LabelSerializer(undone, context=_context(request, project, labelled=True)).data)
+        return Response(LabelSerializer(undone, context=_context(project, role, labelled=True)).data)

@@ -12,8 +12,20 @@ import numpy as np
 from labeling.exceptions import DomainError, NotFound
 from labeling.llm_adapter import judge_gives_scores, judge_relevance_rule
 from labeling.models import Judge, JudgeCalibration, Label, Pair, Project, Query, ValidationResult
+from labeling.selectors.completeness_report import (
+    CompletenessReport,
+    CompletenessUnavailable,
+    Estimates,
+    JudgeAccuracy,
+    QueryEstimates,
+    SampleCount,
+    Stopping,
+    completeness_from_dict,
+    stopping_target_met,
+)
 from labeling.selectors.export import judge_calibrator
 from labeling.selectors.streams import definition_version_numbers, gold_pairs, judge_rows
+from labeling.selectors.validation import GoldSet, gold_set, validation_result_for
 from models_llm.calibration import FOLDS, CalibratorPosterior, calibrator_posterior
 from models_llm.metrics.completeness import (
     MODEL_DRAWS,
@@ -92,14 +104,14 @@ class _Pool:
     query_ids: list[int]
 
 
-def _pool(project: Project, judge: Judge | None) -> _Pool:
+def _pool(project: Project, judge: Judge | None, graded: GoldSet) -> _Pool:
     rows = list(Pair.objects.filter(project=project).order_by("id").values_list("id", "query_id", "sample_key"))
     position = {pair_id: index for index, (pair_id, _, _) in enumerate(rows)}
     query_ids = sorted({query_id for _, query_id, _ in rows})
     query_index = {query_id: index for index, query_id in enumerate(query_ids)}
     gold = np.full(len(rows), UNGRADED, dtype=np.int64)
-    for pair in gold_pairs(project, graded_only=True):
-        gold[position[pair.pair_id]] = UNRESOLVED if pair.gold is None else pair.gold
+    gold[[position[pair_id] for pair_id in graded.pair_ids.tolist()]] = graded.gold
+    gold[[position[pair_id] for pair_id in graded.unresolved_ids.tolist()]] = UNRESOLVED
     raw_p = np.full(len(rows), np.nan)
     if judge is not None:
         for row in judge_rows(judge, versions=definition_version_numbers(project)):
@@ -162,7 +174,8 @@ def _model_draws(pool: _Pool, model: _Model, options: CompletenessOptions) -> Co
 
 
 def _estimates(rows: np.ndarray, pool: _Pool, model: _Model, drawn: CountDraws | None, relevant_from: int,
-               frontier: float, options: CompletenessOptions) -> dict:
+               frontier: float, options: CompletenessOptions) -> tuple[Estimates, np.ndarray]:
+    """The estimates over `rows`, and the P of their open pairs the judge scored."""
     gold = pool.gold[rows]  # rows: the positions of the pairs estimated (the pool, or one query's)
     graded = gold >= 0
     relevant = graded & (gold >= relevant_from)
@@ -177,25 +190,27 @@ def _estimates(rows: np.ndarray, pool: _Pool, model: _Model, drawn: CountDraws |
     in_sample = pool.key[rows] < frontier
     design = design_based_total(int(relevant[in_sample].sum()), int(in_sample.sum()), int(rows.size),
                                 level=options.level)
-    return {
-        "pairs": int(rows.size),
-        "graded": int(graded.sum()),
-        "unresolved": int((gold == UNRESOLVED).sum()),
-        "verified_relevant": verified,
-        "unjudged_open": int((open_pairs & ~judged).sum()),
-        "sample": {"size": int(in_sample.sum()), "relevant": int(relevant[in_sample].sum())},
-        "model": estimate.as_dict() if estimate else None,
-        "design": design.as_dict() if design else None,
-        "recall_model": verified_recall(verified, estimate).as_dict(),
-        "recall_design": verified_recall(verified, design).as_dict(),
-        "drift": bool(estimate and design and not estimate.overlaps(design)),
-        "_open_p": p_rows[judged],
-    }
+    return Estimates(
+        pairs=int(rows.size),
+        graded=int(graded.sum()),
+        unresolved=int((gold == UNRESOLVED).sum()),
+        verified_relevant=verified,
+        unjudged_open=int((open_pairs & ~judged).sum()),
+        sample=SampleCount(size=int(in_sample.sum()), relevant=int(relevant[in_sample].sum())),
+        model=estimate.as_dict() if estimate else None,
+        design=design.as_dict() if design else None,
+        recall_model=verified_recall(verified, estimate).as_dict(),
+        recall_design=verified_recall(verified, design).as_dict(),
+        drift=bool(estimate and design and not estimate.overlaps(design)),
+    ), p_rows[judged]
 
 
-def completeness_compute(*, project: Project, options: CompletenessOptions | None = None) -> dict:
-    """The completeness report of `project` (JSON-ready): the pool's and each query's estimates, the random
-    sample's frontier, the stopping target (the project's, unless `options` says) and the knee rule."""
+def completeness_compute(*, project: Project, options: CompletenessOptions | None = None,
+                         gold: GoldSet | None = None) -> CompletenessReport:
+    """The completeness report of `project`: the pool's and each query's estimates, the random
+    sample's frontier, the stopping target (the project's, unless `options` says) and the knee rule. `gold`: the
+    project's gold set (with the default options: ungraded pairs are open, not irrelevant) when the caller has
+    built it already."""
     options = options or project_options(project)
     judges = {judge.name: judge for judge in project.judges.order_by("name")}
     if options.judge is not None and options.judge not in judges:
@@ -204,7 +219,7 @@ def completeness_compute(*, project: Project, options: CompletenessOptions | Non
     judge = judges[options.judge] if options.judge else project.queue_judge
     curve = _gain_curve(project, project.label_scale.relevant_from)
     labels = current_label_count(project)  # as the label budget counts them (an item labelled twice counts twice)
-    pool = _pool(project, judge)
+    pool = _pool(project, judge, gold if gold is not None else gold_set(project))
     relevant_from = project.label_scale.relevant_from
     model = _model(judge, pool, relevant_from)
     waiting = pool.gold < 0
@@ -213,47 +228,48 @@ def completeness_compute(*, project: Project, options: CompletenessOptions | Non
     try:
         drawn = _model_draws(pool, model, options)
         drawn_whole = drawn.whole() if drawn is not None else None
-        whole = _estimates(np.arange(pool.gold.size), pool, model, drawn_whole, relevant_from, frontier, options)
+        whole, open_p = _estimates(np.arange(pool.gold.size), pool, model, drawn_whole, relevant_from, frontier,
+                                   options)
         texts = dict(Query.objects.filter(id__in=pool.query_ids).values_list("id", "external_id"))
         queries = []
         by_query = np.argsort(pool.query, kind="stable")  # one sort: each query's pairs are then one slice
         bounds = np.searchsorted(pool.query[by_query], np.arange(len(pool.query_ids) + 1))
         for index, query_id in enumerate(pool.query_ids):
             rows = by_query[bounds[index]:bounds[index + 1]]
-            row = _estimates(rows, pool, model, drawn.group(index) if drawn is not None else None, relevant_from,
-                             frontier, options)
-            queries.append({"query": texts[query_id], **_public(row)})
-        reached = (recall_reached_probability(whole["verified_relevant"], whole["_open_p"], options.target,
-                                              drawn=drawn_whole)
-                   if whole["model"] is not None and whole["unjudged_open"] == 0 else None)
+            row, _ = _estimates(rows, pool, model, drawn.group(index) if drawn is not None else None,
+                                relevant_from, frontier, options)
+            queries.append(QueryEstimates(query=texts[query_id], estimates=row))
+        reached = (recall_reached_probability(whole.verified_relevant, open_p, options.target, drawn=drawn_whole)
+                   if whole.model is not None and whole.unjudged_open == 0 else None)
     except CompletenessError as exc:
         raise CompletenessOptionsError(str(exc)) from None
-    return {
-        "project": project.slug,
-        "judge": judge.name if judge else None,
-        "judge_accuracy": _judge_accuracy(pool, model.p, relevant_from, frontier, judge_relevance_rule(judge))
+    return CompletenessReport(
+        project=project.slug,
+        judge=judge.name if judge else None,
+        judge_accuracy=_judge_accuracy(pool, model.p, relevant_from, frontier, judge_relevance_rule(judge))
         if judge else None,
-        "basis": model.basis,
-        "model_withheld": model.withheld,
-        "level": options.level,
-        "relevant_from": relevant_from,
-        "pool": _public(whole),
-        "queries": queries,
-        "sample_next": _sample_next(pool, frontier),
-        "stopping": {
-            "target": options.target, "alpha": options.alpha, "confidence": 1.0 - options.alpha,
-            "probability": reached,
-            "met": reached is not None and reached >= 1.0 - options.alpha,
-            "knee": knee_stops(curve),
-            "labels": labels,
-            "budget": project.stop_budget,
-            "budget_met": project.stop_budget is not None and labels >= project.stop_budget,
-            "kappa_target": project.stop_kappa,
-        },
-    }
+        basis=model.basis,
+        model_withheld=model.withheld,
+        level=options.level,
+        relevant_from=relevant_from,
+        pool=whole,
+        queries=queries,
+        sample_next=_sample_next(pool, frontier),
+        stopping=Stopping(
+            target=options.target, alpha=options.alpha, confidence=1.0 - options.alpha,
+            probability=reached,
+            met=reached is not None and reached >= 1.0 - options.alpha,
+            knee=knee_stops(curve),
+            labels=labels,
+            budget=project.stop_budget,
+            budget_met=project.stop_budget is not None and labels >= project.stop_budget,
+            kappa_target=project.stop_kappa,
+        ),
+    )
 
 
-def _judge_accuracy(pool: _Pool, p: np.ndarray, relevant_from: int, frontier: float, rule: RelevanceRule) -> dict:
+def _judge_accuracy(pool: _Pool, p: np.ndarray, relevant_from: int, frontier: float,
+                    rule: RelevanceRule) -> JudgeAccuracy:
     """The judge's qrels (its relevance rule, as `judge:NAME` exports them: on the calibrated P, or on its own P
     for a rule that says so) against the gold grades: on the random validation sample (design-based: estimates
     for the whole pool) and, beside it, on every graded pair (the gold set, which leans toward the pairs the
@@ -263,12 +279,12 @@ def _judge_accuracy(pool: _Pool, p: np.ndarray, relevant_from: int, frontier: fl
     in_sample = judged & graded & (pool.key < frontier)
     on_gold = judged & graded
     called = rule.relevant(p if rule.calibrated else pool.raw_p)
-    return {
-        "threshold": rule.threshold,
-        "rule": rule.text,
-        "sample": sample_accuracy(called[in_sample], relevant[in_sample], p=p[in_sample]),
-        "gold": sample_accuracy(called[on_gold], relevant[on_gold], p=p[on_gold]),
-    }
+    return JudgeAccuracy(
+        threshold=rule.threshold,
+        rule=rule.text,
+        sample=sample_accuracy(called[in_sample], relevant[in_sample], p=p[in_sample]),
+        gold=sample_accuracy(called[on_gold], relevant[on_gold], p=p[on_gold]),
+    )
 
 
 def _sample_next(pool: _Pool, frontier: float) -> str | None:
@@ -278,10 +294,6 @@ def _sample_next(pool: _Pool, frontier: float) -> str | None:
     if not at.size:
         return None
     return "unresolved" if pool.gold[at[0]] == UNRESOLVED else "ungraded"
-
-
-def _public(row: dict) -> dict:
-    return {key: value for key, value in row.items() if not key.startswith("_")}
 
 
 def current_label_count(project: Project) -> int:
@@ -315,10 +327,11 @@ def _gain_curve(project: Project, relevant_from: int) -> list[bool]:
     return [grade >= relevant_from for grade in first.values()]
 
 
-def completeness_cached(*, result: ValidationResult | None) -> dict | None:
-    """The completeness report the worker stored with the cached validation report `result` (None: not computed
-    yet)."""
-    return ((result.data if result is not None else None) or {}).get(COMPLETENESS)
+def completeness_cached(*, result: ValidationResult | None) -> CompletenessReport | CompletenessUnavailable | None:
+    """The completeness report the worker stored with the cached validation report `result`, or why it could not
+    make one (None: not computed yet)."""
+    stored = ((result.data if result is not None else None) or {}).get(COMPLETENESS)
+    return None if stored is None else completeness_from_dict(stored)
 
 
 def has_stopping_target(project: Project) -> bool:
@@ -327,23 +340,14 @@ def has_stopping_target(project: Project) -> bool:
 
 
 def project_target_met(*, project: Project) -> bool:
-    """Whether the project's stopping target is met: its label budget spent (current labels, counted now), its
-    recall target met in the cached report computed under that same target (a report computed before the target
-    was set or changed does not count), or the lower bound of the queue judge's kappa on the random validation
-    sample in the cached report at or above its kappa target."""
-    from labeling.selectors.validation import validation_result_for
-
+    """Whether the project's stopping target is met (completeness_report.stopping_target_met): its label budget
+    counted now, its recall and kappa targets in the cached report."""
     if not has_stopping_target(project):
         return False
-    if project.stop_budget is not None and current_label_count(project) >= project.stop_budget:
-        return True
-    if project.stop_recall is None and project.stop_kappa is None:
-        return False
-    result = validation_result_for(project)
-    cached = completeness_cached(result=result) or {}
-    stopping = cached.get("stopping") or {}
-    if project.stop_recall is not None and (stopping.get("met") and stopping.get("target") == project.stop_recall
-                                            and stopping.get("alpha") == project.stop_alpha):
-        return True
-    kappa = (((cached.get("judge_accuracy") or {}).get("sample") or {}).get("kappa") or {}).get("interval")
-    return project.stop_kappa is not None and kappa is not None and kappa[0] >= project.stop_kappa
+    labels = current_label_count(project) if project.stop_budget is not None else 0
+    cached = None
+    if project.stop_recall is not None or project.stop_kappa is not None:
+        cached = completeness_cached(result=validation_result_for(project))
+    return stopping_target_met(stop_recall=project.stop_recall, stop_alpha=project.stop_alpha,
+                               stop_kappa=project.stop_kappa, stop_budget=project.stop_budget, labels=labels,
+                               report=cached if isinstance(cached, CompletenessReport) else None)

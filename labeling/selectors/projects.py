@@ -195,9 +195,14 @@ PROJECT_NOT_FOUND = "No Project matches the given query."
 def role_require(*, user: AbstractBaseUser | AnonymousUser, project: Project, need: Need) -> str | None:
     """The user's role in the project when it meets `need`, else Forbidden with `need.refused`."""
     role = project_role(user=user, project=project)
+    need_check(project=project, role=role, need=need)
+    return role
+
+
+def need_check(*, project: Project, role: str | None, need: Need) -> None:
+    """Forbidden with `need.refused` unless `role` in `project` meets `need`."""
     if not need.allows(project=project, role=role):
         raise Forbidden(need.refused)
-    return role
 
 
 def project_for_user(*, user: AbstractBaseUser | AnonymousUser, slug: str, need: Need | None = None) -> Project:

@@ -9,6 +9,7 @@ from labeling.charts import LineChart, line_chart
 from labeling.models import Judge, LabellingRound, Project, ScoringJob
 from labeling.selectors.calibration_basis import calibration_basis
 from labeling.selectors.completeness import current_label_count
+from labeling.selectors.completeness_report import RoundMeasure, RoundNumbers
 from labeling.selectors.job_states import job_state
 from labeling.selectors.validation import CALIBRATION_FOLDS, gold_set, judge_arrays
 
@@ -98,49 +99,43 @@ def _state(found: LabellingRound) -> str:
     state = job_state(found)
     if state.name == "running":
         return "measuring"
-    if state.name == "done" and (found.numbers or {}).get("reason"):
+    if state.name == "done" and round_numbers(found).reason:
         return "done, not refitted"
     return state.text
 
 
-def _measured(numbers: dict, moment: str) -> dict | None:
-    """The numbers measured "before" or "after" the refit (a round of #33 measured once, before, at the top)."""
-    if moment == "before" and "before" not in numbers and "pool" in numbers:
-        return numbers
-    return numbers.get(moment)
+def round_numbers(found: LabellingRound) -> RoundNumbers:
+    """What the round measured so far, as stored."""
+    return RoundNumbers.from_dict(found.numbers)
 
 
-def _figures(measured: dict | None) -> dict | None:
+def _figures(measured: RoundMeasure | None) -> dict | None:
     """One measurement as the row shows it: the pool's estimates, the verified qrels' recall, the judge's accuracy
     on the random validation sample (each value with its interval) and the stopping state."""
     if measured is None:
         return None
-    pool = measured.get("pool") or {}
-    sample = (measured.get("judge_accuracy") or {}).get("sample") or {}
-    stopping = measured.get("stopping") or {}
+    pool, stopping = measured.pool, measured.stopping
+    sample = measured.judge_accuracy.sample if measured.judge_accuracy else {}
     return {
-        "judge": measured.get("judge"),
-        "basis": measured.get("basis"),
-        "verified_relevant": pool.get("verified_relevant"),
-        "model": pool.get("model"),
-        "design": pool.get("design"),
-        "recall_model": (pool.get("recall_model") or {}).get("value"),
-        "recall_design": (pool.get("recall_design") or {}).get("value"),
+        "judge": measured.judge,
+        "basis": measured.basis,
+        "verified_relevant": pool.verified_relevant,
+        "model": pool.model,
+        "design": pool.design,
+        "recall_model": pool.recall_model["value"],
+        "recall_design": pool.recall_design["value"],
         "sample_n": sample.get("n"),
-        "kappa": sample.get("kappa"),
-        "f1": sample.get("f1"),
-        "auroc": sample.get("auroc"),
-        "ece": sample.get("ece"),
-        "stopping": {"met": stopping.get("met"), "probability": stopping.get("probability"),
-                     "target": stopping.get("target"), "budget_met": stopping.get("budget_met")} if stopping else None,
+        **{name: sample.get(name) for name in ("kappa", "f1", "auroc", "ece")},
+        "stopping": {"met": stopping.met, "probability": stopping.probability, "target": stopping.target,
+                     "budget_met": stopping.budget_met} if stopping else None,
     }
 
 
 def round_row(found: LabellingRound) -> dict:
     """A round as the API, the command and the page show it: its settings and state, the numbers measured before
     and after its refit or retrain, and at the top the latest of them (after, else before)."""
-    numbers = found.numbers or {}
-    before, after = _figures(_measured(numbers, "before")), _figures(_measured(numbers, "after"))
+    numbers = round_numbers(found)
+    before, after = _figures(numbers.before), _figures(numbers.after)
     latest = after or before or {}
     return {
         "number": found.number,
@@ -152,16 +147,16 @@ def round_row(found: LabellingRound) -> dict:
         "status": found.status,
         "state": _state(found),
         "error": found.error or None,
-        "reason": numbers.get("reason"),
+        "reason": numbers.reason,
         "labels_at_start": found.labels_at_start,
         "created_at": found.created_at.isoformat(),
         "finished_at": found.finished_at.isoformat() if found.finished_at else None,
-        "labels": numbers.get("labels"),
+        "labels": numbers.labels,
         **{key: latest.get(key) for key in ("verified_relevant", "model", "design", "recall_model", "recall_design",
                                             "sample_n", "kappa", "f1", "auroc", "ece")},
         "before": before,
         "after_refit": after,
-        "calibration": numbers.get("calibration"),
+        "calibration": asdict(numbers.calibration) if numbers.calibration else None,
         "student": _student(found),
     }
 

@@ -129,6 +129,7 @@ class GoldSet:
     n_ungraded: int  # pool pairs with no reference grade and no label: what all_pairs adds
     all_pairs: bool
     human: HumanLabels
+    unresolved_ids: np.ndarray  # the graded pairs whose labels disagree with no adjudication (left out above)
 
     @property
     def n_added(self) -> int:
@@ -195,8 +196,8 @@ def gold_set(project: Project, options: ReportOptions = DEFAULT_OPTIONS) -> Gold
     pair whose labels disagree with no adjudication stays unresolved and out: it was graded, not ignored."""
     top, lowest = project.label_scale.top, min(grade.value for grade in project.label_scale.grades)
     pair_ids, query_ids, passage_ids, golds, uncertain = [], [], [], [], []
-    item, annotator, grade = [], [], []
-    n_labelled = n_unresolved = n_uncertain = n_graded = 0
+    item, annotator, grade, unresolved_ids = [], [], [], []
+    n_labelled = n_uncertain = n_graded = 0
     for pair in gold_pairs(project, graded_only=not options.all_pairs):
         individual = [row[3] for row in pair.labels]
         flagged = bool(individual) and is_uncertain(individual, top_grade=top)
@@ -206,7 +207,7 @@ def gold_set(project: Project, options: ReportOptions = DEFAULT_OPTIONS) -> Gold
         n_uncertain += flagged
         gold = pair.gold if graded else lowest
         if gold is None:
-            n_unresolved += 1
+            unresolved_ids.append(pair.pair_id)
             continue
         pair_ids.append(pair.pair_id)
         query_ids.append(pair.query_id)
@@ -237,11 +238,12 @@ def gold_set(project: Project, options: ReportOptions = DEFAULT_OPTIONS) -> Gold
         groups=groups,
         n_pairs=n_pairs,
         n_labelled=n_labelled,
-        n_unresolved=n_unresolved,
+        n_unresolved=len(unresolved_ids),
         n_uncertain=n_uncertain,
         n_ungraded=n_pairs - n_graded,
         all_pairs=options.all_pairs,
         human=HumanLabels(item=item, annotator=annotator, grade=grade),
+        unresolved_ids=np.asarray(unresolved_ids, dtype=np.int64),
     )
 
 

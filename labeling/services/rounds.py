@@ -9,6 +9,7 @@ scores the pool once, and the round waits for that (round_wake) before measuring
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
@@ -34,8 +35,10 @@ from labeling.selectors.completeness import (
     current_label_count,
     random_sample_pair_ids,
 )
+from labeling.selectors.completeness_report import RoundCalibration, RoundMeasure, RoundNumbers, RoundRetrain
 from labeling.selectors.distill import STUDENT_NAME_MAX_LENGTH, base_judge_name, expert_answers
 from labeling.selectors.projects import project_role
+from labeling.selectors.validation import GoldSet, gold_set
 from labeling.services.jobs import job_fail, job_heartbeat, job_take
 from labeling.services.validation import ValidationReportError, judge_calibrate
 from labeling.tasks import round_finish_task
@@ -157,12 +160,11 @@ def round_check(*, project_id: int) -> LabellingRound | None:
     return pending
 
 
-def _measure(project: Project, judge: Judge) -> dict:
+def _measure(project: Project, judge: Judge, gold: GoldSet) -> RoundMeasure:
     """What the numbers of a round are at one moment, under `judge` (its newest calibrator): the completeness
     report's pool estimates, the stopping state, and the judge's accuracy on the random validation sample."""
-    report = completeness_compute(project=project, options=completeness_options(project=project, judge=judge.name))
-    return {"judge": judge.name, "basis": report["basis"], "pool": report["pool"],
-            "judge_accuracy": report["judge_accuracy"], "stopping": report["stopping"]}
+    return RoundMeasure.of(completeness_compute(
+        project=project, options=completeness_options(project=project, judge=judge.name), gold=gold))
 
 
 def round_run(*, round_id: int) -> LabellingRound | None:
@@ -182,33 +184,39 @@ def round_run(*, round_id: int) -> LabellingRound | None:
     if not job_take(running):
         return LabellingRound.objects.get(id=round_id)
     with job_heartbeat(LabellingRound.objects.filter(id=round_id)):
-        project, numbers = found.project, dict(found.numbers or {})
-        if "before" not in numbers:
-            numbers = {"labels": current_label_count(project) - found.labels_at_start,
-                       "before": _measure(project, found.judge)}
-            LabellingRound.objects.filter(id=round_id).update(numbers=numbers)
+        project, numbers = found.project, RoundNumbers.from_dict(found.numbers)
+        # Built once: the measures before and after and the refit all read the same gold pairs.
+        gold = gold_set(project)
+        if numbers.before is None:
+            numbers = RoundNumbers(labels=current_label_count(project) - found.labels_at_start,
+                                   before=_measure(project, found.judge, gold))
+            _store(round_id, numbers)
         if found.after == LabellingRound.After.STUDENT:
-            return _student_step(found, numbers)
+            return _student_step(found, numbers, gold)
         try:
-            calibration = judge_calibrate(judge=found.judge, user=found.requested_by)
+            calibration = judge_calibrate(judge=found.judge, user=found.requested_by, gold=gold)
         except ValidationReportError as exc:
-            numbers["reason"] = (f"the calibrator was not refitted: {exc}. The round's numbers are the judge's as it "
-                                 "was; label pairs of the missing kind (the uncertain queue finds them) and start "
-                                 "another round")
+            numbers = replace(numbers, reason=(
+                f"the calibrator was not refitted: {exc}. The round's numbers are the judge's as it was; label pairs "
+                "of the missing kind (the uncertain queue finds them) and start another round"))
         else:
-            numbers["calibration"] = {"method": calibration.method, "n": calibration.n,
-                                      "n_relevant": calibration.n_relevant}
-            numbers["after"] = _measure(project, found.judge)
+            numbers = replace(numbers, calibration=RoundCalibration(
+                method=calibration.method, n=calibration.n, n_relevant=calibration.n_relevant),
+                after=_measure(project, found.judge, gold))
         _done(round_id, numbers)
     return LabellingRound.objects.get(id=round_id)
 
 
-def _done(round_id: int, numbers: dict) -> None:
-    LabellingRound.objects.filter(id=round_id).update(numbers=numbers, status=LabellingRound.Status.DONE,
+def _store(round_id: int, numbers: RoundNumbers) -> None:
+    LabellingRound.objects.filter(id=round_id).update(numbers=numbers.to_dict())
+
+
+def _done(round_id: int, numbers: RoundNumbers) -> None:
+    LabellingRound.objects.filter(id=round_id).update(numbers=numbers.to_dict(), status=LabellingRound.Status.DONE,
                                                       finished_at=timezone.now())
 
 
-def _student_step(found: LabellingRound, numbers: dict) -> LabellingRound:
+def _student_step(found: LabellingRound, numbers: RoundNumbers, gold: GoldSet) -> LabellingRound:
     """After 'student': start the retrain (the round then waits), or, handed back by round_wake, measure the new
     student or fail with why its retrain did not finish."""
     job = found.finetune
@@ -218,16 +226,15 @@ def _student_step(found: LabellingRound, numbers: dict) -> LabellingRound:
         except DomainError as exc:
             round_fail(round_id=found.id, error=f"the student could not be retrained: {exc}")
             return LabellingRound.objects.get(id=found.id)
-        numbers["student"] = {"job": job.id, "name": job.student_name, "training_set": job.training_set.name,
-                              "examples": job.examples}
-        LabellingRound.objects.filter(id=found.id).update(numbers=numbers)
+        _store(found.id, replace(numbers, student=RoundRetrain(job=job.id, name=job.student_name,
+                                                               training_set=job.training_set.name,
+                                                               examples=job.examples)))
         return LabellingRound.objects.get(id=found.id)
     if job.status != FineTuneJob.Status.DONE or job.student is None:
         round_fail(round_id=found.id, error=f"the student's retrain (fine-tuning job {job.id}) {job.status}"
                                             f"{': ' + job.error if job.error else ''}; the numbers before it are kept")
         return LabellingRound.objects.get(id=found.id)
-    numbers["after"] = _measure(found.project, job.student)
-    _done(found.id, numbers)
+    _done(found.id, replace(numbers, after=_measure(found.project, job.student, gold)))
     return LabellingRound.objects.get(id=found.id)
 
 

@@ -14,6 +14,7 @@ from labeling.job_kinds import VALIDATION
 from labeling.models import Judge, JudgeCalibration, Project, ValidationResult
 from labeling.selectors.calibration_basis import calibration_basis
 from labeling.selectors.completeness import COMPLETENESS, CompletenessOptionsError, completeness_compute
+from labeling.selectors.completeness_report import CompletenessUnavailable
 from labeling.selectors.coverage import coverage_queued
 from labeling.selectors.definition_metrics import judge_metrics_by_definition
 from labeling.selectors.degenerate import judge_degeneracy
@@ -116,9 +117,9 @@ def _report_to_cache(project: Project) -> dict:
     judges = list(project.judges.order_by("name"))
     gold = gold_set(project)
     try:
-        completeness = completeness_compute(project=project)
+        completeness = completeness_compute(project=project, gold=gold).to_dict()
     except CompletenessOptionsError as exc:
-        completeness = {"error": str(exc)}
+        completeness = CompletenessUnavailable(str(exc)).to_dict()
     return {
         **_report(project, judges, gold, BOOTSTRAP_DRAWS, DEFAULT_OPTIONS),
         BY_DEFINITION: {judge.name: asdict(judge_metrics_by_definition(judge=judge, gold=gold)) for judge in judges},
@@ -201,12 +202,13 @@ def validation_request_soon(*, project: Project) -> None:
 
 
 @transaction.atomic
-def judge_calibrate(*, judge: Judge, user=None) -> JudgeCalibration:
+def judge_calibrate(*, judge: Judge, user=None, gold: GoldSet | None = None) -> JudgeCalibration:
     """Fit a calibrator for `judge` on the project's gold pairs (method chosen by 5-fold cross-validated
     Brier) and store it with the data it was fitted on; exports use it from now on. Reference grades that were
-    chosen by their grade (all on one side of the threshold) are left out (labeling.selectors.calibration_basis)."""
+    chosen by their grade (all on one side of the threshold) are left out (labeling.selectors.calibration_basis).
+    `gold`: the project's gold set when the caller has built it already."""
     project = judge.project
-    gold = gold_set(project)
+    gold = gold if gold is not None else gold_set(project)
     arrays = judge_arrays(gold, judge)
     basis = calibration_basis(project)
     kept = basis.kept(arrays.pair_ids)

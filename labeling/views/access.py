@@ -1,6 +1,7 @@
 """The pages' edge for access: one decorator looks the project up for the user through the one access check
 (labeling.selectors.projects.project_for_user) and turns the domain's NotFound and Forbidden, from that check or
-from any lookup in the view, into Django's 404 and 403."""
+from any lookup in the view, into Django's 404 and 403. The user's role in a project is looked up once per request
+(request_role): the decorator, the view and the project header all ask for it."""
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -10,7 +11,20 @@ from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
 
 from labeling.exceptions import Forbidden, NotFound
-from labeling.selectors.projects import Need, project_for_user
+from labeling.models import Project
+from labeling.selectors.projects import Need, need_check, project_for_user, project_role
+
+# The request's attribute holding its roles, project id -> role (None: not a member).
+_ROLES = "_project_roles"
+
+
+def request_role(request: HttpRequest, project: Project) -> str | None:
+    """The request's user's role in `project` ('admin' for a superuser, None for a non-member), looked up on the
+    first call of the request and remembered for the rest of it."""
+    roles = request.__dict__.setdefault(_ROLES, {})
+    if project.id not in roles:
+        roles[project.id] = project_role(user=request.user, project=project)
+    return roles[project.id]
 
 
 def project_view(need: Need | None = None) -> Callable:
@@ -22,7 +36,10 @@ def project_view(need: Need | None = None) -> Callable:
         @wraps(view)
         def wrapped(request: HttpRequest, slug: str, *args: object, **kwargs: object) -> HttpResponse:
             try:
-                return view(request, project_for_user(user=request.user, slug=slug, need=need), *args, **kwargs)
+                project = project_for_user(user=request.user, slug=slug)
+                if need is not None:
+                    need_check(project=project, role=request_role(request, project), need=need)
+                return view(request, project, *args, **kwargs)
             except NotFound as exc:
                 raise Http404(str(exc)) from None
             except Forbidden as exc:

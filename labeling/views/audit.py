@@ -15,9 +15,9 @@ from labeling.models import AuditJob, Judge, Membership, Project
 from labeling.selectors.audits import audit_of_project, audit_row, audits_of_judge, latest_reports
 from labeling.selectors.lookups import judge_by_name, run_of_project
 from labeling.selectors.multicondition import run_multicondition_report
-from labeling.selectors.projects import READ_REPORTS, admin_to, project_role
+from labeling.selectors.projects import READ_REPORTS, admin_to
 from labeling.services.audit import AuditError, audit_cancel, audit_estimate, audit_judge_config, audit_request
-from labeling.views.access import project_view
+from labeling.views.access import project_view, request_role
 from labeling.views.audit_report import multicondition_tasks, parameters_text
 from labeling.views.htmx import htmx_partial
 
@@ -43,7 +43,7 @@ def report_context(job: AuditJob | None) -> dict:
 
 
 def _audits_context(request: HttpRequest, project: Project, judge: Judge) -> dict:
-    is_admin = project_role(user=request.user, project=project) == Membership.Role.ADMIN
+    is_admin = request_role(request, project) == Membership.Role.ADMIN
     rows = audits_of_judge(judge, show_errors=is_admin)
     return {"project": project, "judge": judge, "is_admin": is_admin,
             "audits": [{"row": row, "parameters": parameters_text(row.job.parameters)} for row in rows],
@@ -91,7 +91,7 @@ def judge_robustness(request: HttpRequest, project: Project, judge: str) -> Http
     if kind is not None:
         if kind not in FORMS:
             return redirect("labeling:judge_robustness", slug=project.slug, judge=found.name)
-        is_admin = project_role(user=request.user, project=project) == Membership.Role.ADMIN
+        is_admin = request_role(request, project) == Membership.Role.ADMIN
         card = _estimate_card(project, found, kind, request.GET) if is_admin else None
         if htmx_partial(request) and card is not None:
             return render(request, "labeling/robustness.html#audit-estimate",
@@ -138,7 +138,7 @@ def audit_detail(request: HttpRequest, project: Project, audit_id: int) -> HttpR
     """The audit's progress, polled while it runs (the partial stops asking once it is finished), then its
     report."""
     job = audit_of_project(project=project, audit_id=audit_id)
-    is_admin = project_role(user=request.user, project=project) == Membership.Role.ADMIN
+    is_admin = request_role(request, project) == Membership.Role.ADMIN
     context = {"project": project, "judge": job.judge, "row": audit_row(job, show_errors=is_admin),
                "parameters": parameters_text(job.parameters), "is_admin": is_admin, **report_context(job)}
     if htmx_partial(request):

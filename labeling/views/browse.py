@@ -23,8 +23,8 @@ from labeling.selectors.browse import (
 from labeling.selectors.browse_pair import pair_detail
 from labeling.selectors.disclosure import item_disclosure
 from labeling.selectors.lookups import query_of_project
-from labeling.selectors.projects import project_role, queries_with_current_definition
-from labeling.views.access import project_view
+from labeling.selectors.projects import queries_with_current_definition
+from labeling.views.access import project_view, request_role
 from labeling.views.htmx import htmx_partial
 
 QUERIES_PER_PAGE = 50
@@ -64,7 +64,7 @@ def _link(params: QueryDict, **cursor: int) -> str:
 @project_view()
 def browse_query(request: HttpRequest, project: Project, query_id: int) -> HttpResponse:
     query = query_of_project(project=project, query_id=query_id)
-    role = project_role(user=request.user, project=project)
+    role = request_role(request, project)
     judges = list(Judge.objects.filter(project=project).order_by("name"))
     blind = not item_disclosure(project=project, role=role, labelled=False).everything
     context = {
@@ -107,7 +107,7 @@ def browse_query(request: HttpRequest, project: Project, query_id: int) -> HttpR
 @require_GET
 @project_view()
 def browse_pair(request: HttpRequest, project: Project, pair_id: int) -> HttpResponse:
-    role = project_role(user=request.user, project=project)
+    role = request_role(request, project)
     detail = pair_detail(project=project, pair_id=pair_id, user=request.user, role=role)
     return render(request, "labeling/browse_pair.html", {
         "project": project,

@@ -26,11 +26,11 @@ from labeling.selectors.definitions import (
 )
 from labeling.selectors.drafting import definition_of_query, draft_requests, generative_judges
 from labeling.selectors.lookups import judge_by_name, query_of_project
-from labeling.selectors.projects import admin_to, project_role, queries_for_project, role_require
+from labeling.selectors.projects import admin_to, queries_for_project, role_require
 from labeling.services.definitions import MAX_DEFINITION_CHARS, DefinitionError, definition_save, stale_rescore_request
 from labeling.services.drafting import DraftingError, definition_draft_request
 from labeling.services.scoring import ScoringError
-from labeling.views.access import project_view
+from labeling.views.access import project_view, request_role
 from labeling.views.htmx import htmx_partial
 
 CHANGE_DEFINITIONS = admin_to("change definitions, ask for drafts or start re-scoring")
@@ -57,7 +57,7 @@ def _query_and_is_admin(request: HttpRequest, project: Project, query_id: int, *
     if admin:
         role_require(user=request.user, project=project, need=CHANGE_DEFINITIONS)
         return query, True
-    return query, project_role(user=request.user, project=project) == Membership.Role.ADMIN
+    return query, request_role(request, project) == Membership.Role.ADMIN
 
 
 def _context(project: Project, query: Query, is_admin: bool, *, text: str | None = None,

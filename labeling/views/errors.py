@@ -6,7 +6,8 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from labeling.models import Membership
-from labeling.selectors.projects import project_role, projects_visible_to
+from labeling.selectors.projects import projects_visible_to
+from labeling.views.access import request_role
 
 # What Django's PermissionDenied says when the code raising it gave no reason.
 NO_REASON = "You do not have permission to open this page."
@@ -19,7 +20,7 @@ def permission_denied(request: HttpRequest, exception: Exception) -> HttpRespons
     project = role = None
     if slug and request.user.is_authenticated:
         project = projects_visible_to(user=request.user).filter(slug=slug).first()
-        role = None if project is None else project_role(user=request.user, project=project)
+        role = None if project is None else request_role(request, project)
     context = {
         "reason": str(exception) or NO_REASON,
         "project": project,

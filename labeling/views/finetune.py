@@ -22,7 +22,7 @@ from labeling.selectors.disclosure import BLIND_REPORTS, sees_reports
 from labeling.selectors.distill import COMPARED_JOBS, Comparison, distill_comparison
 from labeling.selectors.finetune_jobs import FineTuneJobRow, finetune_job_of_project, finetune_jobs
 from labeling.selectors.lookups import judge_by_name
-from labeling.selectors.projects import admin_to, project_role
+from labeling.selectors.projects import admin_to
 from labeling.selectors.runs import project_runs, run_by_name
 from labeling.selectors.scoring import judges_for_project
 from labeling.selectors.training_sets import sample_summary, training_set_by_name, training_sets_of_project
@@ -34,7 +34,7 @@ from labeling.services.training_sets import (
     training_set_score,
     training_set_upload_refusal,
 )
-from labeling.views.access import project_view
+from labeling.views.access import project_view, request_role
 from labeling.views.estimates import estimate_card
 from labeling.views.htmx import htmx_partial
 from models_llm.bundled import BundledModelError, smollm2_folder
@@ -146,7 +146,7 @@ def _finetune_form(project: Project, data: dict | None = None) -> FinetuneForm:
 
 def _page_context(request: HttpRequest, project: Project, **answer: object) -> dict:
     """The whole page; `answer` holds what a form's request adds or replaces (a bound form, a refusal)."""
-    role = project_role(user=request.user, project=project)
+    role = request_role(request, project)
     context = {**_jobs_context(project, role), "training_sets": list(training_sets_of_project(project))}
     if context["is_admin"]:
         context |= {"sample_form": answer.pop("sample_form", None) or _sample_form(project),
@@ -170,7 +170,7 @@ def _back(project: Project) -> HttpResponse:
 def finetune_page(request: HttpRequest, project: Project) -> HttpResponse:
     if htmx_partial(request):
         # The jobs poll while one is unfinished; once none is, the page reloads to show the comparison.
-        context = _jobs_context(project, project_role(user=request.user, project=project))
+        context = _jobs_context(project, request_role(request, project))
         response = render(request, "labeling/finetune.html#finetune-jobs", context)
         if not context["any_unfinished"]:
             response["HX-Refresh"] = "true"

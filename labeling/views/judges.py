@@ -15,7 +15,7 @@ from labeling.llm_adapter import judge_relevance_rule
 from labeling.models import Estimate, Judge, Membership, Project, ScoringJob
 from labeling.selectors.disclosure import sees_reports
 from labeling.selectors.lookups import judge_by_name, scoring_job_of_project
-from labeling.selectors.projects import admin_to, project_role
+from labeling.selectors.projects import admin_to
 from labeling.selectors.scoring import job_progress, jobs_for_project, judges_for_project
 from labeling.services.estimates import estimate_request
 from labeling.services.judges import JudgeError, judge_create
@@ -28,7 +28,7 @@ from labeling.services.scoring import (
     scoring_request,
 )
 from labeling.services.scoring_dispatch import PRIORITY_MIN, priority_max_for
-from labeling.views.access import project_view
+from labeling.views.access import project_view, request_role
 from labeling.views.estimates import estimate_card
 from labeling.views.htmx import htmx_partial
 from models_llm.prompts import DEFAULT_TEMPLATE
@@ -43,7 +43,7 @@ def _with_rule(judge: Judge) -> Judge:
 
 
 def _judges_context(request: HttpRequest, project: Project, form: JudgeForm | None = None) -> dict:
-    role = project_role(user=request.user, project=project)
+    role = request_role(request, project)
     jobs = [job_progress(job, show_errors=role == Membership.Role.ADMIN) for job in jobs_for_project(project)]
     return {
         "project": project,

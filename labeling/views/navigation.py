@@ -11,7 +11,6 @@ from django.utils import timezone
 
 from labeling.models import Project
 from labeling.selectors.adjudication import adjudication_counts
-from labeling.selectors.projects import project_role
 from labeling.selectors.queues import queue_progress
 
 # (key, label, URL name), in the order the header shows them.
@@ -48,9 +47,8 @@ def _opens(url: str, project: Project, role: str | None) -> bool:
     return role is not None and (need is None or need.allows(project=project, role=role))
 
 
-def project_tabs(*, user: AbstractBaseUser, project: Project) -> list[Tab]:
-    """The tabs `user` may open in `project`, with their counts."""
-    role = project_role(user=user, project=project)
+def project_tabs(*, user: AbstractBaseUser, project: Project, role: str | None) -> list[Tab]:
+    """The tabs `user`, of `role` in `project`, may open there, with their counts."""
     tabs = []
     for key, label, name in TABS:
         url = reverse(name, kwargs={"slug": project.slug})

@@ -11,6 +11,7 @@ from django.utils import timezone
 from labeling.forms import ProjectCreateForm
 from labeling.models import Membership, Project
 from labeling.selectors.completeness import completeness_cached
+from labeling.selectors.completeness_report import CompletenessReport, kappa_target_met
 from labeling.selectors.coverage import pool_coverage
 from labeling.selectors.definitions import stale_counts_for_queries
 from labeling.selectors.degenerate import cached_degenerate_judges
@@ -18,14 +19,13 @@ from labeling.selectors.disclosure import sees_reports
 from labeling.selectors.overview import project_overview
 from labeling.selectors.projects import (
     project_list_for_user,
-    project_role,
     project_summaries,
     queries_with_current_definition,
 )
 from labeling.selectors.queue_settings import queue_settings_summary
 from labeling.selectors.validation import validation_result_for
 from labeling.services.projects import may_create_projects
-from labeling.views.access import project_view
+from labeling.views.access import project_view, request_role
 from labeling.views.htmx import htmx_partial
 
 QUERIES_PER_PAGE = 50
@@ -53,7 +53,7 @@ def project_detail(request: HttpRequest, project: Project) -> HttpResponse:
         # Paging through the queries swaps only the table; a history restore needs the whole page.
         return render(request, "labeling/project_detail.html#query-table", table)
     (summary,) = project_summaries(projects=[project])
-    role = project_role(user=request.user, project=project)
+    role = request_role(request, project)
     context = {
         **table,
         "counts": summary.counts,
@@ -70,5 +70,8 @@ def project_detail(request: HttpRequest, project: Project) -> HttpResponse:
         result = validation_result_for(project)
         # And one whose qrels would say nothing, as the validation report last found it (under its own rule).
         context["export_degenerate"] = sorted(cached_degenerate_judges(result).items())
-        context["completeness"] = completeness_cached(result=result)
+        completeness = completeness_cached(result=result)
+        context["completeness"] = completeness
+        context["kappa_met"] = isinstance(completeness, CompletenessReport) and kappa_target_met(
+            stop_kappa=project.stop_kappa, accuracy=completeness.judge_accuracy)
     return render(request, "labeling/project_detail.html", context)

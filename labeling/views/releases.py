@@ -13,7 +13,7 @@ from django.views.decorators.http import require_GET, require_POST
 from labeling.exceptions import Conflict, DomainError
 from labeling.models import Membership, Project
 from labeling.selectors.export import READ_QRELS, QrelsFormat, utf8_chunks
-from labeling.selectors.projects import admin_to, project_role
+from labeling.selectors.projects import admin_to
 from labeling.selectors.releases import (
     ReleaseDiff,
     ReleaseNotFound,
@@ -26,7 +26,7 @@ from labeling.selectors.releases import (
     releases_of,
 )
 from labeling.services.releases import release_create
-from labeling.views.access import project_view
+from labeling.views.access import project_view, request_role
 
 # A diff lists at most this many pairs of each kind on the page (the counts and the per-query table are whole; the
 # API's diff has every pair).
@@ -53,7 +53,7 @@ def _render(request: HttpRequest, project: Project, *, status: int = 200, form_e
     releases = releases_of(project)
     context = {
         "project": project, "releases": releases, "formats": list(QrelsFormat),
-        "is_admin": project_role(user=request.user, project=project) == Membership.Role.ADMIN,
+        "is_admin": request_role(request, project) == Membership.Role.ADMIN,
         "judges": project.judges.order_by("name"), "form": form or {}, "form_error": form_error,
         "diff": diff, "diff_error": diff_error, "diff_rows": DIFF_ROWS_SHOWN,
         "diff_a": request.GET.get("a", ""), "diff_b": request.GET.get("b", ""),

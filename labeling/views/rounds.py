@@ -10,10 +10,10 @@ from django.views.decorators.http import require_http_methods
 
 from labeling.exceptions import Conflict, DomainError
 from labeling.models import LabellingRound, Membership, Project
-from labeling.selectors.projects import READ_REPORTS, admin_to, project_role
+from labeling.selectors.projects import READ_REPORTS, admin_to
 from labeling.selectors.rounds import refit_outlook, round_chart, round_rows
 from labeling.services.rounds import ROUND_RANDOM_FLOOR, round_request
-from labeling.views.access import project_view
+from labeling.views.access import project_view, request_role
 
 # The judge's figures on the random validation sample that the table shows before -> after, in its column order.
 CHANGES = ("auroc", "ece", "kappa", "f1")
@@ -26,7 +26,7 @@ def _render(request: HttpRequest, project: Project, status: int = 200, error: st
               "stopping": (row["after_refit"] or row["before"] or {}).get("stopping")} for row in rows]
     context = {
         "project": project, "rounds": shown, "chart": round_chart(rows), "error": error,
-        "is_admin": project_role(user=request.user, project=project) == Membership.Role.ADMIN,
+        "is_admin": request_role(request, project) == Membership.Role.ADMIN,
         "judges": project.judges.order_by("name"), "random_floor": ROUND_RANDOM_FLOOR,
         "open": any(row["status"] in ("pending", "running") for row in rows),
         "after_choices": LabellingRound.After.choices, "outlook": refit_outlook(project=project),

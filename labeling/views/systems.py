@@ -26,7 +26,7 @@ from labeling.selectors.disclosure import BLIND_REPORTS, sees_reports
 from labeling.selectors.lookups import judge_by_name, retrieval_job_of_project, run_of_project
 from labeling.selectors.lvhq import LvhqGroup, LvhqReport
 from labeling.selectors.pair_tau import pair_tau_report
-from labeling.selectors.projects import admin_to, project_role
+from labeling.selectors.projects import admin_to
 from labeling.selectors.qrels_sources import HUMAN, JUDGE, qrels_sources
 from labeling.selectors.retrieval_jobs import retrieval_jobs
 from labeling.selectors.runs import project_runs, run_by_name
@@ -51,7 +51,7 @@ from labeling.services.retrieval_rerank import rerank_refusal
 from labeling.services.runs import RunImportError, run_delete
 from labeling.services.scoring import ScoringError
 from labeling.services.systems_cache import SystemsBusy, systems_evaluation
-from labeling.views.access import project_view
+from labeling.views.access import project_view, request_role
 from labeling.views.estimates import estimate_card
 from labeling.views.htmx import htmx_partial
 from labeling.views.query_generation import query_generation_context, query_generation_form
@@ -431,7 +431,7 @@ def _jobs_context(project: Project, role: str | None) -> dict:
 
 def _systems_context(request: HttpRequest, project: Project, **answer: object) -> dict:
     """The whole page; `answer` holds what a form's request adds or replaces (a bound form, its problems)."""
-    role = project_role(user=request.user, project=project)
+    role = request_role(request, project)
     runs = list(project_runs(project).select_related("created_by"))
     reads = sees_reports(project=project, role=role)
     context = {
@@ -491,7 +491,7 @@ STATUS_PART = "status"
 def _evaluation_status(request: HttpRequest, project: Project) -> HttpResponse:
     """The progress of the evaluation being computed for the request's choice; once it is stored and fresh, the
     page reloads to show it."""
-    role = project_role(user=request.user, project=project)
+    role = request_role(request, project)
     if not sees_reports(project=project, role=role):
         raise NotFound("the evaluation is hidden from you until you have labelled (blind first)")
     try:
@@ -521,7 +521,7 @@ def systems_page(request: HttpRequest, project: Project) -> HttpResponse:
         return _evaluation_status(request, project)
     if htmx_partial(request):
         # The jobs table polls while a job runs; once none does, the page reloads to show the new run scored.
-        context = _jobs_context(project, project_role(user=request.user, project=project))
+        context = _jobs_context(project, request_role(request, project))
         response = render(request, "labeling/systems.html#retrieval-jobs", context)
         if not context["any_unfinished"]:
             response["HX-Refresh"] = "true"

@@ -22,6 +22,7 @@ from labeling.charts import f1_curve_chart, reliability_chart
 from labeling.exceptions import DomainError
 from labeling.models import Membership, Project, ValidationResult
 from labeling.selectors.completeness import completeness_cached
+from labeling.selectors.completeness_report import CompletenessReport
 from labeling.selectors.coverage import Coverage, include_partial_from, is_ranked
 from labeling.selectors.definition_metrics import (
     cached_metrics_by_definition,
@@ -31,7 +32,7 @@ from labeling.selectors.definition_metrics import (
 )
 from labeling.selectors.distill import student_comparisons
 from labeling.selectors.lookups import judge_by_name
-from labeling.selectors.projects import READ_REPORTS, admin_to, project_role
+from labeling.selectors.projects import READ_REPORTS, admin_to
 from labeling.selectors.reannotation import reannotation_report
 from labeling.selectors.scoring import judges_with_judgments
 from labeling.selectors.validation import (
@@ -51,7 +52,7 @@ from labeling.services.validation import (
     validation_compute,
     validation_request,
 )
-from labeling.views.access import project_view
+from labeling.views.access import project_view, request_role
 from labeling.views.htmx import htmx_partial
 from models_llm.metrics import human_rows, metric_table, metrics_for
 
@@ -89,17 +90,16 @@ ACCURACY_LABELS = {"precision": "precision", "recall": "recall", "f1": "F1", "ka
 
 def _unbiased(result: ValidationResult | None) -> dict | None:
     """The queue judge's accuracy on the random validation sample beside the gold set, from the cached report."""
-    completeness = completeness_cached(result=result) or {}
-    accuracy = completeness.get("judge_accuracy")
-    if not accuracy:
+    completeness = completeness_cached(result=result)
+    if not isinstance(completeness, CompletenessReport) or completeness.judge_accuracy is None:
         return None
-    parts = ("sample", "gold")
+    accuracy = completeness.judge_accuracy
     rows = [{"name": name, "label": label,
-             "cells": [{"part": part, **(accuracy[part].get(name) or {"value": None, "interval": None})}
-                       for part in parts]} for name, label in ACCURACY_LABELS.items()]
-    return {"judge": completeness["judge"], "threshold": accuracy["threshold"],
-            "rule": accuracy.get("rule") or f"calibrated P >= {accuracy['threshold']}", "sample_n": accuracy["sample"]["n"],
-            "gold_n": accuracy["gold"]["n"], "rows": rows}
+             "cells": [{"part": part, **(table.get(name) or {"value": None, "interval": None})}
+                       for part, table in (("sample", accuracy.sample), ("gold", accuracy.gold))]}
+            for name, label in ACCURACY_LABELS.items()]
+    return {"judge": completeness.judge, "threshold": accuracy.threshold, "rule": accuracy.rule,
+            "sample_n": accuracy.sample["n"], "gold_n": accuracy.gold["n"], "rows": rows}
 
 
 def _validation_context(project: Project, result: ValidationResult | None, role: str | None,
@@ -207,7 +207,7 @@ def validation_dashboard(request: HttpRequest, project: Project) -> HttpResponse
     if result is None or (not holds_report(result) and not result.is_stale):
         validation_request(project=project)
         result = validation_result_for(project)
-    role = project_role(user=request.user, project=project)
+    role = request_role(request, project)
     include_partial = include_partial_from(request.GET)
     if options.is_default:
         context = _validation_context(project, result, role, include_partial=include_partial) | {"on_request": False}

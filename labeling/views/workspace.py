@@ -22,7 +22,7 @@ from labeling.models import Project
 from labeling.selectors.completeness import project_target_met
 from labeling.selectors.definitions import DefinitionNews, definition_news
 from labeling.selectors.disclosure import AGREEMENT_MIN_ITEMS, item_disclosure, revealed_after_submit
-from labeling.selectors.projects import ANNOTATE, project_role
+from labeling.selectors.projects import ANNOTATE
 from labeling.selectors.queues import queue_progress
 from labeling.selectors.sessions import SessionSummary, saved_label, session_labelled, session_summary
 from labeling.services.labels import (
@@ -35,7 +35,7 @@ from labeling.services.labels import (
     queue_next_for_annotator,
     queue_prefetch_for_annotator,
 )
-from labeling.views.access import project_view
+from labeling.views.access import project_view, request_role
 from labeling.views.htmx import htmx_partial
 
 # The workspace's answers say what they hold ("page": the whole workspace, "advance": only what follows a
@@ -64,7 +64,7 @@ def _item_view(request: HttpRequest, project: Project, claim: Claim | None) -> I
     if claim is None:
         return None
     pair = claim.pair
-    disclosure = item_disclosure(project=project, role=project_role(user=request.user, project=project),
+    disclosure = item_disclosure(project=project, role=request_role(request, project),
                                  labelled=False)
     return ItemView(
         claim=claim,
@@ -94,7 +94,7 @@ def _session_start(request: HttpRequest, project: Project, now: datetime) -> dat
 
 def _summary(request: HttpRequest, project: Project, now: datetime) -> SessionSummary:
     return session_summary(project=project, annotator=request.user,
-                           role=project_role(user=request.user, project=project),
+                           role=request_role(request, project),
                            started_at=_session_start(request, project, now))
 
 
@@ -219,7 +219,7 @@ def workspace_submit(request: HttpRequest, project: Project) -> HttpResponse:
             return _render_next(request, project, status=400, error=str(exc))
         messages.error(request, str(exc))
         return _after_post(request, project)
-    role = project_role(user=request.user, project=project)
+    role = request_role(request, project)
     revealed = revealed_after_submit(project=project, role=role, pair_id=result.label.pair_id,
                                      grade=result.label.grade)
     saved = saved_label(project=project, label=result.label)

@@ -45,23 +45,22 @@ class Command(BaseCommand):
         except CompletenessOptionsError as exc:
             raise CommandError(str(exc)) from None
         if as_json:
-            self.stdout.write(json.dumps(report, indent=2, ensure_ascii=False))
+            self.stdout.write(json.dumps(report.to_dict(), indent=2, ensure_ascii=False))
             return
-        level_pct = f"{report['level']:.0%}"
-        self.stdout.write(f"{report['basis']}; intervals at {level_pct}")
+        self.stdout.write(f"{report.basis}; intervals at {report.level:.0%}")
         header = ("", "pairs", "graded", "verified relevant", "model-based R", "design-based R (sample)",
                   "recall (model)", "recall (design)", "")
         rows = [header]
-        for name, row in [("pool", report["pool"]), *[(q["query"], q) for q in report["queries"]]]:
-            sample = f"{_estimate(row['design'])} ({row['sample']['size']:,})"
-            rows.append((name, f"{row['pairs']:,}", f"{row['graded']:,}", f"{row['verified_relevant']:,}",
-                         _estimate(row["model"]), sample, _recall(row["recall_model"]), _recall(row["recall_design"]),
-                         "DRIFT" if row["drift"] else ""))
+        for name, row in [("pool", report.pool), *[(q.query, q.estimates) for q in report.queries]]:
+            sample = f"{_estimate(row.design)} ({row.sample.size:,})"
+            rows.append((name, f"{row.pairs:,}", f"{row.graded:,}", f"{row.verified_relevant:,}",
+                         _estimate(row.model), sample, _recall(row.recall_model), _recall(row.recall_design),
+                         "DRIFT" if row.drift else ""))
         widths = [max(len(str(row[i])) for row in rows) for i in range(len(header))]
         for row in rows:
             self.stdout.write("  ".join(str(cell).ljust(width) for cell, width in zip(row, widths)).rstrip())
-        stopping = report["stopping"]
-        probability = "-" if stopping["probability"] is None else f"{stopping['probability']:.3f}"
-        self.stdout.write(f"stopping: P(recall >= {stopping['target']:g}) = {probability}, target "
-                          f"{'met' if stopping['met'] else 'not met'} (needs >= {1 - stopping['alpha']:g}); knee rule: "
-                          f"{'stop' if stopping['knee'] else 'go on'}")
+        stopping = report.stopping
+        probability = "-" if stopping.probability is None else f"{stopping.probability:.3f}"
+        self.stdout.write(f"stopping: P(recall >= {stopping.target:g}) = {probability}, target "
+                          f"{'met' if stopping.met else 'not met'} (needs >= {1 - stopping.alpha:g}); knee rule: "
+                          f"{'stop' if stopping.knee else 'go on'}")
