@@ -8,13 +8,16 @@ VENV := .venv
 VENV_PY := $(VENV)/bin/python
 REQUIREMENTS_STAMP := $(VENV)/.requirements.stamp
 PORT ?= 8000
-PYTEST_ARGS ?=
+# Two test processes (pytest-xdist; each its own test database and broker, tests/conftest.py): the suite is mostly
+# waiting on the database, the browser and worker processes, so two keep two cores busy. PYTEST_ARGS replaces them:
+# `make test PYTEST_ARGS=tests/test_rounds.py` runs one file in one process.
+PYTEST_ARGS ?= -n 2
 
 .PHONY: help bootstrap demo test bench clean
 
 help:
 	@echo "make demo    set up the sample project and run the web server and two Celery workers (Ctrl-C stops all)"
-	@echo "make test    run the test suite (PostgreSQL when DATABASE_URL is set, else SQLite); PYTEST_ARGS=... passes options"
+	@echo "make test    run the test suite in two processes (PostgreSQL when DATABASE_URL is set, else SQLite); PYTEST_ARGS=... replaces -n 2"
 	@echo "make bench   run bench/import_export.py (needs DATABASE_URL pointing at PostgreSQL)"
 	@echo "make clean   remove the requirements stamp and Python caches (keeps .venv packages and var/)"
 

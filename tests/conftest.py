@@ -1,9 +1,42 @@
 """Shared fixtures. The suite runs on DATABASE_URL when set (PostgreSQL in CI), else on SQLite."""
 import os
+import sys
+from urllib.parse import urlsplit, urlunsplit
+
+import pytest
 
 os.environ.setdefault("DEBUG", "1")
 
-import pytest
+
+def _isolate_xdist_worker() -> None:
+    """Under pytest-xdist (`-n 2`) each worker process has its own test database (pytest-django adds the worker's
+    name), its own tmp_path, MEDIA_ROOT and live_server port; its Redis broker it gets here: a Redis database per
+    worker (gw0 keeps the configured one), so a Celery worker one test starts never takes the tasks the other
+    process's tests send, whose rows are in the other test database. pytest-django has read the settings by now,
+    so the setting and the Celery app are told too; worker processes the tests start inherit the environment.
+    Torch gets one thread per process: two processes on two cores would otherwise each run a thread per core and
+    fight for them."""
+    name = os.environ.get("PYTEST_XDIST_WORKER")
+    if not name:
+        return
+    for threads in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(threads, "1")
+    if "torch" in sys.modules:  # imported with Django's apps: too late for the variable
+        sys.modules["torch"].set_num_threads(1)
+    broker = urlsplit(os.environ.get("CELERY_BROKER_URL", ""))
+    if broker.scheme not in ("redis", "rediss"):
+        return  # the filesystem broker: tests that start a worker give it a folder of their own (private_broker)
+    database = int(broker.path.strip("/") or 0) + int(name.removeprefix("gw"))
+    url = urlunsplit(broker._replace(path=f"/{database}"))
+    os.environ["CELERY_BROKER_URL"] = url
+    from django.conf import settings
+
+    from annotator.celery import app
+
+    settings.CELERY_BROKER_URL = app.conf.broker_url = url
+
+
+_isolate_xdist_worker()
 
 
 @pytest.fixture

@@ -72,8 +72,10 @@ def test_killed_worker_then_another_completes_the_job_without_duplicates(tmp_pat
         first.wait()
     job.refresh_from_db()
     assert job.status == ScoringJob.Status.RUNNING and job.done < 60, "the worker finished before it was killed"
-    # The killed worker's chunk is still claimed by it: the sweep takes it back once the claim stops moving.
-    second = start_worker({**broker, "SCORING_STALL_SECONDS": "20", "SCORING_SWEEP_SECONDS": "2",
+    # The killed worker's chunk is still claimed by it: the sweep takes it back once the claim stops moving. The
+    # stall time is most of what this test waits, and it can be short: the sweep runs in this solo worker between
+    # two chunks, never while the worker holds one.
+    second = start_worker({**broker, "SCORING_STALL_SECONDS": "8", "SCORING_SWEEP_SECONDS": "1",
                            "SCORING_CHUNK_MAX_ATTEMPTS": "10"}, second_log, beat=True)
     try:
         scoring_job_resume(job=job)  # what `manage.py score` does for the judge's unfinished job
