@@ -32,7 +32,7 @@ def validation_refresh_task(self, project_id: int) -> None:
     """Queue the scoring of new gold pairs and recompute a project's cached validation report (a no-op when it is
     already up to date)."""
     from labeling.services.gold_scoring import validation_refresh_scoring_gold  # a task imports its service
-    from labeling.services.validation import validation_refresh_fail
+    from labeling.services.validation import validation_refresh_fail  # a task imports its service
 
     _run_job(self, validation_refresh_scoring_gold, validation_refresh_fail, project_id=project_id)
 

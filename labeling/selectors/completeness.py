@@ -14,6 +14,7 @@ from labeling.llm_adapter import judge_gives_scores, judge_relevance_rule
 from labeling.models import Judge, JudgeCalibration, Label, Pair, Project, Query, ValidationResult
 from labeling.selectors.export import judge_calibrator
 from labeling.selectors.streams import definition_version_numbers, gold_pairs, judge_rows
+from labeling.selectors.validation import validation_result_for
 from models_llm.calibration import FOLDS, CalibratorPosterior, calibrator_posterior
 from models_llm.metrics.completeness import (
     MODEL_DRAWS,
@@ -331,8 +332,6 @@ def project_target_met(*, project: Project) -> bool:
     recall target met in the cached report computed under that same target (a report computed before the target
     was set or changed does not count), or the lower bound of the queue judge's kappa on the random validation
     sample in the cached report at or above its kappa target."""
-    from labeling.selectors.validation import validation_result_for
-
     if not has_stopping_target(project):
         return False
     if project.stop_budget is not None and current_label_count(project) >= project.stop_budget:
