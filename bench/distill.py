@@ -37,7 +37,8 @@ from models_llm.bundled import smollm2_folder  # noqa: E402
 from models_llm.distill.chat import ChatExample, DistillFormatError, encode  # noqa: E402
 from models_llm.distill.evaluation import agreement, tok_probabilities  # noqa: E402
 from models_llm.distill.files import read_file_examples  # noqa: E402
-from models_llm.distill.finetune import LoraSettings, finetune, load_adapter  # noqa: E402
+from models_llm.distill.finetune import LoraSettings, finetune  # noqa: E402
+from models_llm.distill.lora_training import load_adapter  # noqa: E402
 from models_llm.distill.split import split_groups  # noqa: E402
 
 FILES = ("asqa_train_data.csv", "qampari_train_data.csv", "rag_bench_train_data.csv")

@@ -47,6 +47,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import torch
 
 import models_llm.distill.crossencoder_student as student
+import models_llm.distill.crossencoder_training as training
 from models_llm.bundled import minilm_folder
 
 _spec = importlib.util.spec_from_file_location("crossencoder_bench", ROOT / "bench" / "crossencoder_student.py")
@@ -72,7 +73,7 @@ def _patch_cross(variant: str, head_lr: float) -> None:
     from sentence_transformers.cross_encoder import CrossEncoderTrainer
     from sentence_transformers.sentence_transformer.modules import Pooling
 
-    plain = student.load_student_encoder
+    plain = training.load_student_encoder
 
     def load(base_folder, settings, device):
         if variant == "mean-pooling":
@@ -94,7 +95,7 @@ def _patch_cross(variant: str, head_lr: float) -> None:
                 model.model.classifier.bias.zero_()
         return model
 
-    student.load_student_encoder = load
+    training.load_student_encoder = load
     if variant not in ("head-lr", "negatives", "residual"):
         return
 
@@ -174,7 +175,7 @@ def _patch_loss(*, offsets: dict | None = None, positive_weight: float | None = 
     a cos + b) or torch's pos_weight (a positive target's term counts `positive_weight` times)."""
     from sentence_transformers.util import batch_to_device
 
-    class PatchedLoss(student._loss_class()):
+    class PatchedLoss(training.WeightedBinaryCrossEntropyLoss):
         def forward(self, inputs, labels, prompt=None, task=None):
             rows = torch.stack(list(labels)) if isinstance(labels, list | tuple) else labels
             rows = rows.view(-1, 2).float().to(self.model.device)
@@ -188,7 +189,7 @@ def _patch_loss(*, offsets: dict | None = None, positive_weight: float | None = 
                                                                           pos_weight=weight)
             return (losses * rows[:, 1]).sum() / rows[:, 1].sum().clamp_min(1e-12)
 
-    student.weighted_bce_loss = PatchedLoss
+    training.weighted_bce_loss = PatchedLoss
 
 
 def _minilm(max_length: int = 256):

@@ -17,6 +17,7 @@ from models_llm.bundled import BundledModelError, minilm_folder
 from models_llm.cost import CountTokens
 from models_llm.prompts import TemplateError, template_validate
 from models_llm.relevance_rule import POINTWISE, SCORE_ABOVE_ZERO, RelevanceRule
+from models_llm.tokenizers import chat_token_counter
 from models_llm.types import JudgeConfig, PairInput, Verdict
 
 # JudgeConfig fields a Judge keeps in its `parameters` JSON (backend, model and the template have columns).
@@ -230,8 +231,6 @@ def prompt_token_counter(config: JudgeConfig) -> CountTokens | None:
     tokens are guessed from characters). JudgeConfigError when the tokenizer does not load."""
     if config.backend != Judge.Backend.HF:
         return None
-    from models_llm.backends.hf import chat_token_counter  # torch and transformers load lazily
-
     try:
         return chat_token_counter(config.model)
     except ScorerConfigError as exc:

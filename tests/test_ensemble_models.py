@@ -11,13 +11,13 @@ from labeling.models import Judgment, MemberOutput, Pair
 from labeling.selectors.scoring import job_progress
 from labeling.services.judges import judge_create
 from labeling.services.scoring import scoring_chunk_run, scoring_job_create, scoring_job_estimate
-from models_llm.backends.hf import chat_token_counter
 from models_llm.bundled import smollm2_folder
 from models_llm.ensembles import STEPS, intent_get
+from models_llm.tokenizers import chat_token_counter
 from models_llm.types import PairInput
+from tests.endpoints import declare_endpoint
 from tests.models_llm.test_openai_backend import served_smollm2  # noqa: F401 - a module-scoped fixture
 from tests.scoring_fixtures import small_scoring_project
-from tests.endpoints import declare_endpoint
 
 pytestmark = pytest.mark.django_db
 

@@ -24,6 +24,7 @@ from labeling.services.finetune import (
     finetune_run,
 )
 from models_llm.distill.finetune import LoraSettings
+from models_llm.distill.training import ProgressReport
 from tests.distill_fixtures import base_folder, rule_inputs, rule_project, teacher_p
 from tests.factories import MembershipFactory, UserFactory
 
@@ -181,16 +182,14 @@ def test_a_job_cancelled_while_it_trains_stops_and_writes_no_adapter_or_judge(tm
     project, teacher, training_set = rule_project(tmp_path / "bundle")
     job = finetune_create(project=project, training_set=training_set, teacher=teacher, base_model=base_folder(),
                           student_name="student", hyperparameters={**QUICK, "micro_batch": 4, "batch_size": 4})
-    from models_llm.distill import finetune as module
-
-    real = module.ProgressReport.on_log
+    real = ProgressReport.on_log
 
     def cancel_at_two(self, args, state, control, logs=None, **kwargs):
         if state.global_step == 2:
             finetune_cancel(job=job)
         return real(self, args, state, control, logs=logs, **kwargs)
 
-    monkeypatch.setattr(module.ProgressReport, "on_log", cancel_at_two)
+    monkeypatch.setattr(ProgressReport, "on_log", cancel_at_two)
     done = finetune_run(job_id=job.id)
     assert done.status == FineTuneJob.Status.CANCELLED and done.step == 1 and done.student is None
     assert not Judge.objects.filter(project=project, name__startswith="student").exists()

@@ -20,8 +20,8 @@ from models_llm.distill.crossencoder_student import (
     FinetuneError,
     SoftPair,
     diras_fields,
-    weighted_bce_loss,
 )
+from models_llm.distill.crossencoder_training import weighted_bce_loss
 from models_llm.distill.files import diras_user
 from tests.distill_fixtures import rule_inputs, rule_project, teacher_p
 from tests.factories import LeaseFactory, MembershipFactory, UserFactory

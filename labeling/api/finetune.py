@@ -33,6 +33,7 @@ from labeling.selectors.projects import READ_REPORTS, admin_to, project_for_user
 from labeling.selectors.runs import run_by_name
 from labeling.selectors.scoring import job_progress
 from labeling.selectors.training_sets import training_set_by_name, training_set_jsonl, training_sets_of_project
+from labeling.services.finetune import finetune_cancel, finetune_request, finetune_resume, score_pool
 from labeling.services.training_set_upload import training_set_import_upload
 from labeling.services.training_sets import (
     MAX_HELD_OUT,
@@ -42,17 +43,10 @@ from labeling.services.training_sets import (
     training_set_upload_refusal,
 )
 from models_llm.bundled import BundledModelError, smollm2_folder
+from models_llm.tokenizers import load_tokenizer
 
 SETS_ADMIN = admin_to("change the project's training sets")
 EXPORT_SPLITS = {"train": "train", "held_out": "held_out", "all": None}
-
-
-def _finetune_services():
-    # torch, peft and transformers come with the fine-tuning service: loaded on the first request that needs it,
-    # not by every web process when the URLs are imported.
-    from labeling.services import finetune
-
-    return finetune
 
 
 def _bundled_student() -> str:
@@ -305,11 +299,8 @@ class TrainingSetScoreView(APIView):
 
 def _tokenizer(student: str):
     folder = model_folder(student, label="student model")
-    # transformers is heavy: loaded only when a tokenizer is needed.
-    from transformers import AutoTokenizer
-
     try:
-        return AutoTokenizer.from_pretrained(folder, local_files_only=True)
+        return load_tokenizer(folder)
     except (OSError, ValueError) as exc:
         raise ValidationError({"student": [f"cannot load the student's tokenizer from {student!r}: {exc}"]}) from None
 
@@ -377,7 +368,7 @@ class FineTuneJobListView(APIView):
         device = data["device"] or str(hyperparameters.pop("device", "cpu"))
         # A cross-encoder student given no base: the service's bundled all-MiniLM-L6-v2.
         lora = data["student"] == FineTuneJob.StudentKind.LORA
-        job = _finetune_services().finetune_request(
+        job = finetune_request(
             project=project, training_set=training_set_by_name(project, data["training_set"]),
             teacher=judge_by_name(project=project, name=data["teacher"]) if data["teacher"] else None,
             base_model=data["base_model"] or (_bundled_student() if lora else ""), student_name=data["student_name"],
@@ -412,7 +403,7 @@ class FineTuneCancelView(APIView):
     @extend_schema(request=None, responses={200: FineTuneJobSerializer})
     def post(self, request: Request, slug: str, finetune_job_id: int) -> Response:
         job = _admin_job(request, slug, finetune_job_id, "cancel a fine-tuning job")
-        job = _finetune_services().finetune_cancel(job=job)
+        job = finetune_cancel(job=job)
         return Response(FineTuneJobSerializer(finetune_job_row(job, show_errors=True)).data)
 
 
@@ -423,7 +414,7 @@ class FineTuneResumeView(APIView):
     @extend_schema(request=None, responses={202: FineTuneJobSerializer, 400: OpenApiTypes.OBJECT})
     def post(self, request: Request, slug: str, finetune_job_id: int) -> Response:
         job = _admin_job(request, slug, finetune_job_id, "resume a fine-tuning job")
-        job = _finetune_services().finetune_resume(job=job)
+        job = finetune_resume(job=job)
         return Response(FineTuneJobSerializer(finetune_job_row(job, show_errors=True)).data, status=202)
 
 
@@ -435,7 +426,7 @@ class FineTuneScorePoolView(APIView):
                                             400: OpenApiTypes.OBJECT})
     def post(self, request: Request, slug: str, finetune_job_id: int) -> Response:
         job = _admin_job(request, slug, finetune_job_id, "score the pool with a student")
-        scoring, created = _finetune_services().score_pool(job=job, user=request.user)
+        scoring, created = score_pool(job=job, user=request.user)
         return Response(ScoringJobSerializer(job_progress(scoring, show_errors=True)).data,
                         status=201 if created else 200)
 

@@ -8,7 +8,9 @@ from dataclasses import dataclass
 
 from labeling.exceptions import DomainError, NotFound
 from labeling.models import Judge, Label, Pair, Project, QrelsRelease
+from labeling.selectors.completeness import random_sample_grades
 from labeling.selectors.export import ExportError, export_source_parse, judge_probabilities, qrels_rows
+from labeling.selectors.releases import release_by_name, release_records, release_verify
 from labeling.selectors.scoring import judges_with_judgments
 from labeling.selectors.streams import Grouped, external_ids, pair_stream
 from models_llm.retrieval.sampled import QuerySample
@@ -138,8 +140,6 @@ def qrels_for(*, project: Project, source: QrelsSource) -> dict[str, dict[str, i
     if source.sampled:
         return {query: dict(design.grades) for query, design in sample_design(project=project).items()}
     if source.kind == RELEASE:
-        from labeling.selectors.releases import release_by_name, release_records, release_verify
-
         release = release_by_name(project=project, name=source.key.partition(":")[2])
         release_verify(release)
         frozen: dict[str, dict[str, int]] = {}
@@ -172,8 +172,6 @@ def probabilities_for(*, project: Project, source: QrelsSource) -> dict[str, dic
 def sample_design(*, project: Project) -> dict[str, QuerySample]:
     """query id -> the random validation sample on that query's pool: one stratum (its pool pairs), the sampled
     pairs with their gold grade, so each was drawn with probability (sampled pairs) / (pool pairs) of the query."""
-    from labeling.selectors.completeness import random_sample_grades
-
     grades = random_sample_grades(project)
     design: dict[str, tuple[dict[str, str], dict[str, int]]] = {}
     for pair_id, query, passage in Pair.objects.filter(project=project).values_list(

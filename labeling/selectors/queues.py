@@ -31,6 +31,8 @@ from labeling.exceptions import DomainError
 from labeling.llm_adapter import judge_relevance_rule
 from labeling.models import Judgment, Label, LabellingRound, Lease, Membership, Pair, Project
 from labeling.models.project import QUEUE_STRATEGIES
+from labeling.selectors.completeness import has_stopping_target, project_target_met
+from labeling.selectors.projects import project_role
 
 DECILES = 10
 # The overlap draw uses digits of sample_key that the random order does not: frac(sample_key * 1024) is
@@ -286,9 +288,6 @@ def strategy_order(*, project: Project, annotator: AbstractBaseUser, now: dateti
 
 
 def _target_met_for(project: Project, annotator: AbstractBaseUser) -> bool:
-    from labeling.selectors.completeness import has_stopping_target, project_target_met
-    from labeling.selectors.projects import project_role
-
     if not has_stopping_target(project):
         return False
     return project_role(user=annotator, project=project) == Membership.Role.EXPERT and project_target_met(

@@ -12,6 +12,7 @@ the held-out pairs and the gold pairs for the side-by-side with the teacher. Two
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
 from django.conf import settings
@@ -27,10 +28,9 @@ from labeling.selectors.distill import STUDENT_NAME_MAX_LENGTH, base_judge_name,
 from labeling.selectors.throughput import Throughput, finetune_throughput
 from labeling.selectors.training_sets import teacher_refusal
 from labeling.selectors.validation import gold_set
-from labeling.services.finetune_estimate import FinetuneEstimate
 from labeling.services.jobs import job_fail, job_free, job_heartbeat, job_scratch, job_take
 from labeling.services.judges import judge_create
-from labeling.services.rounds import round_wake
+from labeling.services.rounds_wake import round_wake
 from labeling.services.scoring import scoring_request
 from labeling.storage_folders import ADAPTER_PREFIX, CHECKPOINT_PREFIX, folder_delete, folder_download, folder_upload
 from labeling.tasks import finetune_task
@@ -164,6 +164,20 @@ def _examples(student: str, training_set: TrainingSet, teacher: Judge | None, re
         except FinetuneError as exc:
             raise FinetuneJobError(str(exc)) from None
     return teacher_examples(training_set, teacher=teacher).examples
+
+
+@dataclass(frozen=True)
+class FinetuneEstimate:
+    """What a fine-tuning would take on this deployment before it starts: its steps and the training examples they
+    go through (about examples x epochs), and the wall time on one worker from the base model's measured training
+    speed here (labeling/selectors/throughput.py) or, when it never trained here, a timed probe of a few micro
+    batches (models_llm.distill.finetune.training_probe)."""
+
+    examples: int
+    steps: int
+    processed: int  # examples gone through: steps x batch size
+    wall_s: float
+    throughput: Throughput
 
 
 def finetune_estimate(

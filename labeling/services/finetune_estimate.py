@@ -2,33 +2,18 @@
 on the fine-tuning queue with finetune_estimate, which may load the base model and time a few training steps."""
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 
 from labeling.models import Estimate
 from labeling.selectors.lookups import judge_by_name
 from labeling.selectors.throughput import Throughput
 from labeling.selectors.training_sets import training_set_by_name
-
-
-@dataclass(frozen=True)
-class FinetuneEstimate:
-    """What a fine-tuning would take on this deployment before it starts: its steps and the training examples they
-    go through (about examples x epochs), and the wall time on one worker from the base model's measured training
-    speed here (labeling/selectors/throughput.py) or, when it never trained here, a timed probe of a few micro
-    batches (models_llm.distill.finetune.training_probe)."""
-
-    examples: int
-    steps: int
-    processed: int  # examples gone through: steps x batch size
-    wall_s: float
-    throughput: Throughput
+from labeling.services.finetune import FinetuneEstimate, finetune_estimate
 
 
 def finetune_estimate_make(row: Estimate) -> dict:
     """On the worker: finetune_estimate with the row's arguments (the page's form: the training set and teacher by
     name, then finetune_create's settings), as stored."""
-    from labeling.services.finetune import finetune_estimate  # torch, peft and transformers load lazily
-
     arguments = dict(row.arguments)
     teacher = arguments.pop("teacher")
     estimate = finetune_estimate(

@@ -11,6 +11,7 @@ from labeling.exceptions import DomainError
 from labeling.llm_adapter import PARAMETER_FIELDS, JudgeConfigError, judge_check, judge_config
 from labeling.models import Judge, Project
 from labeling.names import NameRefused, clean_name
+from models_llm.backends.crossencoder import head_problem
 from models_llm.ensembles import DEFAULT_INTENT, DEFAULT_PROMPTS, EnsembleConfigError, strategies_for
 
 
@@ -143,8 +144,6 @@ def judge_create(
         if not (Path(folder) / marker).is_file():
             raise JudgeError(f"{label} folder {given[label]} holds no {marker}: not a model folder that can load")
     if backend == Judge.Backend.CROSSENCODER:
-        from models_llm.backends.crossencoder import head_problem
-
         problem = head_problem(Path(config.model))
         if problem:
             raise JudgeError(problem.replace(str(config.model), f"model folder {model}"))

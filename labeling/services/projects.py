@@ -17,6 +17,7 @@ from labeling.scale import DEFAULT_SCALE, LabelScale
 from labeling.selectors.projects import project_named, project_role, projects_visible_to
 from labeling.selectors.queue_settings import STRATEGIES_NEEDING_JUDGE
 from labeling.selectors.scoring import judges_with_judgments
+from labeling.services.validation import validation_request
 
 LABELS_PER_ITEM_MAX = 10
 LEASE_MINUTES_MAX = 240
@@ -241,8 +242,6 @@ def project_stopping_update(*, project: Project, by: AbstractBaseUser, stop_reca
     (None: none). Experts get no new item once one is met; admins may go on. Every field is checked before anything is written
     (ProjectSettingsError lists each bad one); only the project's admins may (ProjectSettingsForbidden). The cached
     report, which holds whether the recall target is met, is recomputed."""
-    from labeling.services.validation import validation_request
-
     if project_role(user=by, project=project) != Membership.Role.ADMIN:
         raise ProjectSettingsForbidden("only a project admin can change the stopping target")
     errors: dict[str, str] = {}

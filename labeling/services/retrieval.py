@@ -37,6 +37,7 @@ from models_llm.retrieval.dense import (
     HNSW_EXPANSION_SEARCH,
     HNSW_MIN_PASSAGES,
     DenseEncoder,
+    best_device,
     dense_search,
     passage_text,
     query_text,
@@ -377,11 +378,8 @@ def _encoder_folder(model: str | None) -> Path:
 
 
 def retrieval_encoder(model: str | None) -> DenseEncoder:
-    import torch  # heavy: only the processes that embed load it
-
     try:
-        return DenseEncoder(_encoder_folder(model), device="cuda" if torch.cuda.is_available() else "cpu",
-                            batch_size=ENCODER_BATCH)
+        return DenseEncoder(_encoder_folder(model), device=best_device(), batch_size=ENCODER_BATCH)
     except ValueError as exc:
         raise RetrievalError(str(exc)) from None
 

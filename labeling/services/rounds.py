@@ -5,7 +5,7 @@ random validation sample), refits the judge's calibrator on its gold pairs (cali
 retrains the judge's cross-encoder student from its stored model with the experts' labels and has the new student score
 the pool, and measures them again: what the round bought. Re-scoring only what changed: after a calibrator refit nothing
 (every read of the judge's P applies its newest calibrator); after a retrain every pair's P is the new student's, so it
-scores the pool once, and the round waits for that (round_wake) before measuring."""
+scores the pool once, and the round waits for that (services/rounds_wake.py) before measuring."""
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -24,7 +24,6 @@ from labeling.models import (
     Membership,
     Pair,
     Project,
-    ScoringJob,
     TrainingExample,
     TrainingSet,
 )
@@ -39,6 +38,7 @@ from labeling.selectors.completeness_report import RoundCalibration, RoundMeasur
 from labeling.selectors.distill import STUDENT_NAME_MAX_LENGTH, base_judge_name, expert_answers
 from labeling.selectors.projects import project_role
 from labeling.selectors.validation import GoldSet, gold_set
+from labeling.services.finetune import finetune_request
 from labeling.services.jobs import job_fail, job_heartbeat, job_take
 from labeling.services.validation import ValidationReportError, judge_calibrate
 from labeling.tasks import round_finish_task
@@ -238,34 +238,6 @@ def _student_step(found: LabellingRound, numbers: RoundNumbers, gold: GoldSet) -
     return LabellingRound.objects.get(id=found.id)
 
 
-def round_wake(*, finetune_id: int | None = None, judge_id: int | None = None) -> list[int]:
-    """Called when a fine-tuning job ends (`finetune_id`) or a judge's scoring job ends (`judge_id`): a round that
-    waits for that retrain is handed back to a worker once its wait is over (the retrain failed or was cancelled,
-    or its student is trained and has no scoring job left to finish), running and held by no worker, its time
-    limit counted from now. Returns the ids of the rounds handed back."""
-    waiting = LabellingRound.objects.filter(status=LabellingRound.Status.RUNNING, waiting_since__isnull=False)
-    if finetune_id is not None:
-        waiting = waiting.filter(finetune_id=finetune_id)
-    elif judge_id is not None:
-        waiting = waiting.filter(finetune__student_id=judge_id)
-    else:
-        return []
-    woken = []
-    for found in waiting.select_related("finetune"):
-        job = found.finetune
-        if job.finished_at is None:
-            continue
-        if job.status == FineTuneJob.Status.DONE and (
-                job.student_id is None or not ScoringJob.objects.filter(judge_id=job.student_id).exists()
-                or ScoringJob.objects.filter(judge_id=job.student_id, finished_at__isnull=True).exists()):
-            continue
-        if LabellingRound.objects.filter(id=found.id, waiting_since__isnull=False).update(
-                waiting_since=None, started_at=timezone.now(), heartbeat_at=None, attempts=0):
-            transaction.on_commit(lambda round_id=found.id: round_finish_task.delay(round_id))
-            woken.append(found.id)
-    return woken
-
-
 def _free(taken, name: str, max_length: int) -> str:
     """`name` (cut to max_length), or with " (2)", " (3)"... when `taken(name)` says it is in use."""
     candidate, n = name[:max_length], 1
@@ -307,9 +279,6 @@ def _retrain(found: LabellingRound) -> FineTuneJob:
     """After 'student': the round's fine-tuning job, made once (a round taken again returns the one it made): the
     judge's student goes on from its stored model on its training set plus the experts' new labels, with the
     parent's settings, and once trained scores the whole pool."""
-    # Lazily: fine-tuning ends by waking the round (finetune -> rounds.round_wake), so this side imports late.
-    from labeling.services.finetune import finetune_request
-
     # No select_related here: PostgreSQL refuses FOR UPDATE on the nullable side of the outer join it would make.
     locked = LabellingRound.objects.select_for_update().get(id=found.id)
     if locked.finetune_id is not None:

@@ -20,7 +20,7 @@ from labeling.selectors.definitions import current_definitions
 from labeling.selectors.scoring import observed_answers, queued_pairs, scoring_job_running
 from labeling.selectors.throughput import Throughput, judge_throughput
 from labeling.services.judging import query_intent
-from labeling.services.rounds import round_wake
+from labeling.services.rounds_wake import round_wake
 
 # The chunks' services, re-exported: callers start a job and run its chunks through this one module.
 from labeling.services.scoring_chunks import (  # noqa: F401

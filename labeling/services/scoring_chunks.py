@@ -21,7 +21,7 @@ from labeling.selectors.definitions import current_definition
 from labeling.selectors.scoring import job_last_moved
 from labeling.services.jobs import job_attempt
 from labeling.services.judging import Usage, judge_pairs, judgments_upsert
-from labeling.services.rounds import round_wake
+from labeling.services.rounds_wake import round_wake
 from labeling.services.scoring_dispatch import scoring_dispatch, scoring_resend
 from labeling.services.validation import validation_request
 from models_llm.types import Verdict

@@ -27,6 +27,7 @@ from labeling.selectors.runs import project_runs, run_by_name
 from labeling.selectors.scoring import judges_for_project
 from labeling.selectors.training_sets import sample_summary, training_set_by_name, training_sets_of_project
 from labeling.services.estimates import estimate_request
+from labeling.services.finetune import finetune_cancel, finetune_request, finetune_resume, score_pool
 from labeling.services.training_set_upload import training_set_import_upload
 from labeling.services.training_sets import (
     training_set_create,
@@ -38,18 +39,12 @@ from labeling.views.access import project_view, request_role
 from labeling.views.estimates import estimate_card
 from labeling.views.htmx import htmx_partial
 from models_llm.bundled import BundledModelError, smollm2_folder
+from models_llm.distill.crossencoder_student import CrossEncoderSettings
+from models_llm.distill.finetune import LoraSettings
 
 SETS_ADMIN = admin_to("change the project's training sets")
 # The loss curve's box, in SVG units.
 CURVE_WIDTH, CURVE_HEIGHT, CURVE_LEFT, CURVE_BOTTOM_PAD, CURVE_TOP, CURVE_RIGHT_PAD = 180, 90, 30, 18, 8, 6
-
-
-def _finetune_services():
-    # torch, peft and transformers come with the fine-tuning service: loaded on the first request that needs it,
-    # not by every web process when the URLs are imported.
-    from labeling.services import finetune
-
-    return finetune
 
 
 @dataclass(frozen=True)
@@ -137,8 +132,8 @@ def _base_model_default() -> str:
 def _finetune_form(project: Project, data: dict | None = None) -> FinetuneForm:
     sets = list(training_sets_of_project(project).values_list("name", flat=True))
     teachers = [judge.name for judge in judges_for_project(project) if not judge.is_ensemble]
-    lora = _finetune_services().LoraSettings().as_dict()
-    cross = _finetune_services().CrossEncoderSettings().as_dict()
+    lora = LoraSettings().as_dict()
+    cross = CrossEncoderSettings().as_dict()
     initial = ({name: lora[name] for name in FinetuneForm.SETTINGS} | {"base_model": _base_model_default()}
                | {name: cross[field] for name, field in FinetuneForm.CROSSENCODER_SETTINGS.items()})
     return FinetuneForm(data, training_sets=sets, teachers=teachers, initial=initial)
@@ -289,7 +284,7 @@ def finetune_start_view(request: HttpRequest, project: Project) -> HttpResponse:
     if form.is_valid():
         data = form.cleaned_data
         try:
-            job = _finetune_services().finetune_request(
+            job = finetune_request(
                 project=project, training_set=training_set_by_name(project, data["training_set"]),
                 teacher=judge_by_name(project=project, name=data["teacher"]) if data["teacher"] else None,
                 student_name=data["student_name"], user=request.user, **form.service_arguments())
@@ -306,7 +301,7 @@ def finetune_start_view(request: HttpRequest, project: Project) -> HttpResponse:
 @require_POST
 @project_view(admin_to("cancel a fine-tuning job"))
 def finetune_cancel_view(request: HttpRequest, project: Project, finetune_job_id: int) -> HttpResponse:
-    job = _finetune_services().finetune_cancel(job=finetune_job_of_project(project=project, job_id=finetune_job_id))
+    job = finetune_cancel(job=finetune_job_of_project(project=project, job_id=finetune_job_id))
     messages.info(request, f"Job {job.id} is {job.status}.")
     return _back(project)
 
@@ -317,7 +312,7 @@ def finetune_cancel_view(request: HttpRequest, project: Project, finetune_job_id
 def finetune_resume_view(request: HttpRequest, project: Project, finetune_job_id: int) -> HttpResponse:
     job = finetune_job_of_project(project=project, job_id=finetune_job_id)
     try:
-        _finetune_services().finetune_resume(job=job)
+        finetune_resume(job=job)
     except DomainError as exc:
         messages.error(request, str(exc))
     else:
@@ -331,7 +326,7 @@ def finetune_resume_view(request: HttpRequest, project: Project, finetune_job_id
 def finetune_score_pool_view(request: HttpRequest, project: Project, finetune_job_id: int) -> HttpResponse:
     job = finetune_job_of_project(project=project, job_id=finetune_job_id)
     try:
-        scoring, created = _finetune_services().score_pool(job=job, user=request.user)
+        scoring, created = score_pool(job=job, user=request.user)
     except DomainError as exc:
         messages.error(request, str(exc))
     else:

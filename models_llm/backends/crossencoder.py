@@ -18,7 +18,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from models_llm.backends import ScorerConfigError
 from models_llm.retrieval.dense import passage_text as retrieval_passage_text
@@ -76,14 +75,16 @@ class CrossEncoderScorer:
         folder = Path(config.model)
         if not folder.is_dir():
             raise ScorerConfigError(f"cross-encoder folder {folder} does not exist")
+        # Heavy (torch, sentence-transformers): loaded by the processes that score, not by those that check a folder.
+        import torch
+        from sentence_transformers import CrossEncoder
+
         dtype = getattr(torch, config.dtype, None)
         if not isinstance(dtype, torch.dtype):
             raise ScorerConfigError(f"unknown dtype {config.dtype!r}")
         problem = head_problem(folder)
         if problem:
             raise ScorerConfigError(problem)
-        from sentence_transformers import CrossEncoder
-
         try:
             self.model: CrossEncoder | None = CrossEncoder(
                 str(folder), device=config.device, local_files_only=True, max_length=config.max_length,
@@ -95,6 +96,7 @@ class CrossEncoderScorer:
             raise ScorerConfigError(f"{folder} has a head of {labels} classes: P(relevant) needs one logit or two")
         self.config = config
         self.labels = labels
+        self.identity = torch.nn.Identity()  # the head's raw logits, not sentence-transformers' default activation
 
     def describe(self) -> dict:
         """What the judge records: the head and how P is read from it, the separator, the length cut."""
@@ -108,7 +110,7 @@ class CrossEncoderScorer:
         if not pairs:
             return np.zeros((0,) if self.labels == 1 else (0, self.labels))
         return np.asarray(self.model.predict(list(pairs), batch_size=self.config.batch_size,
-                                             activation_fn=torch.nn.Identity(), apply_softmax=False,
+                                             activation_fn=self.identity, apply_softmax=False,
                                              convert_to_numpy=True, show_progress_bar=False), dtype=np.float64)
 
     def token_counts(self, pairs: Sequence[tuple[str, str]]) -> list[int]:

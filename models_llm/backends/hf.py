@@ -12,7 +12,7 @@ from __future__ import annotations
 import copy
 import gc
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -368,19 +368,3 @@ class HFScorer:
         gc.collect()
         if self.device.type == "cuda":
             torch.cuda.empty_cache()
-
-
-def chat_token_counter(model_folder: str) -> Callable[[Sequence[dict[str, str]]], int]:
-    """Count the prompt tokens of chat messages as HFScorer.generate_chat would send them, with only the
-    tokenizer of `model_folder` loaded (no model weights): for dry-run estimates. ScorerConfigError when the
-    folder holds no loadable tokenizer."""
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(model_folder, local_files_only=True)
-    except (OSError, ValueError) as exc:
-        raise ScorerConfigError(f"the model folder {model_folder} holds no loadable tokenizer ({exc})"[:500]) from None
-
-    def count(messages: Sequence[dict[str, str]]) -> int:
-        text = tokenizer.apply_chat_template(list(messages), add_generation_prompt=True, tokenize=False)
-        return len(tokenizer(text, add_special_tokens=False)["input_ids"])
-
-    return count

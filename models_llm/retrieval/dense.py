@@ -54,6 +54,13 @@ def passage_text(title: str, text: str) -> str:
     return f"{title.strip()}\n{text.strip()}" if title.strip() else text.strip()
 
 
+def best_device() -> str:
+    """cuda when torch sees a CUDA device, else cpu: where an encoder runs when the caller has no preference."""
+    import torch  # heavy: loaded by the processes that embed, not by those that import this module
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
 class DenseEncoder:
     """A sentence-transformers model folder, loaded on first use, giving unit-length float32 embeddings."""
 

@@ -13,7 +13,8 @@ from models_llm.bundled import smollm2_folder
 from models_llm.distill.answer_loss import answer_loss
 from models_llm.distill.chat import IGNORE, ChatExample, pair_example, teacher_answer
 from models_llm.distill.evaluation import agreement, tok_probabilities
-from models_llm.distill.finetune import FinetuneError, LoraSettings, _Collator, encode_all, finetune, load_student_base
+from models_llm.distill.finetune import FinetuneError, LoraSettings, finetune
+from models_llm.distill.lora_training import _Collator, encode_all, load_student_base
 from models_llm.types import JudgeConfig, PairInput
 
 PAIRS = [

@@ -3,6 +3,7 @@
 rounds with what each bought (#33)."""
 import json
 
+from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from labeling.exceptions import DomainError
@@ -48,8 +49,6 @@ class Command(BaseCommand):
     def handle(self, *args, action: str, project: str, **options) -> None:
         found = command_project(project)
         if action == "start":
-            from django.contrib.auth import get_user_model
-
             user = get_user_model().objects.filter(username=options["by"]).first()
             if user is None:
                 raise CommandError(f"no user {options['by']!r}")

@@ -19,6 +19,7 @@ from labeling.selectors.training_sets import (
     training_sets_of_project,
 )
 from labeling.services.training_sets import training_set_create, training_set_import, training_set_score
+from models_llm.tokenizers import load_tokenizer
 
 SAMPLING = ("run", "top", "inside", "outside")
 
@@ -140,11 +141,8 @@ class Command(BaseCommand):
         teacher = command_judge(project, options["teacher"]) if options["teacher"] else None
         split = None if options["split"] == "all" else options["split"]
         folder = model_folder(options["student"], label="student model")
-        # transformers is heavy: loaded only when a tokenizer is needed.
-        from transformers import AutoTokenizer
-
         try:
-            tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
+            tokenizer = load_tokenizer(folder)
         except OSError as exc:
             raise CommandError(f"cannot load the student's tokenizer from {folder}: {exc}") from None
         lines = training_set_jsonl(training_set, tokenizer=tokenizer, teacher=teacher, split=split)
