@@ -111,7 +111,7 @@ def test_all_pairs_on_the_sample_gives_7136_pairs_and_calibration_numbers_that_m
         assert section["ece"] == pytest.approx(hand_ece(relevant[judged], p), abs=1e-12)
 
     # Without the option the full-pool judge is also evaluated on the graded pairs only: one class, no AUROC.
-    default = validation_compute(project=project, bootstrap_draws=0)
+    default = validation_compute(project=project, bootstrap_draws=0).to_dict()
     assert default["counts"]["gold"] == 595 and default["counts"]["ungraded"] == 6541
     assert default["counts"]["added"] == 0
     assert {section["auroc"] for section in default["judges"]} == {None}
@@ -197,7 +197,7 @@ def by_report(report_of):
 def test_units_by_report_and_cutoffs_match_pytrec_eval_on_query_report_ids(units_bundle):
     project, grades, ps, report_of = units_bundle
     options = report_options(project=project, unit_key="report", cutoffs="5,10,15")
-    report = validation_compute(project=project, bootstrap_draws=0, options=options)
+    report = validation_compute(project=project, bootstrap_draws=0, options=options).to_dict()
     section = report["judges"][0]
     # Without all pairs: the graded pairs the judge judged, on both sides.
     both = {key: grade for key, grade in grades.items() if key in ps}
@@ -207,7 +207,7 @@ def test_units_by_report_and_cutoffs_match_pytrec_eval_on_query_report_ids(units
     for metric, value in expected.items():
         assert section[metric] == pytest.approx(value, abs=1e-12), metric
     by_query = validation_compute(project=project, bootstrap_draws=0,
-                                  options=report_options(project=project, cutoffs="5,10,15"))["judges"][0]
+                                  options=report_options(project=project, cutoffs="5,10,15")).to_dict()["judges"][0]
     per_query = trec_reference(both, {key: ps[key] for key in both}, lambda q, d: q)
     for metric, value in per_query.items():
         assert by_query[metric] == pytest.approx(value, abs=1e-12), metric
@@ -219,7 +219,7 @@ def test_all_pairs_ranking_is_trec_eval_on_the_raw_qrels_and_run(units_bundle):
     # lacks is not retrieved. The report with all pairs gives exactly that, per unit and at every cut-off.
     project, grades, ps, report_of = units_bundle
     options = report_options(project=project, all_pairs=True, unit_key="report", cutoffs="5,10,15")
-    section = validation_compute(project=project, bootstrap_draws=0, options=options)["judges"][0]
+    section = validation_compute(project=project, bootstrap_draws=0, options=options).to_dict()["judges"][0]
     expected = trec_reference(grades, ps, by_report(report_of))
     for metric, value in expected.items():
         assert section[metric] == pytest.approx(value, abs=1e-12), metric

@@ -34,7 +34,7 @@ from labeling.api.serializers import (
 from labeling.exceptions import FieldsRefused
 from labeling.models import Membership, Pair, Passage, Project, Query
 from labeling.scale import LabelScale, ScaleError
-from labeling.selectors.definition_metrics import cached_metrics_by_definition, judge_metrics_by_definition
+from labeling.selectors.definition_metrics import judge_metrics_by_definition
 from labeling.selectors.definitions import definition_history
 from labeling.selectors.disclosure import item_disclosure
 from labeling.selectors.lookups import judge_by_name, query_by_external_id, scoring_job_of_project
@@ -55,9 +55,9 @@ from labeling.selectors.validation import (
     ReportOptions,
     ReportOptionsError,
     UnitKeyNotFound,
-    report_for_judges,
     report_options,
 )
+from labeling.selectors.validation_report import validation_cached
 from labeling.services.definitions import DefinitionError, definition_save
 from labeling.services.judges import judge_create
 from labeling.services.projects import (
@@ -248,7 +248,7 @@ class ValidationView(APIView):
         names = request.query_params.getlist("judge") or None
         if options.is_default:
             result = validation_result_ensure(project=project)
-            data, stale = result.data, result.is_stale
+            report, stale = validation_cached(result), result.is_stale
         else:
             known = {judge.name: judge for judge in project.judges.order_by("name")}
             missing = [name for name in names or [] if name not in known]
@@ -256,11 +256,11 @@ class ValidationView(APIView):
                 raise NotFound(f"project {slug!r} has no judge {missing[0]!r} (its judges: "
                                f"{', '.join(known) or 'none'})")
             judges = list(known.values()) if names is None else [known[name] for name in names]
-            data, stale = validation_compute(project=project, judges=judges, options=options), False
+            report, stale = validation_compute(project=project, judges=judges, options=options), False
         try:
-            body = report_for_judges(data, names)
+            body = report.for_judges(names)
         except KeyError as exc:
-            known = ", ".join(section["name"] for section in data["judges"]) or "none"
+            known = ", ".join(section.name for section in report.judges) or "none"
             raise NotFound(f"project {slug!r} has no judge {exc.args[0]!r} (its judges: {known})") from None
         return Response({**body, "stale": stale})
 
@@ -383,7 +383,8 @@ class JudgeMetricsByDefinitionView(APIView):
         options = _report_options(request, project)
         if options.is_default:
             result = validation_result_ensure(project=project)
-            comparison, stale = cached_metrics_by_definition(report=result.data, judge=found), result.is_stale
+            comparison = validation_cached(result).metrics_by_definition(found.name)
+            stale = result.is_stale
         else:
             comparison, stale = judge_metrics_by_definition(judge=found, options=options), False
         return Response({"project": project.slug, **asdict(comparison), "comparable": comparison.comparable,

@@ -20,12 +20,12 @@ from labeling.selectors.completeness_report import (
     QueryEstimates,
     SampleCount,
     Stopping,
-    completeness_from_dict,
     stopping_target_met,
 )
 from labeling.selectors.export import judge_calibrator
 from labeling.selectors.streams import definition_version_numbers, gold_pairs, judge_rows
 from labeling.selectors.validation import GoldSet, gold_set, validation_result_for
+from labeling.selectors.validation_report import validation_cached
 from models_llm.calibration import FOLDS, CalibratorPosterior, calibrator_posterior
 from models_llm.metrics.completeness import (
     MODEL_DRAWS,
@@ -42,8 +42,6 @@ from models_llm.metrics.completeness import (
 )
 from models_llm.relevance_rule import RelevanceRule
 
-# The key of the cached validation report's data under which the worker stores the default completeness report.
-COMPLETENESS = "completeness"
 UNGRADED, UNRESOLVED = -1, -2
 
 
@@ -330,8 +328,8 @@ def _gain_curve(project: Project, relevant_from: int) -> list[bool]:
 def completeness_cached(*, result: ValidationResult | None) -> CompletenessReport | CompletenessUnavailable | None:
     """The completeness report the worker stored with the cached validation report `result`, or why it could not
     make one (None: not computed yet)."""
-    stored = ((result.data if result is not None else None) or {}).get(COMPLETENESS)
-    return None if stored is None else completeness_from_dict(stored)
+    report = validation_cached(result)
+    return None if report is None else report.completeness
 
 
 def has_stopping_target(project: Project) -> bool:

@@ -11,7 +11,6 @@ import numpy as np
 from labeling.models import Judge, Judgment, Project, RelevanceDefinition
 from labeling.selectors.streams import CHUNK
 from labeling.selectors.validation import (
-    BY_DEFINITION,
     DEFAULT_OPTIONS,
     GoldSet,
     ReportOptions,
@@ -79,6 +78,13 @@ class DefinitionGrouping:
     def comparable(self) -> bool:
         return len(self.groups) > 1
 
+    @classmethod
+    def from_dict(cls, data: dict) -> DefinitionGrouping:
+        groups = [DefinitionGroupMetrics(key=group["key"], label=group["label"], n_judgments=group["n_judgments"],
+                                         gold=GroupMetrics(**group["gold"]), common=GroupMetrics(**group["common"]))
+                  for group in data["groups"]]
+        return cls(by=data["by"], groups=groups, n_common=data["n_common"])
+
 
 @dataclass(frozen=True)
 class DefinitionComparison:
@@ -92,6 +98,13 @@ class DefinitionComparison:
     def comparable(self) -> bool:
         """Whether the judge judged under more than one definition version or origin."""
         return self.by_version.comparable or self.by_origin.comparable
+
+    @classmethod
+    def from_dict(cls, data: dict) -> DefinitionComparison:
+        """One stored as `asdict` writes it (the validation cache's by_definition entries)."""
+        return cls(judge=data["judge"], n_gold=data["n_gold"],
+                   by_version=DefinitionGrouping.from_dict(data["by_version"]),
+                   by_origin=DefinitionGrouping.from_dict(data["by_origin"]), cutoffs=data["cutoffs"])
 
 
 @dataclass(frozen=True)
@@ -213,7 +226,7 @@ def judge_metrics_by_definition(*, judge: Judge, gold: GoldSet | None = None,
     Reads every ok judgment of the judge in one query (pair, definition, P, guess) and cuts the groups with
     numpy (under a second for 100k gold pairs on SQLite, half of it reading gold; pass `gold` when it is read
     already). The worker computes it with the validation report; pages and the API read it from there
-    (cached_metrics_by_definition)."""
+    (ValidationReport.metrics_by_definition)."""
     project = judge.project
     gold = gold_set(project, options) if gold is None else gold
     scale = scale_spec(project)
@@ -237,28 +250,6 @@ def judge_metrics_by_definition(*, judge: Judge, gold: GoldSet | None = None,
         by_origin=_grouping(BY_ORIGIN, by_origin, gold, scale, options.cutoffs),
         cutoffs=list(options.cutoffs),
     )
-
-
-def _grouping_from_json(data: dict) -> DefinitionGrouping:
-    groups = [
-        DefinitionGroupMetrics(key=group["key"], label=group["label"], n_judgments=group["n_judgments"],
-                               gold=GroupMetrics(**group["gold"]), common=GroupMetrics(**group["common"]))
-        for group in data["groups"]
-    ]
-    return DefinitionGrouping(by=data["by"], groups=groups, n_common=data["n_common"])
-
-
-def cached_metrics_by_definition(*, report: dict, judge: Judge) -> DefinitionComparison:
-    """The judge's metrics by definition version as the cached validation report holds them (`report`: its
-    data). A judge the report does not hold yet (created since it was computed) has no groups."""
-    cached = report.get(BY_DEFINITION, {}).get(judge.name)
-    if cached is None:
-        return DefinitionComparison(judge=judge.name, n_gold=report["counts"]["gold"],
-                                    by_version=DefinitionGrouping(BY_VERSION, [], 0),
-                                    by_origin=DefinitionGrouping(BY_ORIGIN, [], 0))
-    return DefinitionComparison(judge=cached["judge"], n_gold=cached["n_gold"],
-                                by_version=_grouping_from_json(cached["by_version"]),
-                                by_origin=_grouping_from_json(cached["by_origin"]), cutoffs=cached["cutoffs"])
 
 
 def default_comparison_judge(*, project: Project, judges: list[Judge]) -> Judge | None:

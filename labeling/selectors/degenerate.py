@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from labeling.models import Judge, Project, ValidationResult
+from labeling.models import Judge, Project
 from labeling.selectors.export import ExportSource, export_source_parse, judge_probabilities
 from labeling.selectors.qrels_sources import QrelsSource
 from labeling.selectors.validation import GoldGrades, gold_grades
@@ -65,12 +65,3 @@ def qrels_warning(source: ExportSource) -> str | None:
         return None
     return (f"judge {source.judge.name} is degenerate: {found.reason}. Qrels from it do not tell relevant pairs from "
             f"the others.")
-
-
-def cached_degenerate_judges(result: ValidationResult | None) -> dict[str, Degeneracy]:
-    """Judge name -> why it is degenerate under its own relevance rule, from the cached validation report (the
-    worker computes it there), for the judges that are: what a page reads on every visit without a pass over the
-    judgments. Empty while no report holds it."""
-    judges = (result.data or {}).get("judges", []) if result is not None else []
-    return {section["name"]: Degeneracy.from_json(section["degenerate"]) for section in judges
-            if section.get("degenerate", {}).get("degenerate")}

@@ -334,37 +334,5 @@ def judge_arrays(gold: GoldSet, judge: Judge) -> JudgeArrays:
 MIN_NON_RELEVANT_SHARE = 0.05
 
 
-def few_non_relevant(counts: Mapping) -> bool:
-    """Whether a report's gold set (its `counts`) has pairs but fewer than MIN_NON_RELEVANT_SHARE non-relevant."""
-    gold = counts.get("gold") or 0
-    return bool(gold) and "non_relevant" in counts and counts["non_relevant"] < MIN_NON_RELEVANT_SHARE * gold
-
-
 def validation_result_for(project: Project) -> ValidationResult | None:
     return ValidationResult.objects.filter(project=project).first()
-
-
-# The key of the cached report's data under which the worker stores every judge's metrics by definition version.
-BY_DEFINITION = "by_definition"
-
-
-def holds_report(result: ValidationResult | None) -> bool:
-    """Whether the cache holds a report with every part the pages and the API read (one stored before the
-    metrics by definition version, the options and the count of ungraded pool pairs, or the count of non-relevant
-    gold pairs and the judges' coverage and degeneracy, lacks them)."""
-    return (result is not None and result.data is not None and BY_DEFINITION in result.data
-            and "options" in result.data and "non_relevant" in result.data["counts"]
-            and all("coverage" in section and "degenerate" in section for section in result.data["judges"]))
-
-
-def report_for_judges(data: dict, names: list[str] | None) -> dict:
-    """The cached report narrowed to the judges named (all when None), shaped as `validation_report --json`:
-    one judge under `judge`, several under `judges`. Raises KeyError naming a judge that is not in it."""
-    judges = {section["name"]: section for section in data["judges"]}
-    chosen = list(judges.values()) if names is None else [judges[name] for name in names]
-    out = {key: data[key] for key in ("project", "computed_at", "options", "counts", "human")}
-    if names is not None and len(chosen) == 1:
-        out["judge"] = chosen[0]
-    else:
-        out["judges"] = chosen
-    return out

@@ -2,7 +2,7 @@
 change, debounced) and a judge's calibrator fitted on the gold pairs."""
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import replace
 from datetime import datetime
 
 from django.contrib.auth.models import AbstractBaseUser
@@ -13,14 +13,13 @@ from labeling.exceptions import DomainError
 from labeling.job_kinds import VALIDATION
 from labeling.models import Judge, JudgeCalibration, Project, ValidationResult
 from labeling.selectors.calibration_basis import calibration_basis
-from labeling.selectors.completeness import COMPLETENESS, CompletenessOptionsError, completeness_compute
+from labeling.selectors.completeness import CompletenessOptionsError, completeness_compute
 from labeling.selectors.completeness_report import CompletenessUnavailable
 from labeling.selectors.coverage import coverage_queued
 from labeling.selectors.definition_metrics import judge_metrics_by_definition
 from labeling.selectors.degenerate import judge_degeneracy
 from labeling.selectors.scoring import queued_pairs
 from labeling.selectors.validation import (
-    BY_DEFINITION,
     CALIBRATION_FOLDS,
     DEFAULT_OPTIONS,
     GoldGrades,
@@ -28,9 +27,16 @@ from labeling.selectors.validation import (
     ReportOptions,
     gold_grades,
     gold_set,
-    holds_report,
     judge_arrays,
     scale_spec,
+)
+from labeling.selectors.validation_report import (
+    JudgeSection,
+    ReportCounts,
+    ReportedOptions,
+    SectionCalibration,
+    ValidationReport,
+    holds_report,
 )
 from labeling.services.jobs import job_fail, job_heartbeat, job_take, refresh_again, refresh_ask
 from labeling.tasks import validation_refresh_task
@@ -44,49 +50,37 @@ class ValidationReportError(DomainError):
     """The report or the calibration cannot be made as asked (unknown judge, too few gold pairs...)."""
 
 
-def _counts(gold: GoldSet, relevant_from: int) -> dict[str, int]:
-    """`gold`: the pairs the metrics are computed on (with all_pairs, the `added` ungraded ones among them), of
-    which `non_relevant` are below the scale's relevant grade; `ungraded`: pool pairs with no reference grade and
-    no label, what all_pairs would add."""
-    return {
-        "pairs": gold.n_pairs,
-        "labelled": gold.n_labelled,
-        "gold": int(gold.pair_ids.size),
-        "non_relevant": int((gold.gold < relevant_from).sum()),
-        "unresolved": gold.n_unresolved,
-        "uncertain": gold.n_uncertain,
-        "ungraded": gold.n_ungraded,
-        "added": gold.n_added,
-    }
+def _counts(gold: GoldSet, relevant_from: int) -> ReportCounts:
+    return ReportCounts(pairs=gold.n_pairs, labelled=gold.n_labelled, gold=int(gold.pair_ids.size),
+                        non_relevant=int((gold.gold < relevant_from).sum()), unresolved=gold.n_unresolved,
+                        uncertain=gold.n_uncertain, ungraded=gold.n_ungraded, added=gold.n_added)
 
 
 def _judge_section(gold: GoldSet, judge: Judge, *, bootstrap_draws: int, options: ReportOptions,
-                   grades: GoldGrades, queued: set[int]) -> dict:
+                   grades: GoldGrades, queued: set[int]) -> JudgeSection:
     arrays = judge_arrays(gold, judge)
     report = judge_report(arrays.data, scale_spec(judge.project), bootstrap_draws=bootstrap_draws, seed=0,
                           cutoffs=options.cutoffs)
     calibration = judge.calibrations.order_by("-created_at", "-id").first()
-    return {
-        "name": judge.name,
-        **report,
-        "n_unresolved": gold.n_unresolved,
-        "n_unjudged": arrays.n_unjudged,
+    return JudgeSection(
+        name=judge.name,
+        metrics=report,
+        n_unresolved=gold.n_unresolved,
+        n_unjudged=arrays.n_unjudged,
         # Its metrics are on the pairs it judged under any version; a partial judge is one the page does not rank,
         # marked with how many of the pairs it lacks are queued for scoring (labeling.services.gold_scoring).
-        "coverage": coverage_queued(judge=judge, needed=gold.pair_ids, queued=queued).as_json(),
+        coverage=coverage_queued(judge=judge, needed=gold.pair_ids, queued=queued),
         # Its calls on every pair it judged, as its qrels grade them: a degenerate judge is never the best.
-        "degenerate": judge_degeneracy(judge=judge, gold=grades).as_json(),
-        "calibration": None if calibration is None else {
-            "method": calibration.method,
-            "n": calibration.n,
-            "fitted_at": calibration.created_at.isoformat(),
-            "cv": calibration.cv,
-        },
-    }
+        degenerate=judge_degeneracy(judge=judge, gold=grades),
+        calibration=None if calibration is None else SectionCalibration(
+            method=calibration.method, n=calibration.n, fitted_at=calibration.created_at.isoformat(),
+            cv=calibration.cv),
+    )
 
 
 def validation_compute(*, project: Project, judges: list[Judge] | None = None,
-                       bootstrap_draws: int = BOOTSTRAP_DRAWS, options: ReportOptions = DEFAULT_OPTIONS) -> dict:
+                       bootstrap_draws: int = BOOTSTRAP_DRAWS,
+                       options: ReportOptions = DEFAULT_OPTIONS) -> ValidationReport:
     """The validation report of `project` for `judges` (default: all of its judges), computed now with
     `options` (all pairs, evaluation units, cut-offs)."""
     if judges is None:
@@ -95,36 +89,33 @@ def validation_compute(*, project: Project, judges: list[Judge] | None = None,
 
 
 def _report(project: Project, judges: list[Judge], gold: GoldSet, bootstrap_draws: int,
-            options: ReportOptions) -> dict:
+            options: ReportOptions) -> ValidationReport:
     human = gold.human
     grades = gold_grades(project, gold)
     queued = queued_pairs(judge_ids=[judge.id for judge in judges])
-    return {
-        "project": project.slug,
-        "computed_at": timezone.now().isoformat(),
-        "options": {**options.as_json(), "n_units": gold.n_units},
-        "counts": _counts(gold, project.label_scale.relevant_from),
-        "human": human_agreement(human.item, human.annotator, human.grade, scale_spec(project)),
-        "judges": [_judge_section(gold, judge, bootstrap_draws=bootstrap_draws, options=options, grades=grades,
-                                  queued=queued[judge.id]) for judge in judges],
-    }
+    return ValidationReport(
+        project=project.slug,
+        computed_at=timezone.now().isoformat(),
+        options=ReportedOptions.of(options, gold.n_units),
+        counts=_counts(gold, project.label_scale.relevant_from),
+        human=human_agreement(human.item, human.annotator, human.grade, scale_spec(project)),
+        judges=[_judge_section(gold, judge, bootstrap_draws=bootstrap_draws, options=options, grades=grades,
+                               queued=queued[judge.id]) for judge in judges],
+    )
 
 
-def _report_to_cache(project: Project) -> dict:
+def _report_to_cache(project: Project) -> ValidationReport:
     """The report as the cache keeps it, with the default options: every judge's section, every judge's metrics by
     definition version (read by the dashboard and the API instead of being computed per request), and how complete
     the qrels are under the queue judge (the overview's card)."""
     judges = list(project.judges.order_by("name"))
     gold = gold_set(project)
     try:
-        completeness = completeness_compute(project=project, gold=gold).to_dict()
+        completeness = completeness_compute(project=project, gold=gold)
     except CompletenessOptionsError as exc:
-        completeness = CompletenessUnavailable(str(exc)).to_dict()
-    return {
-        **_report(project, judges, gold, BOOTSTRAP_DRAWS, DEFAULT_OPTIONS),
-        BY_DEFINITION: {judge.name: asdict(judge_metrics_by_definition(judge=judge, gold=gold)) for judge in judges},
-        COMPLETENESS: completeness,
-    }
+        completeness = CompletenessUnavailable(str(exc))
+    return replace(_report(project, judges, gold, BOOTSTRAP_DRAWS, DEFAULT_OPTIONS), completeness=completeness,
+                   by_definition={judge.name: judge_metrics_by_definition(judge=judge, gold=gold) for judge in judges})
 
 
 def validation_refresh(*, project_id: int) -> ValidationResult | None:
@@ -144,11 +135,11 @@ def validation_refresh(*, project_id: int) -> ValidationResult | None:
         return rows.get()  # a live worker computes it
     with job_heartbeat(rows):
         try:
-            data = _report_to_cache(project)
+            report = _report_to_cache(project)
         except Exception as exc:
             validation_fail(project_id=project_id, error=f"{type(exc).__name__}: {exc}")
             raise
-        return _report_store(result=result, data=data, started=started)
+        return _report_store(result=result, report=report, started=started)
 
 
 def validation_fail(*, project_id: int, error: str) -> None:
@@ -157,11 +148,11 @@ def validation_fail(*, project_id: int, error: str) -> None:
     job_fail(ValidationResult.objects.filter(project_id=project_id), error=error)
 
 
-def _report_store(*, result: ValidationResult, data: dict, started: datetime) -> ValidationResult:
+def _report_store(*, result: ValidationResult, report: ValidationReport, started: datetime) -> ValidationResult:
     """Store a report computed from `started` on: done, unless requests arrived meanwhile and queued nothing
     (it was pending): then it is pending again and queued, when due."""
     rows = ValidationResult.objects.filter(id=result.id)
-    rows.update(data=data, computed_at=started, status=ValidationResult.Status.DONE, error="",
+    rows.update(data=report.to_dict(), computed_at=started, status=ValidationResult.Status.DONE, error="",
                 finished_at=timezone.now())
     countdown = refresh_again(VALIDATION, rows, started=started)
     if countdown is not None:
@@ -245,6 +236,6 @@ def validation_result_ensure(*, project: Project) -> ValidationResult:
     if holds_report(result):
         return result
     started = timezone.now()
-    data = _report_to_cache(project)
+    report = _report_to_cache(project)
     result, _ = ValidationResult.objects.get_or_create(project=project)
-    return _report_store(result=result, data=data, started=started)
+    return _report_store(result=result, report=report, started=started)

@@ -10,11 +10,9 @@ from django.utils import timezone
 
 from labeling.forms import ProjectCreateForm
 from labeling.models import Membership, Project
-from labeling.selectors.completeness import completeness_cached
 from labeling.selectors.completeness_report import CompletenessReport, kappa_target_met
 from labeling.selectors.coverage import pool_coverage
 from labeling.selectors.definitions import stale_counts_for_queries
-from labeling.selectors.degenerate import cached_degenerate_judges
 from labeling.selectors.disclosure import sees_reports
 from labeling.selectors.overview import project_overview
 from labeling.selectors.projects import (
@@ -24,6 +22,7 @@ from labeling.selectors.projects import (
 )
 from labeling.selectors.queue_settings import queue_settings_summary
 from labeling.selectors.validation import validation_result_for
+from labeling.selectors.validation_report import validation_cached
 from labeling.services.projects import may_create_projects
 from labeling.views.access import project_view, request_role
 from labeling.views.htmx import htmx_partial
@@ -67,10 +66,10 @@ def project_detail(request: HttpRequest, project: Project) -> HttpResponse:
     if context["sees_reports"]:
         # The export form marks a judge that has not scored the whole pool it would write.
         context["export_judges"] = pool_coverage(project=project, judges=project.judges.order_by("name"))
-        result = validation_result_for(project)
+        report = validation_cached(validation_result_for(project))
         # And one whose qrels would say nothing, as the validation report last found it (under its own rule).
-        context["export_degenerate"] = sorted(cached_degenerate_judges(result).items())
-        completeness = completeness_cached(result=result)
+        context["export_degenerate"] = sorted(report.degenerate_judges().items()) if report else []
+        completeness = report.completeness if report else None
         context["completeness"] = completeness
         context["kappa_met"] = isinstance(completeness, CompletenessReport) and kappa_target_met(
             stop_kappa=project.stop_kappa, accuracy=completeness.judge_accuracy)

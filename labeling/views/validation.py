@@ -21,15 +21,9 @@ from django.views.decorators.http import require_POST
 from labeling.charts import f1_curve_chart, reliability_chart
 from labeling.exceptions import DomainError
 from labeling.models import Membership, Project, ValidationResult
-from labeling.selectors.completeness import completeness_cached
 from labeling.selectors.completeness_report import CompletenessReport
-from labeling.selectors.coverage import Coverage, include_partial_from, is_ranked
-from labeling.selectors.definition_metrics import (
-    cached_metrics_by_definition,
-    cut_keys,
-    default_comparison_judge,
-    judge_metrics_by_definition,
-)
+from labeling.selectors.coverage import include_partial_from, is_ranked
+from labeling.selectors.definition_metrics import cut_keys, default_comparison_judge, judge_metrics_by_definition
 from labeling.selectors.distill import student_comparisons
 from labeling.selectors.lookups import judge_by_name
 from labeling.selectors.projects import READ_REPORTS, admin_to
@@ -40,12 +34,11 @@ from labeling.selectors.validation import (
     MIN_NON_RELEVANT_SHARE,
     ReportOptions,
     ReportOptionsError,
-    few_non_relevant,
-    holds_report,
     passage_metadata_keys,
     report_options_from,
     validation_result_for,
 )
+from labeling.selectors.validation_report import ValidationReport, validation_cached
 from labeling.services.validation import (
     ValidationReportError,
     judge_calibrate,
@@ -88,9 +81,9 @@ ACCURACY_LABELS = {"precision": "precision", "recall": "recall", "f1": "F1", "ka
                    "accuracy": "accuracy", "auroc": "AUROC", "ece": "ECE (10 bins)"}
 
 
-def _unbiased(result: ValidationResult | None) -> dict | None:
+def _unbiased(cached: ValidationReport | None) -> dict | None:
     """The queue judge's accuracy on the random validation sample beside the gold set, from the cached report."""
-    completeness = completeness_cached(result=result)
+    completeness = cached.completeness if cached is not None else None
     if not isinstance(completeness, CompletenessReport) or completeness.judge_accuracy is None:
         return None
     accuracy = completeness.judge_accuracy
@@ -102,53 +95,49 @@ def _unbiased(result: ValidationResult | None) -> dict | None:
             "sample_n": accuracy.sample["n"], "gold_n": accuracy.gold["n"], "rows": rows}
 
 
-def _validation_context(project: Project, result: ValidationResult | None, role: str | None,
-                        data: dict | None = None, include_partial: bool = False) -> dict:
-    """`data`: a report computed for this request with other options (else the cached one of `result`). Only the
+def _validation_context(project: Project, result: ValidationResult | None, cached: ValidationReport | None,
+                        role: str | None, report: ValidationReport | None = None,
+                        include_partial: bool = False) -> dict:
+    """`cached`: the report `result` holds; `report`: one computed for this request with other options. Only the
     judges that are complete, or all with `include_partial`, compete for the best value of a metric's line, and
     never a degenerate one (models_llm.metrics.degenerate): its calls say nothing, whatever its numbers."""
-    data = data if data is not None else result.data if result is not None else None
-    few = few_non_relevant(data["counts"]) if data else False
-    judges = []
-    if data is not None:
-        for section in data["judges"]:
-            coverage = Coverage.from_json(section["coverage"]) if "coverage" in section else None
-            judges.append(
-                {
-                    "section": section,
-                    "coverage": coverage,
-                    "ranked": is_ranked(coverage, include_partial=include_partial),
-                    "degenerate": section["degenerate"] if (section.get("degenerate") or {}).get("degenerate")
-                    else None,
-                    "reliability": reliability_chart(section["reliability"]) if section.get("reliability") else None,
-                    "f1_curve": f1_curve_chart(section["f1_curve"]) if section.get("f1_curve") else None,
-                }
-            )
+    report = report if report is not None else cached
+    few = report.counts.few_non_relevant if report else False
+    judges = [
+        {
+            "section": section,
+            "coverage": section.coverage,
+            "ranked": is_ranked(section.coverage, include_partial=include_partial),
+            "degenerate": section.degenerate if section.is_degenerate else None,
+            "reliability": reliability_chart(section.reliability) if section.reliability else None,
+            "f1_curve": f1_curve_chart(section.f1_curve) if section.f1_curve else None,
+        }
+        for section in (report.judges if report else [])
+    ]
     return {
         "project": project,
         "result": result,
-        "data": data,
+        "data": report,
         "judges": judges,
-        "unbiased": _unbiased(result),
-        "human_rows": human_rows(data["human"]) if data else [],
+        "unbiased": _unbiased(cached),
+        "human_rows": human_rows(report.human) if report else [],
         "is_admin": role == Membership.Role.ADMIN,
-        # A report cached before the options existed has none: it used the default cut-offs.
-        "metric_table": metric_table(data["judges"] if data else [],
-                                     tuple((data or {}).get("options", {}).get("cutoffs", DEFAULT_OPTIONS.cutoffs)),
+        "metric_table": metric_table([section.to_dict() for section in report.judges] if report else [],
+                                     report.cutoffs if report else DEFAULT_OPTIONS.cutoffs,
                                      ranked=[judge["ranked"] and not judge["degenerate"] for judge in judges],
                                      few_non_relevant=few),
         "include_partial": include_partial,
         "any_partial": any(judge["coverage"] is not None and judge["coverage"].partial for judge in judges),
         "few_non_relevant": few,
         # What a judge has to have judged, for the partial marks' titles.
-        "needed_words": "pool pairs, gold or counted as irrelevant" if (data or {}).get("options", {}).get("all_pairs")
-        else "gold pairs",
+        "needed_words": "pool pairs, gold or counted as irrelevant" if report and report.options
+        and report.options.all_pairs else "gold pairs",
         "min_non_relevant": MIN_NON_RELEVANT_SHARE,
         "students": student_comparisons(project),
     }
 
 
-def _by_definition_context(project: Project, result: ValidationResult | None, judge_name: str | None,
+def _by_definition_context(project: Project, cached: ValidationReport | None, judge_name: str | None,
                            options: ReportOptions, options_query: str) -> dict:
     """The "By definition version" section for one judge (`judge_name`; default: the queues' judge, else the
     first judge with judgments). With the default options read from the cached report: the worker computes it
@@ -162,8 +151,8 @@ def _by_definition_context(project: Project, result: ValidationResult | None, ju
     comparison = None
     if judge is not None and not options.is_default:
         comparison = judge_metrics_by_definition(judge=judge, options=options)
-    elif judge is not None and holds_report(result):
-        comparison = cached_metrics_by_definition(report=result.data, judge=judge)
+    elif judge is not None and cached is not None and cached.complete:
+        comparison = cached.metrics_by_definition(judge.name)
     return {
         "project": project,
         "definition_judges": judges,
@@ -198,29 +187,31 @@ def _options(request: HttpRequest, project: Project) -> tuple[ReportOptions, str
 def validation_dashboard(request: HttpRequest, project: Project) -> HttpResponse:
     partial = htmx_partial(request)
     result = validation_result_for(project)
+    cached = validation_cached(result)
     options, error = _options(request, project)
     options_context = _options_context(project, options, error)
     if partial and request.htmx.target == "by-definition":
-        context = _by_definition_context(project, result, request.GET.get("judge"), options,
+        context = _by_definition_context(project, cached, request.GET.get("judge"), options,
                                          options_context["options_query"])
         return render(request, "labeling/validation.html#by-definition", context)
-    if result is None or (not holds_report(result) and not result.is_stale):
+    if result is None or (not (cached is not None and cached.complete) and not result.is_stale):
         validation_request(project=project)
         result = validation_result_for(project)
     role = request_role(request, project)
     include_partial = include_partial_from(request.GET)
     if options.is_default:
-        context = _validation_context(project, result, role, include_partial=include_partial) | {"on_request": False}
+        context = _validation_context(project, result, cached, role, include_partial=include_partial) | {
+            "on_request": False}
     else:
         started = time.perf_counter()
-        data = validation_compute(project=project, options=options)
-        context = _validation_context(project, result, role, data, include_partial=include_partial) | {
+        report = validation_compute(project=project, options=options)
+        context = _validation_context(project, result, cached, role, report, include_partial=include_partial) | {
             "on_request": True, "seconds": time.perf_counter() - started}
     context |= options_context
     if partial:
         # The report polls while it is recomputed: only its body, not the live section below it.
         return render(request, "labeling/validation.html#validation-body", context)
-    context |= _by_definition_context(project, result, request.GET.get("judge"), options,
+    context |= _by_definition_context(project, cached, request.GET.get("judge"), options,
                                       options_context["options_query"])
     context |= _reannotation_context(request, project, options)
     return render(request, "labeling/validation.html", context)

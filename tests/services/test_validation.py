@@ -72,7 +72,7 @@ def sample_judge_arrays(judge_name):
 def test_sample_report_matches_the_files(settings):
     bundle_import(path=SAMPLE, project_slug="cr")
     judge = Judge.objects.get(project__slug="cr", name="gpt4-ask-generic")
-    report = validation_compute(project=judge.project, judges=[judge], bootstrap_draws=50)
+    report = validation_compute(project=judge.project, judges=[judge], bootstrap_draws=50).to_dict()
     section = report["judges"][0]
     keys, gold, judged = sample_judge_arrays("gpt4-ask-generic")
     assert report["counts"]["gold"] == 595 and section["n"] == len(keys) == 595
@@ -93,7 +93,7 @@ def test_sample_report_matches_the_files(settings):
 def test_report_on_pairs_with_negatives_matches_sklearn(tmp_path):
     bundle_import(path=synthetic_bundle(tmp_path / "b"), project_slug="syn")
     judge = Judge.objects.get(name="squashed")
-    section = validation_compute(project=judge.project, judges=[judge], bootstrap_draws=100)["judges"][0]
+    section = validation_compute(project=judge.project, judges=[judge], bootstrap_draws=100).to_dict()["judges"][0]
     grades, ps = [], []
     for line in (tmp_path / "b" / "qrels" / "test.tsv").read_text().splitlines()[1:]:
         grades.append(int(line.split("\t")[2]))
@@ -278,7 +278,7 @@ def coverage_study(*, non_relevant: int = 10, ungraded: int = 20) -> Project:
 
 def test_a_judge_that_scored_60_of_the_100_gold_pairs_is_partial_and_ranked_only_when_included():
     project = coverage_study()
-    report = validation_compute(project=project, bootstrap_draws=0)
+    report = validation_compute(project=project, bootstrap_draws=0).to_dict()
     assert report["counts"]["non_relevant"] == 10 and report["counts"]["gold"] == 100
     full, partial, rough = report["judges"]
     assert full["coverage"] == rough["coverage"] == {"needed": 100, "covered": 100, "share": 1.0, "partial": False}
@@ -308,6 +308,6 @@ def test_a_judge_that_scored_60_of_the_100_gold_pairs_is_partial_and_ranked_only
     assert not any(cell.best for label in ("precision", "AUROC", "MAP") for cell in few[label].cells)
     assert [cell.best for cell in few["Brier"].cells] == [True, False, False]
     # With the unjudged pool pairs counted as irrelevant, the report needs them too.
-    all_pairs = validation_compute(project=project, bootstrap_draws=0, options=ReportOptions(all_pairs=True))
+    all_pairs = validation_compute(project=project, bootstrap_draws=0, options=ReportOptions(all_pairs=True)).to_dict()
     assert [section["coverage"]["needed"] for section in all_pairs["judges"]] == [120, 120, 120]
     assert all_pairs["counts"]["non_relevant"] == 30

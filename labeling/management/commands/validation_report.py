@@ -5,8 +5,8 @@ import json
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from labeling.management.lookup import command_judge, command_project
-from labeling.selectors.coverage import Coverage
-from labeling.selectors.validation import ReportOptionsError, report_for_judges, report_options
+from labeling.selectors.validation import ReportOptionsError, report_options
+from labeling.selectors.validation_report import ValidationReport
 from labeling.services.validation import BOOTSTRAP_DRAWS, validation_compute
 from models_llm.metrics import MetricRow, human_rows, metric_table
 
@@ -51,39 +51,38 @@ class Command(BaseCommand):
         else:
             self._table(report)
 
-    def _json(self, report: dict, names: list[str]) -> str:
-        return json.dumps(report_for_judges(report, names), indent=2, ensure_ascii=False)
+    def _json(self, report: ValidationReport, names: list[str]) -> str:
+        return json.dumps(report.for_judges(names), indent=2, ensure_ascii=False)
 
-    def _table(self, report: dict) -> None:
-        judges, options = report["judges"], report["options"]
+    def _table(self, report: ValidationReport) -> None:
+        judges, options, counts = report.judges, report.options, report.counts
         table = [(line.label, [_cell(row) for row in line.cells])
-                 for line in metric_table(judges, tuple(options["cutoffs"]))]
+                 for line in metric_table([section.to_dict() for section in judges], options.cutoffs)]
         width = max(len(label) for label, _ in table) + 2
-        col_width = [max(len(s["name"]), *(len(cells[j]) for _, cells in table)) + 2 for j, s in enumerate(judges)]
-        counts = report["counts"]
+        col_width = [max(len(s.name), *(len(cells[j]) for _, cells in table)) + 2 for j, s in enumerate(judges)]
         self.stdout.write(
-            f"Project {report['project']}: {counts['pairs']:,} pairs, {counts['gold']:,} with a gold grade, "
-            f"{counts['unresolved']:,} unresolved, {counts['uncertain']:,} uncertain."
+            f"Project {report.project}: {counts.pairs:,} pairs, {counts.gold:,} with a gold grade, "
+            f"{counts.unresolved:,} unresolved, {counts.uncertain:,} uncertain."
         )
-        if options["all_pairs"]:
-            self.stdout.write(f"All pairs: +{counts['added']:,} unjudged pool pairs counted as irrelevant "
-                              f"({counts['gold']:,} pairs in all); a judge is scored on the pairs it judged, and in nDCG/MAP "
-                              "the pairs it did not judge rank below them.")
-        if options["unit_key"]:
-            self.stdout.write(f"Ranking units: query x {options['unit_key']} ({options['n_units']:,} units).")
+        if options.all_pairs:
+            self.stdout.write(f"All pairs: +{counts.added:,} unjudged pool pairs counted as irrelevant "
+                              f"({counts.gold:,} pairs in all); a judge is scored on the pairs it judged, and in "
+                              "nDCG/MAP the pairs it did not judge rank below them.")
+        if options.unit_key:
+            self.stdout.write(f"Ranking units: query x {options.unit_key} ({options.n_units:,} units).")
         for section in judges:
-            coverage = Coverage.from_json(section["coverage"])
+            coverage = section.coverage
             if coverage.partial:
-                self.stdout.write(f"{section['name']}: partial ({coverage.percent} %): judged under the current "
+                self.stdout.write(f"{section.name}: partial ({coverage.percent} %): judged under the current "
                                   f"definition {coverage.covered:,} of the {coverage.needed:,} gold pairs.")
-        self.stdout.write("".ljust(width) + "".join(s["name"].ljust(w) for s, w in zip(judges, col_width)))
+        self.stdout.write("".ljust(width) + "".join(s.name.ljust(w) for s, w in zip(judges, col_width)))
         for label, cells in table:
             self.stdout.write(label.ljust(width) + "".join(c.ljust(w) for c, w in zip(cells, col_width)))
         for section in judges:
-            for key, reason in section.get("null_reasons", {}).items():
-                self.stdout.write(f"{section['name']}: {key} is empty: {reason}")
+            for key, reason in section.null_reasons.items():
+                self.stdout.write(f"{section.name}: {key} is empty: {reason}")
         self.stdout.write("Human agreement (annotators):")
-        rows = human_rows(report["human"])
+        rows = human_rows(report.human)
         # Its own column: its labels ("pairs labelled twice or more") are longer than the judges' table's.
         human_width = max([width, *(len(row.label) + 2 for row in rows)])
         for row in rows:
