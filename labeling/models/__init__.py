@@ -3,23 +3,16 @@ shape every background job shares."""
 from labeling.models.audit import AuditJob, AuditKind
 from labeling.models.bundles import BundleImportJob
 from labeling.models.distill import FineTuneJob, TrainingExample, TrainingSet
+from labeling.models.drafting import DefinitionDraft
 from labeling.models.estimates import Estimate
-from labeling.models.jobs import MAX_ERROR_CHARS, Job, MeteredJob
-from labeling.models.judging import (
-    DefinitionDraft,
-    Judge,
-    JudgeCalibration,
-    Judgment,
-    MemberOutput,
-    ScoringChunk,
-    ScoringJob,
-    ValidationResult,
-)
 from labeling.models.invitations import Invitation
+from labeling.models.jobs import MAX_ERROR_CHARS, Job, MeteredJob
+from labeling.models.judges import Judge, JudgeCalibration
+from labeling.models.judgments import Judgment, MemberOutput
 from labeling.models.labels import Label, Lease
+from labeling.models.project import Membership, Pair, PairSource, Passage, Project, Query, RelevanceDefinition
 from labeling.models.query_generation import QueryGenerationJob
 from labeling.models.releases import QrelsRelease
-from labeling.models.project import Membership, Pair, PairSource, Passage, Project, Query, RelevanceDefinition
 from labeling.models.retrieval import (
     PassageEmbeddings,
     RetrievalJob,
@@ -29,6 +22,8 @@ from labeling.models.retrieval import (
     SystemsResult,
 )
 from labeling.models.rounds import LabellingRound
+from labeling.models.scoring import ScoringChunk, ScoringJob
+from labeling.models.validation import ValidationResult
 
 __all__ = [
     "MAX_ERROR_CHARS", "AuditJob", "AuditKind", "BundleImportJob", "DefinitionDraft", "Estimate", "FineTuneJob", "Job", "Judge", "JudgeCalibration",

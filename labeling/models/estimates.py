@@ -5,7 +5,8 @@ from __future__ import annotations
 from django.db import models
 
 from labeling.models.jobs import Job
-from labeling.models.judging import Judge, ScoringJob
+from labeling.models.judges import Judge
+from labeling.models.scoring import ScoringJob
 
 
 class Estimate(Job):
