@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-
 from labeling.models import Judge, Project
 from labeling.models.project import QUEUE_STRATEGIES
 

@@ -1,41 +1,55 @@
-"""HTML: LLM query generation (DisastIR 3.4), a section of the Systems page: the project's generation jobs for its
-members, and for its admins the form that estimates one (dry run) or starts it (labeling.views.systems's
-query_generation_start_view) and a running job's Cancel button. The services are the command's and the API's."""
+"""HTML: LLM query generation (DisastIR 3.4), a section of the Systems page: admins estimate a generation (dry run) or
+start it, and cancel a running one. The section's jobs and form are labeling.views.systems's query_generation_context;
+the services are the command's and the API's."""
 from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import redirect
+from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
-from labeling.forms import QueryGenerationForm
-from labeling.models import Membership, Project
-from labeling.selectors.disclosure import item_disclosure
+from labeling.exceptions import DomainError
+from labeling.models import Project
+from labeling.selectors.lookups import judge_by_name
 from labeling.selectors.projects import admin_to
 from labeling.selectors.query_generation import (
-    RECENT,
     query_generation_of_project,
-    query_generation_row,
-    query_generations,
 )
-from labeling.selectors.scoring import judges_for_project
-from labeling.services.query_generation import query_generation_cancel
+from labeling.services.query_generation import (
+    query_generation_cancel,
+    query_generation_estimate,
+    query_generation_plan,
+    query_generation_request,
+)
 from labeling.views.access import project_view
+from labeling.views.systems import query_generation_form, systems_context
 
 
-def query_generation_form(project: Project, data: dict | None = None) -> QueryGenerationForm:
-    return QueryGenerationForm(data, judges=[judge.name for judge in judges_for_project(project)
-                                             if judge.is_generative],
-                               grades=[(grade.value, grade.name) for grade in project.label_scale.grades])
-
-
-def query_generation_context(project: Project, role: str | None) -> dict:
-    """The page's section: the newest jobs as a member with `role` may see them, and the form (the admins')."""
-    disclosure = item_disclosure(project=project, role=role, labelled=False)
-    return {"generations": [query_generation_row(job, show_errors=role == Membership.Role.ADMIN, disclosure=disclosure)
-                            for job in query_generations(project)[:RECENT]],
-            "generation_form": query_generation_form(project)}
+@login_required
+@require_POST
+@project_view(admin_to("generate queries"))
+def query_generation_start_view(request: HttpRequest, project: Project) -> HttpResponse:
+    """Start the query generation the form describes (DisastIR 3.4), or (its Estimate button) say what it would ask
+    and cost, asking nothing."""
+    form = query_generation_form(project, request.POST)
+    if form.is_valid():
+        try:
+            judge = judge_by_name(project=project, name=form.cleaned_data["judge"])
+            plan = query_generation_plan(project=project, judge=judge, **form.plan_arguments())
+            if "estimate" in request.POST:
+                estimate = query_generation_estimate(project=project, plan=plan)
+                return render(request, "labeling/systems.html", systems_context(
+                    request, project, generation_form=form, generation_estimate=estimate, generation_plan=plan))
+            job = query_generation_request(project=project, plan=plan, user=request.user)
+        except DomainError as exc:
+            form.add_error(None, str(exc))
+        else:
+            messages.success(request, f"Query generation {job.id}: {job.total} passage x intent units for query set "
+                                      f"{job.query_set!r} queued.")
+            return redirect("labeling:systems", slug=project.slug)
+    return render(request, "labeling/systems.html", systems_context(request, project, generation_form=form),
+                  status=400)
 
 
 @login_required
