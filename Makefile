@@ -10,7 +10,7 @@ REQUIREMENTS_STAMP := $(VENV)/.requirements.stamp
 PORT ?= 8000
 # Two test processes (pytest-xdist; each its own test database and broker, tests/conftest.py): the suite is mostly
 # waiting on the database, the browser and worker processes, so two keep two cores busy. PYTEST_ARGS replaces them:
-# `make test PYTEST_ARGS=tests/test_rounds.py` runs one file in one process.
+# `make test PYTEST_ARGS=tests/services/test_rounds.py` runs one file in one process.
 PYTEST_ARGS ?= -n 2
 
 .PHONY: help bootstrap demo test bench clean

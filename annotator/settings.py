@@ -303,7 +303,7 @@ SPECTACULAR_SETTINGS = {
     # Two fields named `kind` (a run's, an audit's) hold different choices: each enum gets its own name.
     "ENUM_NAME_OVERRIDES": {"AuditKindEnum": "labeling.models.audit.AuditKind",
                             # A fine-tuning request's `student` and a job's `student_kind`: one enum.
-                            "StudentKindEnum": "labeling.models.distill.FineTuneJob.StudentKind"},
+                            "StudentKindEnum": "labeling.models.finetune.FineTuneJob.StudentKind"},
     # Request bodies get their own components (a file field is binary there, a URL in a response).
     "COMPONENT_SPLIT_REQUEST": True,
     # Every operation's error answers and the one error body (labeling/api/schema.py).

@@ -14,7 +14,7 @@ examples/s and wall time (target: two epochs in under 30 minutes here).
 --base: the folder the student starts from (default: the bundled all-MiniLM-L6-v2 with a new head), such as a
 relevance-trained re-ranker the operator fetched (an ms-marco MiniLM cross-encoder), the base the recipe expects.
 
-The settings are models_llm.distill.crossencoder_student.CrossEncoderSettings' defaults except where an option
+The settings are models_llm.finetune.crossencoder_student.CrossEncoderSettings' defaults except where an option
 says; --limit trains on the first N training examples (a quick try)."""
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ import torch
 
 from models_llm.backends import load_scorer
 from models_llm.bundled import minilm_folder
-from models_llm.distill.crossencoder_student import (
+from models_llm.finetune.crossencoder_student import (
     CrossEncoderSettings,
     FinetuneError,
     SoftPair,
@@ -42,9 +42,9 @@ from models_llm.distill.crossencoder_student import (
     diras_fields,
     soft_pair_query,
 )
-from models_llm.distill.evaluation import agreement
-from models_llm.distill.files import read_file_examples
-from models_llm.distill.split import split_groups
+from models_llm.finetune.evaluation import agreement
+from models_llm.finetune.files import read_file_examples
+from models_llm.finetune.split import split_groups
 from models_llm.types import JudgeConfig, PairInput
 
 FILES = ("asqa_train_data.csv", "qampari_train_data.csv", "rag_bench_train_data.csv")

@@ -8,7 +8,7 @@ equal-width bins) and Brier of the base model and of the student, the training e
 
     DEBUG=1 .venv/bin/python bench/distill.py [--minutes 30] [--held-out 300] [--data ../shared/data/diras-distill]
 
-The hyper-parameters are DIRAS App. F's (models_llm.distill.finetune.LoraSettings) except where an option says."""
+The hyper-parameters are DIRAS App. F's (models_llm.finetune.lora.LoraSettings) except where an option says."""
 from __future__ import annotations
 
 import argparse
@@ -34,12 +34,12 @@ import torch  # noqa: E402
 from django.conf import settings  # noqa: E402
 
 from models_llm.bundled import smollm2_folder  # noqa: E402
-from models_llm.distill.chat import ChatExample, DistillFormatError, encode  # noqa: E402
-from models_llm.distill.evaluation import agreement, tok_probabilities  # noqa: E402
-from models_llm.distill.files import read_file_examples  # noqa: E402
-from models_llm.distill.finetune import LoraSettings, finetune  # noqa: E402
-from models_llm.distill.lora_training import load_adapter  # noqa: E402
-from models_llm.distill.split import split_groups  # noqa: E402
+from models_llm.finetune.chat import ChatExample, DistillFormatError, encode  # noqa: E402
+from models_llm.finetune.evaluation import agreement, tok_probabilities  # noqa: E402
+from models_llm.finetune.files import read_file_examples  # noqa: E402
+from models_llm.finetune.lora import LoraSettings, finetune  # noqa: E402
+from models_llm.finetune.lora_training import load_adapter  # noqa: E402
+from models_llm.finetune.split import split_groups  # noqa: E402
 
 FILES = ("asqa_train_data.csv", "qampari_train_data.csv", "rag_bench_train_data.csv")
 

@@ -51,7 +51,7 @@ def main() -> None:
     from labeling.services.retrieval_estimate import retrieval_estimate
     from labeling.services.scoring import scoring_chunk_run, scoring_job_create, scoring_job_estimate
     from models_llm.bundled import minilm_folder, smollm2_folder
-    from tests.distill_fixtures import base_folder, rule_project
+    from tests.finetune_fixtures import base_folder, rule_project
     from tests.scoring_fixtures import small_scoring_project
 
     project = small_scoring_project(Path(folder) / "b", queries=args.queries, passages=args.passages, full=True)

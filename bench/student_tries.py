@@ -46,8 +46,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import torch
 
-import models_llm.distill.crossencoder_student as student
-import models_llm.distill.crossencoder_training as training
+import models_llm.finetune.crossencoder_student as student
+import models_llm.finetune.crossencoder_training as training
 from models_llm.bundled import minilm_folder
 
 _spec = importlib.util.spec_from_file_location("crossencoder_bench", ROOT / "bench" / "crossencoder_student.py")

@@ -12,15 +12,15 @@ from labeling.models import FineTuneJob, Judge, Project, RunKind
 from labeling.models.project import QUEUE_STRATEGIES
 from labeling.names import NameRefused
 from labeling.scale import DEFAULT_SCALE, LabelScale
-from labeling.selectors.diras_sample import DIRAS_INSIDE, DIRAS_OUTSIDE, DIRAS_TOP
-from labeling.selectors.distill import STUDENT_NAME_MAX_LENGTH
+from labeling.selectors.finetune import STUDENT_NAME_MAX_LENGTH
+from labeling.selectors.finetune_diras_sample import DIRAS_INSIDE, DIRAS_OUTSIDE, DIRAS_TOP
 from labeling.selectors.query_sets import MAX_SET_CHARS, query_set_name
 from labeling.selectors.queue_settings import queue_mix_percentages
+from labeling.services.finetune_training_sets import MAX_HELD_OUT
 from labeling.services.projects import LABELS_PER_ITEM_MAX, LEASE_MINUTES_MAX
 from labeling.services.retrieval import DEFAULT_DEPTH, DEFAULT_FIRST_DEPTH, DEFAULT_KEEP, MAX_DEPTH
 from labeling.services.retrieval_crisis import DEFAULTS as CRISIS_DEFAULTS
 from labeling.services.retrieval_crisis import PRESET as CRISIS_PRESET
-from labeling.services.training_sets import MAX_HELD_OUT
 from models_llm.audit.multicondition import PAPER_FILLER
 from models_llm.audit.types import PAD_WORDS, PERTURBATION_TESTS
 from models_llm.ensembles import PROMPT_PRESETS, STRATEGIES

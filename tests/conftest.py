@@ -83,7 +83,8 @@ def private_broker(tmp_path):
 def browser(monkeypatch):
     """Debian's chromium under playwright (tests.browser.needs_chromium skips where there is none). live_server
     runs Django in a thread of this process and playwright's sync API runs an event loop here, hence the
-    setting, for this test only: left in os.environ it would reach `check --deploy` in tests/test_settings.py."""
+    setting, for this test only: left in os.environ it would reach `check --deploy` in
+    tests/annotator/test_settings.py."""
     from playwright.sync_api import sync_playwright
 
     from tests.browser import CHROMIUM

@@ -14,8 +14,8 @@ from django.test import Client, RequestFactory
 from django.urls import reverse
 
 from labeling.login_throttle import client_address
+from tests.annotator.test_settings import load_settings
 from tests.factories import UserFactory
-from tests.test_settings import load_settings
 
 pytestmark = pytest.mark.django_db
 

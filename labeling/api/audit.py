@@ -14,9 +14,9 @@ from rest_framework.views import APIView
 
 from labeling.api.fields import StrictBooleanField, StrictCharField, StrictFloatField, StrictIntegerField
 from labeling.models import AuditJob, Membership, Project
-from labeling.selectors.audits import AuditRow, audit_of_project, audit_row, audits_of_judge
+from labeling.selectors.audit import AuditRow, audit_of_project, audit_row, audits_of_judge
+from labeling.selectors.audit_multicondition import run_multicondition_report
 from labeling.selectors.lookups import judge_by_name, run_of_project
-from labeling.selectors.multicondition import run_multicondition_report
 from labeling.selectors.projects import READ_REPORTS, admin_to, project_for_user, project_role
 from labeling.services.audit import AuditError, AuditEstimate, audit_estimate, audit_request
 

@@ -24,18 +24,18 @@ from labeling.api.serializers import ScoringJobSerializer
 from labeling.exceptions import TooLarge
 from labeling.llm_adapter import model_folder
 from labeling.models import BundleImportJob, FineTuneJob, Membership, Project, TrainingSet
-from labeling.selectors.diras_sample import DIRAS_INSIDE, DIRAS_OUTSIDE, DIRAS_TOP
 from labeling.selectors.disclosure import sees_reports
-from labeling.selectors.distill import STUDENT_NAME_MAX_LENGTH, distill_comparison
+from labeling.selectors.finetune import STUDENT_NAME_MAX_LENGTH, distill_comparison
+from labeling.selectors.finetune_diras_sample import DIRAS_INSIDE, DIRAS_OUTSIDE, DIRAS_TOP
 from labeling.selectors.finetune_jobs import FineTuneJobRow, finetune_job_of_project, finetune_job_row, finetune_jobs
+from labeling.selectors.finetune_training_sets import training_set_by_name, training_set_jsonl, training_sets_of_project
 from labeling.selectors.lookups import judge_by_name
 from labeling.selectors.projects import READ_REPORTS, admin_to, project_for_user, project_role
 from labeling.selectors.runs import run_by_name
 from labeling.selectors.scoring import job_progress
-from labeling.selectors.training_sets import training_set_by_name, training_set_jsonl, training_sets_of_project
 from labeling.services.finetune import finetune_cancel, finetune_request, finetune_resume, score_pool
-from labeling.services.training_set_upload import training_set_import_upload
-from labeling.services.training_sets import (
+from labeling.services.finetune_training_set_upload import training_set_import_upload
+from labeling.services.finetune_training_sets import (
     MAX_HELD_OUT,
     training_set_create,
     training_set_delete,

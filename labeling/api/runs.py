@@ -15,7 +15,7 @@ from labeling.api.bundles import BundleImportJobSerializer
 from labeling.api.fields import StrictBooleanField, StrictCharField, StrictFloatField, StrictIntegerField
 from labeling.exceptions import FieldsRefused, TooLarge
 from labeling.models import BundleImportJob, Membership, Project, Run
-from labeling.run_upload import run_import_upload, upload_refusal
+from labeling.runs_upload import run_import_upload, upload_refusal
 from labeling.selectors.lookups import judge_by_name, run_of_project
 from labeling.selectors.projects import admin_to, project_for_user, project_role
 from labeling.selectors.retrieval_jobs import retrieval_job_row, retrieval_jobs

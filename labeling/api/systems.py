@@ -17,26 +17,26 @@ from labeling.api.exceptions import api_error
 from labeling.api.fields import StrictIntegerField, query_flag
 from labeling.api.schema import NO_NUL
 from labeling.selectors.coverage import INCLUDE_PARTIAL
-from labeling.selectors.lvhq import DEFAULT_MEASURE as LVHQ_MEASURE
-from labeling.selectors.lvhq import LVHQ_MEASURES, lvhq_json, lvhq_report
-from labeling.selectors.pair_tau import default_pair_tau_judge, pair_tau_json, pair_tau_report
 from labeling.selectors.projects import READ_REPORTS, project_for_user
 from labeling.selectors.qrels_sources import HUMAN, SystemsError, qrels_source_parse
-from labeling.selectors.reusability import (
+from labeling.selectors.systems import systems_report_json
+from labeling.selectors.systems_cache import MAX_REQUEST_DRAWS, SystemsChoice
+from labeling.selectors.systems_lvhq import DEFAULT_MEASURE as LVHQ_MEASURE
+from labeling.selectors.systems_lvhq import LVHQ_MEASURES, lvhq_json, lvhq_report
+from labeling.selectors.systems_pair_tau import default_pair_tau_judge, pair_tau_json, pair_tau_report
+from labeling.selectors.systems_reusability import (
     DEFAULT_MEASURE,
     LEFT_OUT_MEASURES,
     RANK_THRESHOLD,
     pool_reusability,
     reusability_json,
 )
-from labeling.selectors.significance import (
+from labeling.selectors.systems_significance import (
     SignificanceOptionError,
     SignificanceOptions,
     comparison_json,
     significance_options,
 )
-from labeling.selectors.systems import systems_report_json
-from labeling.selectors.systems_cache import MAX_REQUEST_DRAWS, SystemsChoice
 from labeling.services.systems_cache import SystemsBusy, systems_evaluation
 from models_llm.relevance_rule import is_probability
 from models_llm.retrieval.evaluation import ALL_MEASURES

@@ -14,7 +14,7 @@ from django.db import migrations
 from django.utils import timezone
 
 from labeling.names import NameRefused, clean_name, name_repaired
-from labeling.selectors.distill import STUDENT_NAME_MAX_LENGTH
+from labeling.selectors.finetune import STUDENT_NAME_MAX_LENGTH
 
 
 def _breaks_rule(name: str, max_length: int) -> bool:

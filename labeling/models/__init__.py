@@ -2,9 +2,9 @@
 shape every background job shares."""
 from labeling.models.audit import AuditJob, AuditKind
 from labeling.models.bundles import BundleImportJob
-from labeling.models.distill import FineTuneJob, TrainingExample, TrainingSet
 from labeling.models.drafting import DefinitionDraft
 from labeling.models.estimates import Estimate
+from labeling.models.finetune import FineTuneJob, TrainingExample, TrainingSet
 from labeling.models.invitations import Invitation
 from labeling.models.jobs import MAX_ERROR_CHARS, Job, MeteredJob
 from labeling.models.judges import Judge, JudgeCalibration

@@ -1,7 +1,7 @@
 """System evaluation: every run of a project under each of its qrels sources (labeling.selectors.qrels_sources),
 with bootstrap intervals, how much of each run the source judged, per-group breakdowns by a query metadata key,
 and the qrels agreement: how far two sources agree on the ranking of the systems (DisastIR's LVHQ, two query sets
-under one source, is labeling.selectors.lvhq).
+under one source, is labeling.selectors.systems_lvhq).
 
 Agreement pairs: with human grades among the sources, human (the reference) against each other source; without,
 every pair. Computed per measure on the queries both sources evaluate (every run is scored on all of a source's

@@ -32,19 +32,19 @@ from labeling.models import (
     SystemsResult,
     ValidationResult,
 )
-from labeling.selectors.lvhq import DEFAULT_MEASURE as LVHQ_MEASURE
-from labeling.selectors.lvhq import LvhqReport, lvhq_from_report, lvhq_sets
 from labeling.selectors.qrels_sources import SAMPLE, SystemsError
 from labeling.selectors.query_sets import query_sets
-from labeling.selectors.reusability import Reusability, pool_reusability
-from labeling.selectors.significance import (
+from labeling.selectors.systems import JUDGED, SystemsReport, systems_report
+from labeling.selectors.systems_lvhq import DEFAULT_MEASURE as LVHQ_MEASURE
+from labeling.selectors.systems_lvhq import LvhqReport, lvhq_from_report, lvhq_sets
+from labeling.selectors.systems_reusability import Reusability, pool_reusability
+from labeling.selectors.systems_significance import (
     DEFAULT_ALPHA,
     DEFAULT_CORRECTION,
     DEFAULT_TEST,
     SignificanceOptions,
     systems_significance,
 )
-from labeling.selectors.systems import JUDGED, SystemsReport, systems_report
 from models_llm.retrieval.evaluation import INCOMPLETE_MEASURES, MEASURES, SAMPLE_MEASURES
 from models_llm.retrieval.significance import DEFAULT_DRAWS, Comparison
 

@@ -6,9 +6,9 @@ import math
 from dataclasses import dataclass
 
 from labeling.charts import Scatter, scatter_chart
-from labeling.selectors.lvhq import LvhqGroup, LvhqReport
 from labeling.selectors.qrels_sources import HUMAN, JUDGE
 from labeling.selectors.systems import JUDGED, SystemsReport
+from labeling.selectors.systems_lvhq import LvhqGroup, LvhqReport
 from models_llm.retrieval.agreement import COEFFICIENTS, Agreement
 from models_llm.retrieval.evaluation import MEASURE_DEPTHS, MEASURE_EXPLAIN, SAMPLE_MEASURES
 from models_llm.retrieval.significance import Comparison

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from labeling.models import Judge, Project
-from labeling.selectors.multicondition import multicondition_definitions, project_multicondition_items
+from labeling.selectors.audit_multicondition import multicondition_definitions, project_multicondition_items
 from labeling.services.audit_errors import AuditError
 from models_llm.audit.multicondition import PAPER_FILLER, FillerPadder, ScoreKey, multicondition_needs
 from models_llm.audit.multicondition import multicondition_report as report_of

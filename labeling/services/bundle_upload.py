@@ -1,8 +1,8 @@
 """Bundle archives uploaded through the pages or the API: the upload is kept in Django's storage (a worker on
 another machine reads it back from there), and a BundleImportJob's worker unpacks it into a fresh temporary folder
-(labeling.archive, in a child process under limits, refuses what an untrusted archive must not do) and runs the same
-import as `import_bundle`, with the .gz run files it holds read under the same expansion limits. A run file or a
-training file too large to read in a web request is kept the same way and stored by the worker as a run or a
+(labeling.bundle_archive, in a child process under limits, refuses what an untrusted archive must not do) and runs
+the same import as `import_bundle`, with the .gz run files it holds read under the same expansion limits. A run file or
+a training file too large to read in a web request is kept the same way and stored by the worker as a run or a
 training set. The upload is removed from the storage when the job ends, done or failed."""
 from __future__ import annotations
 
@@ -17,21 +17,21 @@ from django.core.files.storage import default_storage
 from django.db import transaction
 from django.utils import timezone
 
-from labeling.archive import ArchiveLimits, ArchiveRefused, archive_extract, archive_kind
+from labeling.bundle_archive import ArchiveLimits, ArchiveRefused, archive_extract, archive_kind
 from labeling.bundle_reader import Problems
 from labeling.exceptions import Conflict, DomainError, TooLarge
 from labeling.models import MAX_ERROR_CHARS, BundleImportJob, Project
 from labeling.selectors.query_sets import query_set_name
 from labeling.services.bundle_import import BundleImportError, UploadRights, bundle_import
 from labeling.services.bundle_stage import BundleLayout, BundleLayoutError
-from labeling.services.jobs import job_fail, job_heartbeat, job_scratch, job_take
-from labeling.services.runs import RunImportError, run_import, run_name_check
-from labeling.services.training_sets import (
+from labeling.services.finetune_training_sets import (
     TrainingSetError,
     training_file_read,
     training_set_import_check,
     training_set_store,
 )
+from labeling.services.jobs import job_fail, job_heartbeat, job_scratch, job_take
+from labeling.services.runs import RunImportError, run_import, run_name_check
 from labeling.tasks import bundle_import_task
 from labeling.upload_limits import MIB, oversize_refusal, upload_expansion_limits
 
@@ -107,7 +107,7 @@ def bundle_import_request(
 def run_file_import_request(
     *, project: Project, upload: File, name: str, description: str = "", user: AbstractBaseUser | None = None
 ) -> BundleImportJob:
-    """Keep an uploaded TREC run file (too large to be read in a web request: labeling.run_upload) in the storage
+    """Keep an uploaded TREC run file (too large to be read in a web request: labeling.runs_upload) in the storage
     and queue a worker to store it as run `name`, as run_import would. The name is checked now, the lines by the
     worker; RunImportError for a name refused or taken."""
     problems = Problems()
@@ -130,8 +130,9 @@ def training_file_import_request(
     user: AbstractBaseUser | None = None
 ) -> BundleImportJob:
     """Keep an uploaded DIRAS-layout training file (too large to be read in a web request:
-    labeling.services.training_set_upload) in the storage and queue a worker to store it as training set `name`, as
-    training_set_import would. The name, share and seed are checked now (TrainingSetError), the rows by the worker."""
+    labeling.services.finetune_training_set_upload) in the storage and queue a worker to store it as training set
+    `name`, as training_set_import would. The name, share and seed are checked now (TrainingSetError), the rows by the
+    worker."""
     name, held_out, seed = training_set_import_check(project=project, name=name, held_out=held_out, seed=seed)
     job = BundleImportJob.objects.create(
         project=project, file_name=_file_name(upload) or "upload.csv", size=upload.size, training_set_name=name,
@@ -281,7 +282,7 @@ def bundle_import_run(*, job_id: int) -> BundleImportJob | None:
             return _finish(job_id, problems=exc.problems.shown, total=exc.problems.total,
                            error=f"{exc.problems.total:,} problem(s); nothing was imported")
         except (TrainingSetError, TooLarge) as exc:
-            # A refused file's problems come one `file:line: ...` a line (models_llm.distill.files).
+            # A refused file's problems come one `file:line: ...` a line (models_llm.finetune.files).
             problems = str(exc).splitlines()
             return _finish(job_id, problems=problems, total=len(problems),
                            error=f"{len(problems):,} problem(s); nothing was imported")

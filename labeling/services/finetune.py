@@ -3,10 +3,10 @@ train split, keeping checkpoints in Django's storage so that another worker goes
 dies, and on success stores the student, makes it a judge and a judge of the bare base model, and has both score
 the held-out pairs and the gold pairs for the side-by-side with the teacher. Two kinds of student:
 
-- `lora` (DIRAS's): a LoRA adapter of a causal LM (models_llm.distill.finetune); the judge is hf, base + adapter,
+- `lora` (DIRAS's): a LoRA adapter of a causal LM (models_llm.finetune.lora); the judge is hf, base + adapter,
   Tok without CoT (DIRAS's best setting).
 - `crossencoder` (#32, a CPU's): an encoder with a one-logit head learns the teacher's P as soft targets, and the
-  experts' answer where they labelled a pair (models_llm.distill.crossencoder_student); the judge is crossencoder,
+  experts' answer where they labelled a pair (models_llm.finetune.crossencoder_student); the judge is crossencoder,
   the stored model folder. Its base judge is the base folder's own head, or for a plain encoder the untrained head
   the student started from (stored too)."""
 from __future__ import annotations
@@ -24,9 +24,9 @@ from labeling.exceptions import Conflict, DomainError, NotFound
 from labeling.llm_adapter import JudgeConfigError, model_folder
 from labeling.models import FineTuneJob, Judge, Pair, Project, TrainingExample, TrainingSet
 from labeling.names import NameRefused, clean_name
-from labeling.selectors.distill import STUDENT_NAME_MAX_LENGTH, base_judge_name, student_pairs, teacher_examples
+from labeling.selectors.finetune import STUDENT_NAME_MAX_LENGTH, base_judge_name, student_pairs, teacher_examples
+from labeling.selectors.finetune_training_sets import teacher_refusal
 from labeling.selectors.throughput import Throughput, finetune_throughput
-from labeling.selectors.training_sets import teacher_refusal
 from labeling.selectors.validation import gold_set
 from labeling.services.jobs import job_fail, job_free, job_heartbeat, job_scratch, job_take
 from labeling.services.judges import judge_create
@@ -36,12 +36,12 @@ from labeling.storage_folders import ADAPTER_PREFIX, CHECKPOINT_PREFIX, folder_d
 from labeling.tasks import finetune_task
 from models_llm.backends.crossencoder import head_problem
 from models_llm.bundled import BundledModelError, minilm_folder
-from models_llm.distill.crossencoder_student import (
+from models_llm.finetune.crossencoder_student import (
     CrossEncoderSettings,
     crossencoder_finetune,
     crossencoder_probe,
 )
-from models_llm.distill.finetune import (
+from models_llm.finetune.lora import (
     FinetuneError,
     FinetuneStopped,
     LoraSettings,
@@ -171,7 +171,7 @@ class FinetuneEstimate:
     """What a fine-tuning would take on this deployment before it starts: its steps and the training examples they
     go through (about examples x epochs), and the wall time on one worker from the base model's measured training
     speed here (labeling/selectors/throughput.py) or, when it never trained here, a timed probe of a few micro
-    batches (models_llm.distill.finetune.training_probe)."""
+    batches (models_llm.finetune.lora.training_probe)."""
 
     examples: int
     steps: int

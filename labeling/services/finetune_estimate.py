@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import asdict
 
 from labeling.models import Estimate
+from labeling.selectors.finetune_training_sets import training_set_by_name
 from labeling.selectors.lookups import judge_by_name
 from labeling.selectors.throughput import Throughput
-from labeling.selectors.training_sets import training_set_by_name
 from labeling.services.finetune import FinetuneEstimate, finetune_estimate
 
 

@@ -20,7 +20,7 @@ from labeling.llm_adapter import (
     scorer_for,
 )
 from labeling.models import Judge, Judgment, MemberOutput, Pair, RelevanceDefinition
-from labeling.services.embeddings import stored_passage_vectors
+from labeling.services.retrieval_embeddings import stored_passage_vectors
 from models_llm.ensembles import (
     DEFAULT_INTENT,
     LEGACY,

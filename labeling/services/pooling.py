@@ -11,7 +11,7 @@ from django.db.models import Max
 
 from labeling.exceptions import DomainError
 from labeling.models import Judge, Pair, Project, Run, ScoringJob
-from labeling.selectors.diras_sample import (
+from labeling.selectors.finetune_diras_sample import (
     DIRAS_INSIDE,
     DIRAS_OUTSIDE,
     DIRAS_TOP,

@@ -21,9 +21,9 @@ from labeling.llm_adapter import JudgeConfigError, model_folder
 from labeling.models import MAX_ERROR_CHARS, Passage, Project, Query, RelevanceDefinition, RetrievalJob, Run, RunKind
 from labeling.names import NameRefused
 from labeling.selectors.retrieval_jobs import retrieval_job_writing
-from labeling.services.embeddings import passage_embeddings
 from labeling.services.jobs import job_fail, job_heartbeat, job_take
 from labeling.services.retrieval_crisis import crisis_parameters, crisis_progress_sizes, crisis_retrieve
+from labeling.services.retrieval_embeddings import passage_embeddings
 from labeling.services.retrieval_errors import RetrievalConflict, RetrievalError
 from labeling.services.retrieval_rerank import rerank_parameters, retrieval_rerank
 from labeling.services.runs import RunImportError, run_name_clean, run_store

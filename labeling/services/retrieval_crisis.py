@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from labeling.models import Project, Query
-from labeling.services.embeddings import passage_embeddings
+from labeling.services.retrieval_embeddings import passage_embeddings
 from labeling.services.retrieval_errors import RetrievalError
 from labeling.services.retrieval_rerank import rerank_parameters, retrieval_rerank
 from models_llm.retrieval.bm25 import BM25Params, bm25_retrieve

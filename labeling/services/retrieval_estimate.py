@@ -5,7 +5,7 @@ this project and this machine, from timed probes of the parts that grow with the
   BM25_PROBE_PASSAGES passages (what the job does, timed), else a sample of that many passages searched by every
   query, scaled by corpus size over sample size (both grow about linearly with the passages).
 - Dense encoding (dense, and a cascade's candidates): the passages the embedding cache lacks for this encoder
-  (labeling.services.embeddings: new passages, or changed text), at the seconds per passage of ENCODE_PROBE
+  (labeling.services.retrieval_embeddings: new passages, or changed text), at the seconds per passage of ENCODE_PROBE
   passages drawn from them, plus every query at the seconds per query of a probe of ENCODE_PROBE queries; the
   encoder's loading, timed, is added once. A cascade embeds only BM25's candidates: those the timed BM25 retrieved
   when it ran on the whole corpus, else at most queries x first_depth passages, of which the cache lacks the
@@ -28,13 +28,13 @@ import numpy as np
 
 from labeling.models import Estimate, Project, RunKind
 from labeling.selectors.throughput import judge_throughput
-from labeling.services.embeddings import embeddings_missing
 from labeling.services.retrieval import (
     retrieval_bm25_params,
     retrieval_corpus,
     retrieval_encoder,
     retrieval_parameters,
 )
+from labeling.services.retrieval_embeddings import embeddings_missing
 from labeling.services.retrieval_errors import RetrievalError
 from labeling.services.retrieval_rerank import RerankTexts, rerank_judge, rerank_p, rerank_scorer
 from models_llm.retrieval.bm25 import bm25_retrieve

@@ -35,7 +35,7 @@ from labeling.selectors.completeness import (
     random_sample_pair_ids,
 )
 from labeling.selectors.completeness_report import RoundCalibration, RoundMeasure, RoundNumbers, RoundRetrain
-from labeling.selectors.distill import STUDENT_NAME_MAX_LENGTH, base_judge_name, expert_answers
+from labeling.selectors.finetune import STUDENT_NAME_MAX_LENGTH, base_judge_name, expert_answers
 from labeling.selectors.projects import project_role
 from labeling.selectors.validation import GoldSet, gold_set
 from labeling.services.finetune import finetune_request

@@ -12,9 +12,9 @@ from django.views.decorators.http import require_POST
 
 from labeling.forms import PERTURBATION_TEST_LABELS, MulticonditionAuditForm, PerturbationAuditForm
 from labeling.models import AuditJob, Judge, Membership, Project
-from labeling.selectors.audits import audit_of_project, audit_row, audits_of_judge, latest_reports
+from labeling.selectors.audit import audit_of_project, audit_row, audits_of_judge, latest_reports
+from labeling.selectors.audit_multicondition import run_multicondition_report
 from labeling.selectors.lookups import judge_by_name, run_of_project
-from labeling.selectors.multicondition import run_multicondition_report
 from labeling.selectors.projects import READ_REPORTS, admin_to
 from labeling.services.audit import AuditError, audit_cancel, audit_estimate, audit_judge_config, audit_request
 from labeling.views.access import project_view, request_role
@@ -35,11 +35,11 @@ def report_context(job: AuditJob | None) -> dict:
         return {}
     if job.kind == AuditJob.Kind.MULTICONDITION:
         return {"report": job.report, "tasks": multicondition_tasks(job.report),
-                "report_template": "labeling/_multicondition_report.html"}
+                "report_template": "labeling/_audit_multicondition_report.html"}
     if job.kind == AuditJob.Kind.BEYOND_POOL:
-        return {"report": job.report, "report_template": "labeling/_beyond_pool_report.html"}
+        return {"report": job.report, "report_template": "labeling/_audit_beyond_pool_report.html"}
     return {"report": job.report, "test_labels": PERTURBATION_TEST_LABELS,
-            "report_template": "labeling/_perturbation_report.html"}
+            "report_template": "labeling/_audit_perturbation_report.html"}
 
 
 def _audits_context(request: HttpRequest, project: Project, judge: Judge) -> dict:
@@ -94,18 +94,18 @@ def judge_robustness(request: HttpRequest, project: Project, judge: str) -> Http
         is_admin = request_role(request, project) == Membership.Role.ADMIN
         card = _estimate_card(project, found, kind, request.GET) if is_admin else None
         if htmx_partial(request) and card is not None:
-            return render(request, "labeling/robustness.html#audit-estimate",
+            return render(request, "labeling/audit_robustness.html#audit-estimate",
                           {"project": project, "judge": found, "card": card})
-        return render(request, "labeling/robustness.html",
+        return render(request, "labeling/audit_robustness.html",
                       _page_context(request, project, found, **({kind: card} if card else {})))
     if htmx_partial(request):
         # The audits poll while one is unfinished; once none is, the page reloads to show the new report.
         context = _audits_context(request, project, found)
-        response = render(request, "labeling/robustness.html#audits", context)
+        response = render(request, "labeling/audit_robustness.html#audits", context)
         if not context["any_unfinished"]:
             response["HX-Refresh"] = "true"
         return response
-    return render(request, "labeling/robustness.html", _page_context(request, project, found))
+    return render(request, "labeling/audit_robustness.html", _page_context(request, project, found))
 
 
 @login_required
@@ -116,7 +116,7 @@ def audit_start_view(request: HttpRequest, project: Project, judge: str) -> Http
     kind = request.POST.get("kind", "")
     if kind not in FORMS:
         messages.error(request, f"Choose the kind of audit: {' or '.join(FORMS)}.")
-        return render(request, "labeling/robustness.html", _page_context(request, project, found), status=400)
+        return render(request, "labeling/audit_robustness.html", _page_context(request, project, found), status=400)
     form = _form(kind, request.POST)
     if form.is_valid():
         try:
@@ -127,7 +127,7 @@ def audit_start_view(request: HttpRequest, project: Project, judge: str) -> Http
         else:
             messages.success(request, f"Audit {job.id}: {job.total:,} probes queued for {found.name}.")
             return redirect("labeling:audit_detail", slug=project.slug, audit_id=job.id)
-    return render(request, "labeling/robustness.html",
+    return render(request, "labeling/audit_robustness.html",
                   _page_context(request, project, found, **{kind: {"kind": kind, "form": form, "started": True}}),
                   status=400)
 
@@ -167,4 +167,4 @@ def run_robustness(request: HttpRequest, project: Project, run_id: int) -> HttpR
         context["unavailable"] = str(exc)
     else:
         context |= {"report": report, "tasks": multicondition_tasks(report)}
-    return render(request, "labeling/run_robustness.html", context)
+    return render(request, "labeling/audit_run_robustness.html", context)

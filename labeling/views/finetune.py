@@ -19,17 +19,17 @@ from labeling.exceptions import DomainError
 from labeling.forms import FinetuneForm, TrainingSetImportForm, TrainingSetSampleForm
 from labeling.models import BundleImportJob, Estimate, FineTuneJob, Membership, Project, Run
 from labeling.selectors.disclosure import BLIND_REPORTS, sees_reports
-from labeling.selectors.distill import COMPARED_JOBS, Comparison, distill_comparison
+from labeling.selectors.finetune import COMPARED_JOBS, Comparison, distill_comparison
 from labeling.selectors.finetune_jobs import FineTuneJobRow, finetune_job_of_project, finetune_jobs
+from labeling.selectors.finetune_training_sets import sample_summary, training_set_by_name, training_sets_of_project
 from labeling.selectors.lookups import judge_by_name
 from labeling.selectors.projects import admin_to
 from labeling.selectors.runs import project_runs, run_by_name
 from labeling.selectors.scoring import judges_for_project
-from labeling.selectors.training_sets import sample_summary, training_set_by_name, training_sets_of_project
 from labeling.services.estimates import estimate_request
 from labeling.services.finetune import finetune_cancel, finetune_request, finetune_resume, score_pool
-from labeling.services.training_set_upload import training_set_import_upload
-from labeling.services.training_sets import (
+from labeling.services.finetune_training_set_upload import training_set_import_upload
+from labeling.services.finetune_training_sets import (
     training_set_create,
     training_set_delete,
     training_set_score,
@@ -39,8 +39,8 @@ from labeling.views.access import project_view, request_role
 from labeling.views.estimates import estimate_card
 from labeling.views.htmx import htmx_partial
 from models_llm.bundled import BundledModelError, smollm2_folder
-from models_llm.distill.crossencoder_student import CrossEncoderSettings
-from models_llm.distill.finetune import LoraSettings
+from models_llm.finetune.crossencoder_student import CrossEncoderSettings
+from models_llm.finetune.lora import LoraSettings
 
 SETS_ADMIN = admin_to("change the project's training sets")
 # The loss curve's box, in SVG units.

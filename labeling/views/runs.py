@@ -10,7 +10,7 @@ from django.views.decorators.http import require_POST
 
 from labeling.forms import RunUploadForm
 from labeling.models import BundleImportJob, Project
-from labeling.run_upload import run_import_upload, upload_refusal
+from labeling.runs_upload import run_import_upload, upload_refusal
 from labeling.selectors.lookups import run_of_project
 from labeling.selectors.projects import admin_to
 from labeling.services.runs import RunImportError, run_delete

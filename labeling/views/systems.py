@@ -14,10 +14,9 @@ from django.shortcuts import render
 from labeling.exceptions import DomainError, NotFound
 from labeling.forms import BeyondPoolForm, PoolForm, QueryGenerationForm, RetrievalForm, RunUploadForm
 from labeling.models import Membership, Project, Run
-from labeling.selectors.audits import beyond_pool_latest
+from labeling.selectors.audit import beyond_pool_latest
 from labeling.selectors.coverage import include_partial_from
 from labeling.selectors.disclosure import BLIND_REPORTS, item_disclosure, sees_reports
-from labeling.selectors.pair_tau import pair_tau_report
 from labeling.selectors.qrels_sources import HUMAN, JUDGE, qrels_sources
 from labeling.selectors.query_generation import (
     RECENT,
@@ -28,11 +27,6 @@ from labeling.selectors.retrieval_jobs import retrieval_jobs
 from labeling.selectors.runs import project_runs
 from labeling.selectors.runs_table import run_rows, stage_total
 from labeling.selectors.scoring import judges_for_project, judges_with_judgments
-from labeling.selectors.significance import (
-    SignificanceOptionError,
-    SignificanceOptions,
-    significance_options,
-)
 from labeling.selectors.systems_cache import SystemsChoice, systems_cached, systems_status
 from labeling.selectors.systems_leaderboard import (
     LOW_JUDGED,
@@ -43,6 +37,12 @@ from labeling.selectors.systems_leaderboard import (
     lvhq_groups,
     needed_words,
     scatters,
+)
+from labeling.selectors.systems_pair_tau import pair_tau_report
+from labeling.selectors.systems_significance import (
+    SignificanceOptionError,
+    SignificanceOptions,
+    significance_options,
 )
 from labeling.services.retrieval_rerank import rerank_refusal
 from labeling.services.systems_cache import SystemsBusy, systems_evaluation

@@ -24,7 +24,7 @@ from labeling.models import Membership, Project, ValidationResult
 from labeling.selectors.completeness_report import CompletenessReport
 from labeling.selectors.coverage import include_partial_from, is_ranked
 from labeling.selectors.definition_metrics import cut_keys, default_comparison_judge, judge_metrics_by_definition
-from labeling.selectors.distill import student_comparisons
+from labeling.selectors.finetune import student_comparisons
 from labeling.selectors.lookups import judge_by_name
 from labeling.selectors.projects import READ_REPORTS, admin_to
 from labeling.selectors.reannotation import reannotation_report

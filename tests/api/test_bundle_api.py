@@ -15,7 +15,7 @@ from annotator.celery import app
 from labeling.models import BundleImportJob, Membership, Pair, Query
 from tests.factories import MembershipFactory, ProjectFactory, UserFactory
 from tests.scoring_fixtures import SAMPLE
-from tests.test_bundle_upload import _lines, sample_counts, zip_folder
+from tests.services.test_bundle_upload import _lines, sample_counts, zip_folder
 
 pytestmark = pytest.mark.django_db
 

@@ -11,7 +11,7 @@ from django.urls import reverse
 
 from labeling.models import Membership
 from labeling.services.users import user_token_ensure
-from tests.test_export_pages import CALIBRATED, CASES, FORMATS, RAW, SLUG, command_bytes, export_project, query
+from tests.views.test_export import CALIBRATED, CASES, FORMATS, RAW, SLUG, command_bytes, export_project, query
 
 pytestmark = pytest.mark.django_db
 

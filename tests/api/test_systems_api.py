@@ -11,8 +11,8 @@ from django.urls import reverse
 from rest_framework.test import APIClient
 
 from labeling.models import Membership, Run, RunEntry, SystemsResult
-from labeling.selectors.significance import SignificanceOptions, comparison_json, systems_significance
 from labeling.selectors.systems import systems_report, systems_report_json
+from labeling.selectors.systems_significance import SignificanceOptions, comparison_json, systems_significance
 from labeling.services import systems_cache
 from labeling.services.systems_cache import systems_run
 from tests.factories import MembershipFactory, UserFactory

@@ -10,10 +10,10 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from labeling.models import AuditJob, Project
-from labeling.selectors.multicondition import run_multicondition_report
+from labeling.selectors.audit_multicondition import run_multicondition_report
 from labeling.services.bundle_import import bundle_import
 from tests.scoring_fixtures import minilm_judge
-from tests.selectors.test_multicondition import hand_run, tiny_project
+from tests.selectors.test_audit_multicondition import hand_run, tiny_project
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "data" / "multicondition-example"
 
@@ -38,7 +38,8 @@ def test_a_run_s_report_as_a_table_and_as_json():
     lines = text.splitlines()
     assert lines[0] == ("Multi-condition tests of run:hand: 2 items in 2 domain(s) (books, law), k = 1..2, "
                         "1 comparison(s) skipped (a score missing).")
-    # Task 1's instruction table: per domain, then the average and its mean (tests/selectors/test_multicondition.py).
+    # Task 1's instruction table: per domain, then the average and its mean
+    # (tests/selectors/test_audit_multicondition.py).
     start = lines.index("  instruction queries")
     assert [line.split() for line in lines[start + 1:start + 5]] == [
         ["k=1", "k=2", "mean"], ["books", "1.00", "0.00"], ["law", "0.00", "1.00"], ["average", "0.50", "0.50", "0.50"]]

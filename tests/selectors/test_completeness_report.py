@@ -12,7 +12,7 @@ from labeling.selectors.completeness_report import CompletenessReport, RoundNumb
 from labeling.services.rounds import round_request, round_run
 from labeling.services.validation import validation_result_ensure
 from tests.factories import MembershipFactory, UserFactory
-from tests.test_completeness import world  # noqa: F401 - the fixture: 60 pairs, a judge, 17 gold pairs
+from tests.selectors.test_completeness import world  # noqa: F401 - the fixture: 60 pairs, a judge, 17 gold pairs
 
 pytestmark = pytest.mark.django_db
 

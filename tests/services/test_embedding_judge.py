@@ -12,7 +12,7 @@ from sentence_transformers import SentenceTransformer
 
 from labeling import llm_adapter
 from labeling.models import Judgment, Pair
-from labeling.services.embeddings import passage_embeddings
+from labeling.services.retrieval_embeddings import passage_embeddings
 from labeling.services.scoring import scoring_chunk_run, scoring_job_create
 from models_llm.bundled import minilm_folder
 from models_llm.retrieval.dense import DenseEncoder, passage_text, query_text

@@ -23,7 +23,7 @@ from labeling.services.retrieval import RetrievalError, retrieval_create, retrie
 from tests.factories import MembershipFactory, UserFactory
 from tests.scoring_fixtures import SAMPLE, small_scoring_project
 from tests.services.test_retrieval_rerank import MAX_LENGTH, ranked, sigmoid_reranked
-from tests.test_systems_pages import _cells
+from tests.views.test_systems import _cells
 
 pytestmark = pytest.mark.django_db
 

@@ -27,7 +27,7 @@ from labeling.services.retrieval_estimate import retrieval_estimate
 from models_llm.types import CROSSENCODER_SEPARATOR
 from tests.factories import MembershipFactory, UserFactory
 from tests.scoring_fixtures import SAMPLE, minilm_judge, sample_ndcg10, small_scoring_project
-from tests.test_systems_pages import _cells
+from tests.views.test_systems import _cells
 
 pytestmark = pytest.mark.django_db
 

@@ -5,7 +5,7 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from labeling.management.audits import audit_wait, estimate_text
+from labeling.management.audit import audit_wait, estimate_text
 from labeling.management.lookup import command_judge, command_project
 from labeling.models import AuditJob, Judge, Project
 from labeling.services.audit import AuditError, audit_estimate, audit_request

@@ -6,10 +6,10 @@ import json
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from labeling.exceptions import DomainError
-from labeling.management.audits import audit_wait, estimate_text
+from labeling.management.audit import audit_wait, estimate_text
 from labeling.management.lookup import command_judge, command_project
 from labeling.models import AuditJob, Judge, Project
-from labeling.selectors.multicondition import run_multicondition_report
+from labeling.selectors.audit_multicondition import run_multicondition_report
 from labeling.selectors.runs import run_by_name
 from labeling.services.audit import audit_estimate, audit_request
 from models_llm.audit.ordering import multicondition_in_order

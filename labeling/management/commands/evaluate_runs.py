@@ -8,14 +8,8 @@ import json
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from labeling.management.lookup import command_project
-from labeling.management.tables import number, table_lines
+from labeling.management.systems_tables import number, table_lines
 from labeling.selectors.qrels_sources import SystemsError
-from labeling.selectors.significance import (
-    SignificanceOptionError,
-    comparison_json,
-    significance_options,
-    systems_significance,
-)
 from labeling.selectors.systems import (
     DRAWS,
     Estimate,
@@ -24,6 +18,12 @@ from labeling.selectors.systems import (
     pair_key,
     systems_report,
     systems_report_json,
+)
+from labeling.selectors.systems_significance import (
+    SignificanceOptionError,
+    comparison_json,
+    significance_options,
+    systems_significance,
 )
 from models_llm.retrieval.agreement import MIN_SYSTEMS
 from models_llm.retrieval.evaluation import ALL_MEASURES

@@ -12,7 +12,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from labeling.exceptions import DomainError
 from labeling.management.lookup import command_judge, command_project
 from labeling.models import FineTuneJob
-from labeling.selectors.training_sets import training_set_by_name
+from labeling.selectors.finetune_training_sets import training_set_by_name
 from labeling.services.finetune import (
     finetune_create,
     finetune_fail,
@@ -20,7 +20,7 @@ from labeling.services.finetune import (
     finetune_resume,
     finetune_run,
 )
-from labeling.services.training_sets import training_set_import
+from labeling.services.finetune_training_sets import training_set_import
 
 # Command-line options that are settings fields of each student kind (LoraSettings, CrossEncoderSettings); the
 # rest keep the kind's defaults. An option of the other kind only is refused.

@@ -7,8 +7,15 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from labeling.exceptions import DomainError
 from labeling.management.lookup import command_project
-from labeling.management.tables import number, table_lines
-from labeling.selectors.lvhq import DEFAULT_MEASURE, LVHQ_MEASURES, LvhqGroup, LvhqReport, lvhq_json, lvhq_report
+from labeling.management.systems_tables import number, table_lines
+from labeling.selectors.systems_lvhq import (
+    DEFAULT_MEASURE,
+    LVHQ_MEASURES,
+    LvhqGroup,
+    LvhqReport,
+    lvhq_json,
+    lvhq_report,
+)
 
 
 def _interval(found: tuple[float, float] | None) -> str:

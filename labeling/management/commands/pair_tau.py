@@ -7,8 +7,8 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from labeling.exceptions import DomainError
 from labeling.management.lookup import command_project
-from labeling.management.tables import number, table_lines
-from labeling.selectors.pair_tau import default_pair_tau_judge, pair_tau_json, pair_tau_report
+from labeling.management.systems_tables import number, table_lines
+from labeling.selectors.systems_pair_tau import default_pair_tau_judge, pair_tau_json, pair_tau_report
 
 
 class Command(BaseCommand):

@@ -6,7 +6,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from labeling.exceptions import DomainError
 from labeling.management.lookup import command_judge, command_project
 from labeling.models import Project, Run
-from labeling.selectors.diras_sample import DIRAS_INSIDE, DIRAS_OUTSIDE, DIRAS_TOP
+from labeling.selectors.finetune_diras_sample import DIRAS_INSIDE, DIRAS_OUTSIDE, DIRAS_TOP
 from labeling.selectors.runs import run_by_name
 from labeling.services.pooling import PoolPreview, pool_add, pool_preview, pool_sample, random_system
 

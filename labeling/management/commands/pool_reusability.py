@@ -6,9 +6,9 @@ import json
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from labeling.management.lookup import command_project
-from labeling.management.tables import number, table_lines
+from labeling.management.systems_tables import number, table_lines
 from labeling.selectors.qrels_sources import HUMAN, SystemsError
-from labeling.selectors.reusability import (
+from labeling.selectors.systems_reusability import (
     DEFAULT_MEASURE,
     LEFT_OUT_MEASURES,
     RANK_THRESHOLD,

@@ -8,7 +8,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from labeling.exceptions import DomainError
 from labeling.management.lookup import command_project
-from labeling.management.tables import number, table_lines
+from labeling.management.systems_tables import number, table_lines
 from labeling.selectors.reannotation import DEFAULT_PER_BAND, reannotation_json, reannotation_report
 from models_llm.metrics.reannotation import CELLS, PAPER_NAMES
 

@@ -11,14 +11,14 @@ from labeling.exceptions import DomainError
 from labeling.llm_adapter import model_folder
 from labeling.management.lookup import command_judge, command_project
 from labeling.models import Project, TrainingSet
-from labeling.selectors.runs import run_by_name
-from labeling.selectors.training_sets import (
+from labeling.selectors.finetune_training_sets import (
     sample_summary,
     training_set_by_name,
     training_set_jsonl,
     training_sets_of_project,
 )
-from labeling.services.training_sets import training_set_create, training_set_import, training_set_score
+from labeling.selectors.runs import run_by_name
+from labeling.services.finetune_training_sets import training_set_create, training_set_import, training_set_score
 from models_llm.tokenizers import load_tokenizer
 
 SAMPLING = ("run", "top", "inside", "outside")
