@@ -16,9 +16,10 @@ from labeling.api.fields import StrictBooleanField, StrictCharField, StrictFloat
 from labeling.exceptions import FieldsRefused, TooLarge
 from labeling.models import BundleImportJob, Membership, Project, Run
 from labeling.runs_upload import run_import_upload, upload_refusal
+from labeling.selectors.disclosure import job_row
 from labeling.selectors.lookups import judge_by_name, run_of_project
 from labeling.selectors.projects import admin_to, project_for_user, project_role
-from labeling.selectors.retrieval_jobs import retrieval_job_row, retrieval_jobs
+from labeling.selectors.retrieval_jobs import retrieval_jobs
 from labeling.selectors.runs import project_runs, run_by_name
 from labeling.services.pooling import PoolPreview, pool_add, pool_preview
 from labeling.services.retrieval import (
@@ -209,7 +210,7 @@ class RetrievalJobListView(APIView):
                    "rerank": [dict(stage) for stage in body.validated_data["rerank"]],
                    "crisis": dict(body.validated_data["crisis"]) if body.validated_data["crisis"] else None}
         job = retrieval_request(project=project, user=request.user, **options)
-        return Response(RetrievalJobSerializer(retrieval_job_row(job, show_errors=True)).data, status=202)
+        return Response(RetrievalJobSerializer(job_row(job, show_errors=True)).data, status=202)
 
 
 class PoolView(APIView):

@@ -9,7 +9,7 @@ from django.db.models import QuerySet
 
 from labeling.exceptions import NotFound
 from labeling.models import AuditJob, Judge, Project
-from labeling.selectors.disclosure import job_error_shown
+from labeling.selectors.disclosure import JobRow, job_error_shown
 from models_llm.cost import usd_cost
 
 # The page and the API list this many of a judge's newest audits.
@@ -17,14 +17,9 @@ LISTED_AUDITS = 50
 
 
 @dataclass(frozen=True)
-class AuditRow:
+class AuditRow(JobRow):
     job: AuditJob
-    error: str  # the job's error as the reader may see it
     cost_usd: float | None  # the tokens used so far at the judge's prices; None without prices or tokens
-
-    @property
-    def unfinished(self) -> bool:
-        return self.job.finished_at is None
 
 
 def audit_row(job: AuditJob, *, show_errors: bool) -> AuditRow:

@@ -112,6 +112,23 @@ def job_error_shown(job: Job, *, show: bool) -> str:
     return f"{kind_of(job).failed_text} (a project admin sees the reason)"
 
 
+@dataclass(frozen=True)
+class JobRow:
+    """A job as a member's page or API list shows it: the row, and its error as the reader may see it. Kinds that
+    show more (a cost, the last loss) extend it."""
+
+    job: Job
+    error: str  # the job's error as the reader may see it (job_error_shown)
+
+    @property
+    def unfinished(self) -> bool:
+        return self.job.finished_at is None
+
+
+def job_row(job: Job, *, show_errors: bool) -> JobRow:
+    return JobRow(job=job, error=job_error_shown(job, show=show_errors))
+
+
 BLIND_REPORTS = ("Experts label blind: the validation reports are made of the reference grades, labels and judges' P "
                  "of items they have not labelled.")
 

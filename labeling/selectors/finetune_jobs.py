@@ -6,20 +6,15 @@ from dataclasses import dataclass
 
 from labeling.exceptions import NotFound
 from labeling.models import FineTuneJob, Project
-from labeling.selectors.disclosure import job_error_shown
+from labeling.selectors.disclosure import JobRow, job_error_shown
 
 # The page and the API list this many of the newest jobs.
 LISTED_JOBS = 50
 
 
 @dataclass(frozen=True)
-class FineTuneJobRow:
+class FineTuneJobRow(JobRow):
     job: FineTuneJob
-    error: str  # the job's error as the reader may see it
-
-    @property
-    def unfinished(self) -> bool:
-        return self.job.finished_at is None
 
     @property
     def last_loss(self) -> float | None:

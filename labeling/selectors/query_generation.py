@@ -8,15 +8,14 @@ from django.db.models import QuerySet
 
 from labeling.exceptions import NotFound
 from labeling.models import Project, QueryGenerationJob
-from labeling.selectors.disclosure import Disclosure, job_error_shown
+from labeling.selectors.disclosure import Disclosure, JobRow, job_error_shown
 
 RECENT = 20
 
 
 @dataclass(frozen=True)
-class QueryGenerationRow:
+class QueryGenerationRow(JobRow):
     job: QueryGenerationJob
-    error: str  # the job's error as the reader may see it
     parameters: dict  # as the reader may see them (blind first)
     problems: list[dict]  # each with the model's answer (`raw`) blanked for those who may not see it
 

@@ -2,34 +2,17 @@
 may see it."""
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from labeling.models import Project, RetrievalJob
-from labeling.selectors.disclosure import job_error_shown
+from labeling.selectors.disclosure import JobRow, job_row
 
 # The page and the API list this many of the newest jobs: older ones only matter through the runs they wrote.
 LISTED_JOBS = 50
 
 
-@dataclass(frozen=True)
-class RetrievalJobRow:
-    job: RetrievalJob
-    error: str  # the job's error as the reader may see it
-
-    @property
-    def unfinished(self) -> bool:
-        return self.job.finished_at is None
-
-
-def retrieval_job_row(job: RetrievalJob, *, show_errors: bool) -> RetrievalJobRow:
-    error = job_error_shown(job, show=show_errors)
-    return RetrievalJobRow(job=job, error=error)
-
-
-def retrieval_jobs(project: Project, *, show_errors: bool) -> list[RetrievalJobRow]:
+def retrieval_jobs(project: Project, *, show_errors: bool) -> list[JobRow]:
     """The project's LISTED_JOBS newest retrieval jobs, each with the run it wrote (if it is still stored)."""
     jobs = RetrievalJob.objects.filter(project=project).select_related("run").order_by("-created_at", "-id")
-    return [retrieval_job_row(job, show_errors=show_errors) for job in jobs[:LISTED_JOBS]]
+    return [job_row(job, show_errors=show_errors) for job in jobs[:LISTED_JOBS]]
 
 
 def retrieval_job_writing(*, project: Project, name: str) -> RetrievalJob | None:
