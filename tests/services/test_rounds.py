@@ -11,6 +11,7 @@ import re
 
 import numpy as np
 import pytest
+from celery import Task
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 from rest_framework.test import APIClient
@@ -20,6 +21,7 @@ from labeling.selectors import streams
 from labeling.selectors.completeness import completeness_compute, completeness_options
 from labeling.services.labels import label_submit, queue_next_for_annotator
 from labeling.services.rounds import RoundError, RoundForbidden, RoundOpen, round_request, round_run
+from labeling.tasks import round_finish_task
 from tests.factories import MembershipFactory, UserFactory
 from tests.polling import wait_for
 from tests.selectors.test_completeness import world  # noqa: F401 - the fixture: 60 pairs, a judge, 17 gold pairs
@@ -60,20 +62,24 @@ def test_a_round_sets_the_queue_and_refuses_what_it_cannot_do(world):  # noqa: F
 
 
 def test_the_batch_in_hands_the_round_to_a_worker_once_and_it_records_the_completeness_report(
-        world, django_capture_on_commit_callbacks):  # noqa: F811
+        world, django_capture_on_commit_callbacks, monkeypatch):  # noqa: F811
     project, judge, *_ = world
     admin = admin_of(project)
     started = round_request(project=project, by=admin, judge="imported", budget=3)
     expert = UserFactory()
     MembershipFactory(project=project, user=expert, role=Membership.Role.EXPERT)
-    with django_capture_on_commit_callbacks() as callbacks:
+    sent = []  # the tasks the labels' transactions queue, by name (none reaches a broker)
+    monkeypatch.setattr(Task, "apply_async", lambda task, args=None, kwargs=None, **_: sent.append((task.name, args)))
+    with django_capture_on_commit_callbacks(execute=True):
         for grade in (1, 0):
             claim = queue_next_for_annotator(project=project, annotator=expert)
             label_submit(project=project, annotator=expert, pair_id=claim.pair.id, grade=grade)
     started.refresh_from_db()
-    assert started.status == "pending" and not any("round_finish" in repr(c) for c in callbacks)
-    claim = queue_next_for_annotator(project=project, annotator=expert)
-    label_submit(project=project, annotator=expert, pair_id=claim.pair.id, grade=1)
+    assert started.status == "pending" and round_finish_task.name not in {name for name, _ in sent}
+    with django_capture_on_commit_callbacks(execute=True):
+        claim = queue_next_for_annotator(project=project, annotator=expert)
+        label_submit(project=project, annotator=expert, pair_id=claim.pair.id, grade=1)
+    assert [args for name, args in sent if name == round_finish_task.name] == [(started.id,)]
     started.refresh_from_db()
     assert started.status == "running" and started.attempts == 1 and started.heartbeat_at is None
     expected = completeness_compute(project=project, options=completeness_options(project=project, judge="imported"))
