@@ -56,7 +56,10 @@ class LoraSettings:
     2e-4, constant after a 3% warm-up; Adam beta2 0.999; gradient norm clipped at 0.3; no weight decay; an
     effective batch of 32 (micro batches of `micro_batch` accumulated); 2 epochs; a source (prompt) max length of
     2048 tokens and a target (answer) max length of 512, a longer prompt having its passage cut (chat.encode).
-    `max_steps` > 0 stops earlier. `quantize_4bit`: QLoRA (4-bit NF4 base) when CUDA and bitsandbytes are there; ignored otherwise."""
+    `max_steps` > 0 stops earlier. `quantize_4bit`: QLoRA (4-bit NF4 base) when CUDA and bitsandbytes are there;
+    ignored otherwise.
+    `top_layers` > 0 puts the adapter on the model's last that many transformer layers only (0: all, as DIRAS): the
+    backward pass then stops at the lowest adapted layer, so a step costs little more than a forward pass."""
 
     r: int = 64
     alpha: int = 16
@@ -78,6 +81,7 @@ class LoraSettings:
     seed: int = 0
     quantize_4bit: bool = True
     gradient_checkpointing: bool = False
+    top_layers: int = 0
 
     def __post_init__(self) -> None:
         checks = (
@@ -96,6 +100,9 @@ class LoraSettings:
             (16 <= self.source_max_length <= 131_072, "the source max length must be 16 to 131072 tokens"),
             (1 <= self.target_max_length <= 131_072, "the target max length must be 1 to 131072 tokens"),
             (1 <= self.save_steps <= 1_000_000, "save steps must be >= 1"),
+            (0 <= self.top_layers <= 1024, "top layers must be 0 (all) to 1024"),
+            (not self.top_layers or self.target_modules == "all-linear",
+             "top layers needs the target modules 'all-linear'"),
             (self.scheduler in SCHEDULERS, f"the scheduler must be one of {', '.join(SCHEDULERS)}"),
         )
         for ok, message in checks:
@@ -233,7 +240,8 @@ class ProgressReport(TrainerCallback):
 
 def load_student_base(base_folder: str, settings: LoraSettings, device: str):
     """(model, tokenizer, quantized) for fine-tuning: the base model, 4-bit when asked for and CUDA and
-    bitsandbytes are there, with a LoRA adapter on all linear layers."""
+    bitsandbytes are there, with a LoRA adapter on all linear layers (of the top `settings.top_layers` layers when
+    set; FinetuneError when the model has fewer)."""
     folder = Path(base_folder)
     if not (folder / "config.json").is_file():
         raise FinetuneError(f"base model folder {folder} does not exist or holds no config.json")
@@ -257,8 +265,19 @@ def load_student_base(base_folder: str, settings: LoraSettings, device: str):
         from peft import prepare_model_for_kbit_training
 
         model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=settings.gradient_checkpointing)
-    lora = LoraConfig(r=settings.r, lora_alpha=settings.alpha, lora_dropout=settings.dropout,
-                      target_modules=settings.target_modules, task_type="CAUSAL_LM", bias="none")
+    targets, layers = settings.target_modules, None
+    if settings.top_layers:
+        count = model.config.num_hidden_layers
+        if settings.top_layers > count:
+            raise FinetuneError(f"top_layers is {settings.top_layers} but {folder.name} has {count} layers")
+        # peft takes a layer range only with target modules named one by one, not "all-linear": the names of the
+        # linear layers, the output layer left out as "all-linear" does.
+        head = model.get_output_embeddings()
+        targets = sorted({name.rsplit(".", 1)[-1] for name, module in model.named_modules()
+                          if isinstance(module, torch.nn.Linear) and module is not head})
+        layers = list(range(count - settings.top_layers, count))
+    lora = LoraConfig(r=settings.r, lora_alpha=settings.alpha, lora_dropout=settings.dropout, target_modules=targets,
+                      layers_to_transform=layers, task_type="CAUSAL_LM", bias="none")
     return get_peft_model(model, lora), tokenizer, quantize
 
 
