@@ -29,7 +29,10 @@ class LoraSettings:
     2e-4, constant after a 3% warm-up; Adam beta2 0.999; gradient norm clipped at 0.3; no weight decay; an
     effective batch of 32 (micro batches of `micro_batch` accumulated); 2 epochs; a source (prompt) max length of
     2048 tokens and a target (answer) max length of 512, a longer prompt having its passage cut (chat.encode).
-    `max_steps` > 0 stops earlier. `quantize_4bit`: QLoRA (4-bit NF4 base) when CUDA and bitsandbytes are there; ignored otherwise."""
+    `max_steps` > 0 stops earlier. `quantize_4bit`: QLoRA (4-bit NF4 base) when CUDA and bitsandbytes are there;
+    ignored otherwise.
+    `top_layers` > 0 puts the adapter on the model's last that many transformer layers only (0: all, as DIRAS): the
+    backward pass then stops at the lowest adapted layer, so a step costs little more than a forward pass."""
 
     r: int = 64
     alpha: int = 16
@@ -51,6 +54,7 @@ class LoraSettings:
     seed: int = 0
     quantize_4bit: bool = True
     gradient_checkpointing: bool = False
+    top_layers: int = 0
 
     def __post_init__(self) -> None:
         checks = (
@@ -69,6 +73,9 @@ class LoraSettings:
             (16 <= self.source_max_length <= 131_072, "the source max length must be 16 to 131072 tokens"),
             (1 <= self.target_max_length <= 131_072, "the target max length must be 1 to 131072 tokens"),
             (1 <= self.save_steps <= 1_000_000, "save steps must be >= 1"),
+            (0 <= self.top_layers <= 1024, "top layers must be 0 (all) to 1024"),
+            (not self.top_layers or self.target_modules == "all-linear",
+             "top layers needs the target modules 'all-linear'"),
             (self.scheduler in SCHEDULERS, f"the scheduler must be one of {', '.join(SCHEDULERS)}"),
         )
         for ok, message in checks:

@@ -61,7 +61,8 @@ class _Collator:
 
 def load_student_base(base_folder: str, settings: LoraSettings, device: str):
     """(model, tokenizer, quantized) for fine-tuning: the base model, 4-bit when asked for and CUDA and
-    bitsandbytes are there, with a LoRA adapter on all linear layers."""
+    bitsandbytes are there, with a LoRA adapter on all linear layers (of the top `settings.top_layers` layers when
+    set; FinetuneError when the model has fewer)."""
     folder = Path(base_folder)
     if not (folder / "config.json").is_file():
         raise FinetuneError(f"base model folder {folder} does not exist or holds no config.json")
@@ -85,8 +86,19 @@ def load_student_base(base_folder: str, settings: LoraSettings, device: str):
         from peft import prepare_model_for_kbit_training
 
         model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=settings.gradient_checkpointing)
-    lora = LoraConfig(r=settings.r, lora_alpha=settings.alpha, lora_dropout=settings.dropout,
-                      target_modules=settings.target_modules, task_type="CAUSAL_LM", bias="none")
+    targets, layers = settings.target_modules, None
+    if settings.top_layers:
+        count = model.config.num_hidden_layers
+        if settings.top_layers > count:
+            raise FinetuneError(f"top_layers is {settings.top_layers} but {folder.name} has {count} layers")
+        # peft takes a layer range only with target modules named one by one, not "all-linear": the names of the
+        # linear layers, the output layer left out as "all-linear" does.
+        head = model.get_output_embeddings()
+        targets = sorted({name.rsplit(".", 1)[-1] for name, module in model.named_modules()
+                          if isinstance(module, torch.nn.Linear) and module is not head})
+        layers = list(range(count - settings.top_layers, count))
+    lora = LoraConfig(r=settings.r, lora_alpha=settings.alpha, lora_dropout=settings.dropout, target_modules=targets,
+                      layers_to_transform=layers, task_type="CAUSAL_LM", bias="none")
     return get_peft_model(model, lora), tokenizer, quantize
 
 

@@ -41,7 +41,7 @@ def mean_error(p: list[float], teacher: list[float]) -> float:
     return float(np.mean(np.abs(np.array(p) - np.array(teacher))))
 
 
-def test_the_student_learns_the_teachers_rule_and_reloads_from_storage_in_a_fresh_process(tmp_path, settings):
+def test_the_student_learns_the_teachers_rule(tmp_path, settings):
     settings.ADAPTER_CACHE_DIR = tmp_path / "cache-here"
     project, teacher, training_set = rule_project(tmp_path / "bundle")
     job = finetune_create(project=project, training_set=training_set, teacher=teacher, base_model=base_folder(),
@@ -68,7 +68,23 @@ def test_the_student_learns_the_teachers_rule_and_reloads_from_storage_in_a_fres
     assert np.mean([p for p, pair in zip(held, held_out) if teacher_p(pair.passage) > 0.5]) > np.mean(
         [p for p, pair in zip(held, held_out) if teacher_p(pair.passage) < 0.5]) + 0.2
 
-    # A fresh process with an empty adapter cache fetches the adapter from storage and gives the same P.
+
+def test_a_fresh_process_fetches_the_students_adapter_from_storage_and_gives_the_same_p(tmp_path, settings):
+    """Any adapter will do here (the rule is the test above's): one step on the top two layers, at a learning rate
+    high enough that the student's P differs from the base model's."""
+    settings.ADAPTER_CACHE_DIR = tmp_path / "cache-here"
+    project, teacher, training_set = rule_project(tmp_path / "bundle")
+    job = finetune_create(project=project, training_set=training_set, teacher=teacher, base_model=base_folder(),
+                          student_name="student", hyperparameters={**QUICK, "max_steps": 1, "warmup_ratio": 0.0,
+                                                                   "learning_rate": 5e-3, "top_layers": 2})
+    job = finetune_run(job_id=job.id)
+    assert job.status == FineTuneJob.Status.DONE, job.error
+    train = rule_inputs(project, "q1")
+    after = [v.p for v in scorer_for(job.student).score(train)]
+    before = [v.p for v in scorer_for(Judge.objects.get(project=project, name=base_judge_name("student"))).score(train)]
+    assert max(abs(a - b) for a, b in zip(after, before)) > 0.01, (before, after)
+
+    # A fresh process with an empty adapter cache fetches the adapter from storage.
     script = (
         "import json, sys, django; django.setup()\n"
         "from labeling.storage_folders import adapter_local\n"

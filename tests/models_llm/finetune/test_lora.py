@@ -62,6 +62,18 @@ def test_a_time_budget_ends_training_after_one_step_with_an_adapter(base, tmp_pa
 
 
 
+def test_top_layers_puts_the_adapter_on_the_last_layers_linear_layers_only(base):
+    model, _, _ = load_student_base(base, LoraSettings(r=4, top_layers=2), "cpu")
+    count = model.config.num_hidden_layers
+    adapted = {name.split(".lora_A")[0] for name, _ in model.named_parameters() if ".lora_A." in name}
+    layers = {int(name.split(".layers.")[1].split(".")[0]) for name in adapted}
+    everywhere, _, _ = load_student_base(base, LoraSettings(r=4), "cpu")
+    per_layer = sum(".layers.0." in name for name, _ in everywhere.named_parameters() if ".lora_A." in name)
+    assert layers == {count - 2, count - 1} and len(adapted) == 2 * per_layer == 14  # q k v o gate up down
+    with pytest.raises(FinetuneError, match=f"top_layers is {count + 1} but .* has {count} layers"):
+        load_student_base(base, LoraSettings(r=4, top_layers=count + 1), "cpu")
+
+
 def test_the_loss_with_the_head_on_answer_positions_only_is_the_models_own_loss(base):
     """The head runs on the positions that predict an answer token only, yet the loss and the LoRA gradients are
     those of the model's own loss over the whole padded batch."""
@@ -100,6 +112,8 @@ def test_the_loss_with_the_head_on_answer_positions_only_is_the_models_own_loss(
     ({"max_length": 8}, "source max length"),  # a job's setting before App. F's two lengths
     ({"target_max_length": 0}, "target max length"),
     ({"max_length": 100, "source_max_length": 100}, "not both"),
+    ({"top_layers": -1}, "top layers"),
+    ({"top_layers": 2, "target_modules": "q_proj"}, "top layers needs the target modules 'all-linear'"),
 ])
 def test_settings_out_of_range_are_refused_by_name(values, message):
     with pytest.raises(FinetuneError, match=message):
