@@ -4,7 +4,6 @@ docstring."""
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -20,8 +19,14 @@ from torch import Tensor
 from transformers import set_seed
 
 from models_llm.finetune.crossencoder_student import CrossEncoderSettings, SoftPair
-from models_llm.finetune.lora import FinetuneError, FinetuneResult, FinetuneStopped, Progress, checkpoint_step
-from models_llm.finetune.training import ProgressReport, probe_device, timed_backward, training_failures
+from models_llm.finetune.lora import FinetuneError, FinetuneResult, Progress, checkpoint_step
+from models_llm.finetune.training import (
+    ProgressReport,
+    probe_device,
+    timed_backward,
+    train_and_save,
+    training_failures,
+)
 
 
 class WeightedBinaryCrossEntropyLoss(BinaryCrossEntropyLoss):
@@ -114,18 +119,8 @@ def _train(base_folder, pairs, work_dir, model_dir, settings, device, resume_fro
     report = ProgressReport(on_progress, on_checkpoint, settings.batch_size, 1, start_step, stop_after_s)
     trainer = CrossEncoderTrainer(model=model, args=args, train_dataset=dataset, loss=weighted_bce_loss(model),
                                   callbacks=[report])
-    started = time.monotonic()
-    output = trainer.train(resume_from_checkpoint=resume_from)
-    if report.stopped:
-        raise FinetuneStopped(f"stopped at step {trainer.state.global_step}")
-    seconds = time.monotonic() - started
-    Path(model_dir).mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(model_dir)
-    return FinetuneResult(
-        adapter_dir=model_dir, steps=output.global_step, losses=tuple(report.losses), examples=len(pairs),
-        seconds=seconds, examples_per_s=float(output.metrics.get("train_samples_per_second", 0.0)),
-        resumed_from_step=start_step or None,
-    )
+    return train_and_save(trainer, report, resume_from=resume_from, out_dir=model_dir, examples=len(pairs),
+                          start_step=start_step)
 
 
 def probe(base_folder: str, pairs: Sequence[SoftPair], settings: CrossEncoderSettings, device: str,

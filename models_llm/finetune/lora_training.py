@@ -5,7 +5,6 @@ Trainer's output into a FinetuneResult."""
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -20,12 +19,17 @@ from models_llm.finetune.chat import IGNORE, ChatExample, DistillFormatError, En
 from models_llm.finetune.lora import (
     FinetuneError,
     FinetuneResult,
-    FinetuneStopped,
     LoraSettings,
     Progress,
     checkpoint_step,
 )
-from models_llm.finetune.training import ProgressReport, probe_device, timed_backward, training_failures
+from models_llm.finetune.training import (
+    ProgressReport,
+    probe_device,
+    timed_backward,
+    train_and_save,
+    training_failures,
+)
 
 
 class _Examples(torch.utils.data.Dataset):
@@ -180,18 +184,8 @@ def _finetune(base_folder, examples, work_dir, adapter_dir, settings, device, re
     report = ProgressReport(on_progress, on_checkpoint, settings.micro_batch, accumulation, start_step, stop_after_s)
     trainer = AnswerLossTrainer(model=model, args=args, train_dataset=_Examples(encoded),
                                 data_collator=_Collator(pad_id), callbacks=[report])
-    started = time.monotonic()
-    output = trainer.train(resume_from_checkpoint=resume_from)
-    if report.stopped:
-        raise FinetuneStopped(f"stopped at step {trainer.state.global_step}")
-    seconds = time.monotonic() - started
-    Path(adapter_dir).mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(adapter_dir)
-    return FinetuneResult(
-        adapter_dir=adapter_dir, steps=output.global_step, losses=tuple(report.losses), examples=len(encoded),
-        seconds=seconds, examples_per_s=float(output.metrics.get("train_samples_per_second", 0.0)),
-        resumed_from_step=start_step or None, truncated=truncated,
-    )
+    return train_and_save(trainer, report, resume_from=resume_from, out_dir=adapter_dir, examples=len(encoded),
+                          start_step=start_step, truncated=truncated)
 
 
 def load_adapter(base_folder: str, adapter_dir: str) -> PeftModel:

@@ -15,7 +15,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # a student is built from a local 
 import torch
 from transformers import TrainerCallback, TrainerControl, TrainerState
 
-from models_llm.finetune.lora import FinetuneError, Progress
+from models_llm.finetune.lora import FinetuneError, FinetuneResult, FinetuneStopped, Progress
 
 
 class ProgressReport(TrainerCallback):
@@ -97,3 +97,21 @@ def timed_backward(model, loss_of: Callable[[int], torch.Tensor], batches: int, 
             seconds += time.monotonic() - started
         model.zero_grad(set_to_none=True)
     return seconds
+
+
+def train_and_save(trainer, report: ProgressReport, *, resume_from: str | None, out_dir: str, examples: int,
+                   start_step: int, truncated: int = 0) -> FinetuneResult:
+    """Run a Trainer (a checkpoint's run goes on from it), stop with FinetuneStopped when `report` stopped it, else
+    save the trained model (an adapter, or the cross-encoder) to `out_dir` and say what the run did."""
+    started = time.monotonic()
+    output = trainer.train(resume_from_checkpoint=resume_from)
+    if report.stopped:
+        raise FinetuneStopped(f"stopped at step {trainer.state.global_step}")
+    seconds = time.monotonic() - started
+    Path(out_dir).mkdir(parents=True, exist_ok=True)
+    trainer.model.save_pretrained(out_dir)
+    return FinetuneResult(
+        adapter_dir=out_dir, steps=output.global_step, losses=tuple(report.losses), examples=examples,
+        seconds=seconds, examples_per_s=float(output.metrics.get("train_samples_per_second", 0.0)),
+        resumed_from_step=start_step or None, truncated=truncated,
+    )
