@@ -101,10 +101,12 @@ class Demo:
 
 
 SETUP_THAT_ENDS = "print('setup: queued the runs', flush=True); print('setup: done', flush=True)"
+# The line is printed inside the try: a Ctrl-C that comes right after it (the test sends one as soon as it reads the
+# line) must find the handler in place.
 SETUP_THAT_RUNS = textwrap.dedent("""\
     import time
-    print('setup: waiting for the runs', flush=True)
     try:
+        print('setup: waiting for the runs', flush=True)
         time.sleep(600)
     except KeyboardInterrupt:
         print('setup: stopped', flush=True)
