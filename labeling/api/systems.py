@@ -39,8 +39,8 @@ from labeling.selectors.systems_significance import (
 )
 from labeling.services.systems_cache import SystemsBusy, systems_evaluation
 from models_llm.relevance_rule import is_probability
-from models_llm.retrieval.evaluation import ALL_MEASURES
-from models_llm.retrieval.significance import CORRECTIONS, DEFAULT_DRAWS, TESTS
+from models_llm.systems.evaluation import ALL_MEASURES
+from models_llm.systems.significance import CORRECTIONS, DEFAULT_DRAWS, TESTS
 
 QRELS_PATTERN = r"(human|sample|(judge|combined|expected|release):[^\x00]+)"
 # When a busy project's evaluation is worth asking for again: about what one computation takes (a minute at 10 runs

@@ -1,4 +1,4 @@
-"""The domain's tables, one module per concept: projects and the pool, labels and leases, judging, retrieval runs, and the
+"""The domain's tables, one module per concept: projects and the pool, labels and leases, judging, retrieval runs, systems results, and the
 shape every background job shares."""
 from labeling.models.audit import AuditJob, AuditKind
 from labeling.models.bundles import BundleImportJob
@@ -19,10 +19,10 @@ from labeling.models.retrieval import (
     Run,
     RunEntry,
     RunKind,
-    SystemsResult,
 )
 from labeling.models.rounds import LabellingRound
 from labeling.models.scoring import ScoringChunk, ScoringJob
+from labeling.models.systems import SystemsResult
 from labeling.models.validation import ValidationResult
 
 __all__ = [

@@ -13,7 +13,7 @@ from labeling.selectors.export import ExportError, export_source_parse, judge_pr
 from labeling.selectors.releases import release_by_name, release_records, release_verify
 from labeling.selectors.scoring import judges_with_judgments
 from labeling.selectors.streams import Grouped, external_ids, pair_stream
-from models_llm.retrieval.sampled import QuerySample
+from models_llm.systems.sampled import QuerySample
 
 HUMAN = "human"
 JUDGE = "judge"

@@ -7,7 +7,7 @@ Agreement pairs: with human grades among the sources, human (the reference) agai
 every pair. Computed per measure on the queries both sources evaluate (every run is scored on all of a source's
 queries, a query a run lacks at 0, so the systems share them), for AGREEMENT_MEASURES (nDCG@10, the main one, and
 AP) among the measures asked; with neither asked, for the first measure asked. Expected sources have no AP, so
-their AP agreement is absent; with fewer than MIN_SYSTEMS runs (models_llm.retrieval.agreement) there is no
+their AP agreement is absent; with fewer than MIN_SYSTEMS runs (models_llm.systems.agreement) there is no
 agreement to show.
 
 Coverage (labeling.selectors.coverage), per measure: a source made from a judge needs, for a measure, the judge's
@@ -41,8 +41,8 @@ from labeling.selectors.qrels_sources import (
 )
 from labeling.selectors.runs import RunNames, project_runs, rankings_named, run_entry_ids, run_top_ids
 from models_llm.metrics import Degeneracy
-from models_llm.retrieval.agreement import Agreement, system_agreement
-from models_llm.retrieval.evaluation import (
+from models_llm.systems.agreement import Agreement, system_agreement
+from models_llm.systems.evaluation import (
     ALL_MEASURES,
     INCOMPLETE_MEASURES,
     MEASURE_DEPTHS,
@@ -52,7 +52,7 @@ from models_llm.retrieval.evaluation import (
     QrelsEvaluator,
     QueryScores,
 )
-from models_llm.retrieval.sampled import SampledEvaluator
+from models_llm.systems.sampled import SampledEvaluator
 
 AGREEMENT_MEASURES = ("nDCG@10", "AP")
 # The share of a run's top 10 that the source judged: always reported, whichever measures are asked.

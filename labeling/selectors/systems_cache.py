@@ -45,8 +45,8 @@ from labeling.selectors.systems_significance import (
     SignificanceOptions,
     systems_significance,
 )
-from models_llm.retrieval.evaluation import INCOMPLETE_MEASURES, MEASURES, SAMPLE_MEASURES
-from models_llm.retrieval.significance import DEFAULT_DRAWS, Comparison
+from models_llm.systems.evaluation import INCOMPLETE_MEASURES, MEASURES, SAMPLE_MEASURES
+from models_llm.systems.significance import DEFAULT_DRAWS, Comparison
 
 logger = logging.getLogger(__name__)
 

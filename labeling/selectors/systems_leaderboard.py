@@ -9,9 +9,9 @@ from labeling.charts import Scatter, scatter_chart
 from labeling.selectors.qrels_sources import HUMAN, JUDGE
 from labeling.selectors.systems import JUDGED, SystemsReport
 from labeling.selectors.systems_lvhq import LvhqGroup, LvhqReport
-from models_llm.retrieval.agreement import COEFFICIENTS, Agreement
-from models_llm.retrieval.evaluation import MEASURE_DEPTHS, MEASURE_EXPLAIN, SAMPLE_MEASURES
-from models_llm.retrieval.significance import Comparison
+from models_llm.systems.agreement import COEFFICIENTS, Agreement
+from models_llm.systems.evaluation import MEASURE_DEPTHS, MEASURE_EXPLAIN, SAMPLE_MEASURES
+from models_llm.systems.significance import Comparison
 
 # A run whose top 10 the source judged less than this share of is marked: its unjudged passages count as not
 # relevant, so its score is a lower bound, and a system that did not contribute to the pool is the one it hurts.

@@ -1,7 +1,7 @@
 """LVHQ as DisastIR defines it (4.3, App. F; #35): do LLM-generated queries rank the systems as human-written ones
 do? Every run is evaluated under one qrels source (the same relevance method for both sets) on each of two query
 sets (labeling.selectors.query_sets), and the runs' ranking by their mean over set a is compared with their ranking
-over set b: Kendall's tau-b and tau-AP with bootstrap intervals (models_llm.retrieval.agreement), overall and per
+over set b: Kendall's tau-b and tau-AP with bootstrap intervals (models_llm.systems.agreement), overall and per
 search intent. When every query of both sets has its twin in the other, each draw resamples twin pairs; otherwise
 each set's queries are resampled on their own."""
 from __future__ import annotations
@@ -15,8 +15,8 @@ from labeling.models import Project
 from labeling.selectors.qrels_sources import HUMAN, SystemsError, qrels_source_parse, qrels_sources
 from labeling.selectors.query_sets import QuerySetError, QuerySets, query_sets
 from labeling.selectors.systems import DRAWS, JUDGED, LEVEL, SystemsReport, systems_report
-from models_llm.retrieval.agreement import Agreement, query_set_agreement
-from models_llm.retrieval.evaluation import MEASURES
+from models_llm.systems.agreement import Agreement, query_set_agreement
+from models_llm.systems.evaluation import MEASURES
 
 DEFAULT_MEASURE = "nDCG@10"
 LVHQ_MEASURES = tuple(measure for measure in MEASURES if measure != JUDGED)

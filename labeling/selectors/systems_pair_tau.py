@@ -1,6 +1,6 @@
 """DIRAS Table 5 on a project: for each run, per query, Kendall's tau-b between the run's retrieval scores and a
 judge's P over the pairs the run retrieved and the judge scored, and their mean over the queries
-(models_llm.retrieval.pair_tau). The judge's P is the P its `judge:NAME` qrels threshold (calibrated when it has
+(models_llm.systems.pair_tau). The judge's P is the P its `judge:NAME` qrels threshold (calibrated when it has
 a calibrator), read as the Systems page reads it."""
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from labeling.selectors.qrels_sources import JUDGE, SystemsError, probabilities_
 from labeling.selectors.runs import project_runs, run_by_name
 from labeling.selectors.scoring import judges_with_judgments
 from labeling.selectors.streams import external_ids
-from models_llm.retrieval.pair_tau import PairTau, pair_kendall_tau
+from models_llm.systems.pair_tau import PairTau, pair_kendall_tau
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from labeling.models import PairSource, Project
 from labeling.selectors.qrels_sources import SystemsError, qrels_for, qrels_source_parse
 from labeling.selectors.runs import RunNames, project_runs, rankings_named, run_entry_ids
-from models_llm.retrieval.evaluation import MEASURES, QrelsEvaluator
+from models_llm.systems.evaluation import MEASURES, QrelsEvaluator
 
 DEFAULT_MEASURE = "nDCG@10"
 # What a run is scored on: judged@10 says how much was judged, and leaving a run out judges nothing new.

@@ -1,5 +1,5 @@
 """Significance of the differences between runs (#34): for each qrels source and measure of a systems report, every
-pair of runs compared over the queries the source evaluates (models_llm.retrieval.significance), for the Systems
+pair of runs compared over the queries the source evaluates (models_llm.systems.significance), for the Systems
 page, the API and `evaluate_runs --compare`."""
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import numpy as np
 
 from labeling.exceptions import DomainError
 from labeling.selectors.systems import JUDGED, SystemsReport
-from models_llm.retrieval.significance import (
+from models_llm.systems.significance import (
     CORRECTIONS,
     DEFAULT_DRAWS,
     TESTS,

@@ -20,7 +20,7 @@ from labeling.exceptions import DomainError
 from labeling.models import Passage, Project, Query, Run, RunEntry, RunKind
 from labeling.names import NameRefused, clean_name
 from labeling.staging import StagingTable
-from models_llm.retrieval.evaluation import trec_order
+from models_llm.systems.evaluation import trec_order
 
 TREC_COLUMNS = "qid Q0 docid rank score tag"
 MAX_NAME_LENGTH = Run._meta.get_field("name").max_length

@@ -49,9 +49,9 @@ from labeling.services.systems_cache import SystemsBusy, systems_evaluation
 from labeling.views.access import project_view, request_role
 from labeling.views.htmx import htmx_partial
 from models_llm.relevance_rule import is_probability
-from models_llm.retrieval.agreement import COEFFICIENT_EXPLAIN, MIN_SYSTEMS
-from models_llm.retrieval.evaluation import MEASURE_EXPLAIN
-from models_llm.retrieval.significance import CORRECTIONS, TESTS
+from models_llm.systems.agreement import COEFFICIENT_EXPLAIN, MIN_SYSTEMS
+from models_llm.systems.evaluation import MEASURE_EXPLAIN
+from models_llm.systems.significance import CORRECTIONS, TESTS
 
 # The sources the page evaluates unless others are chosen: the human gold and each judge's thresholded qrels. Every
 # source pair's agreement is bootstrapped, which makes all of them (four per judge) slow to show on every visit.

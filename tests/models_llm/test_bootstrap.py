@@ -4,8 +4,7 @@ import numpy as np
 import pytest
 from sklearn.metrics import cohen_kappa_score, f1_score, roc_auc_score
 
-from models_llm.metrics import judge_report
-from models_llm.metrics import bootstrap
+from models_llm.metrics import bootstrap, judge_report
 from models_llm.metrics.bootstrap import QueryStats, bootstrap_draws, percentile_interval, resampling_counts
 from models_llm.metrics.calibration_error import ece
 from models_llm.metrics.judge_data import QueryLayout

@@ -12,7 +12,7 @@ import pytest
 
 from labeling.selectors.query_sets import QuerySetError, query_sets
 from labeling.selectors.systems_lvhq import EACH_SET, TWIN_PAIRS, lvhq_json, lvhq_report
-from models_llm.retrieval.agreement import query_set_agreement
+from models_llm.systems.agreement import query_set_agreement
 from tests.factories import ProjectFactory, QueryFactory
 from tests.lvhq_fixtures import HUMAN_QUERIES, INTENTS, LLM_QUERIES, RANKS, RUNS, lvhq_project
 

@@ -25,9 +25,9 @@ from labeling.selectors.systems_significance import (
     significance_options,
     systems_significance,
 )
-from models_llm.retrieval.agreement import MIN_SYSTEMS
-from models_llm.retrieval.evaluation import ALL_MEASURES
-from models_llm.retrieval.significance import CORRECTIONS, DEFAULT_DRAWS, TESTS, Comparison
+from models_llm.systems.agreement import MIN_SYSTEMS
+from models_llm.systems.evaluation import ALL_MEASURES
+from models_llm.systems.significance import CORRECTIONS, DEFAULT_DRAWS, TESTS, Comparison
 
 # The coefficients of a row of the agreement table, in the order they are printed.
 COEFFICIENTS = ("kendall_tau", "tau_ap", "spearman")

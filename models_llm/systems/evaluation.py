@@ -35,7 +35,7 @@ MEASURES = ("nDCG@10", "nDCG@100", "AP", "P@10", "R@100", "judged@10")
 # (a pool pair without a grade is "pooled but unjudged", -1 in trec_eval's qrels), and the condensed-list
 # variants of Sakai (2007), nDCG'@10 and AP': the measure on the ranking with its unjudged documents removed.
 INCOMPLETE_MEASURES = ("bpref", "infAP", "nDCG'@10", "AP'")
-# Measures of qrels made from a sample with known inclusion probabilities (models_llm.retrieval.sampled): defined
+# Measures of qrels made from a sample with known inclusion probabilities (models_llm.systems.sampled): defined
 # only for such a source.
 SAMPLE_MEASURES = ("statAP", "infNDCG@10")
 ALL_MEASURES = MEASURES + INCOMPLETE_MEASURES + SAMPLE_MEASURES

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import pytrec_eval
 
-from models_llm.retrieval.sampled import QuerySample, SampledEvaluator
+from models_llm.systems.sampled import QuerySample, SampledEvaluator
 
 # Two strata: the top {a, b}, both judged (pi = 1); the rest {c, d, e, f}, of which c and e were judged (pi = 1/2).
 STRATA = {"a": "top", "b": "top", "c": "rest", "d": "rest", "e": "rest", "f": "rest"}

@@ -3,7 +3,7 @@ on qrels with pooled-but-unjudged documents (-1), and the condensed-list nDCG'@1
 import pytest
 import pytrec_eval
 
-from models_llm.retrieval.evaluation import QrelsEvaluator, evaluate_run
+from models_llm.systems.evaluation import QrelsEvaluator, evaluate_run
 
 QRELS = {"q1": {"a": 1, "b": 0, "d": 1, "e": 0}, "q2": {"f": 2, "g": 0, "h": 1, "i": 0, "j": 0}}
 POOLED = {"q1": ["a", "b", "c", "d", "e"], "q2": ["f", "g", "h", "i", "j", "k", "l"]}

@@ -6,7 +6,7 @@ import pytest
 from scipy.stats import kendalltau
 
 from models_llm.metrics.bootstrap import percentile_interval
-from models_llm.retrieval.agreement import query_set_agreement, system_agreement
+from models_llm.systems.agreement import query_set_agreement, system_agreement
 
 SYSTEMS = ["bm25", "dense", "hybrid", "random"]
 # nDCG@10 of each system (rows) on the human-written queries (3) and on the LLM-generated ones (4): different

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from models_llm.retrieval.pair_tau import pair_kendall_tau
+from models_llm.systems.pair_tau import pair_kendall_tau
 
 
 def test_per_query_tau_b_over_the_shared_pairs_and_their_mean():

@@ -9,7 +9,7 @@ from scipy import stats
 from statsmodels.stats.multicomp import pairwise_tukeyhsd
 from statsmodels.stats.multitest import multipletests
 
-from models_llm.retrieval.significance import SignificanceError, compare_runs, holm, randomization_p
+from models_llm.systems.significance import SignificanceError, compare_runs, holm, randomization_p
 
 RNG = np.random.default_rng(7)
 NAMES = ["bm25", "dense", "cascade", "random"]

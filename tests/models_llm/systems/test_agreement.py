@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy.stats import kendalltau, spearmanr
 
-from models_llm.retrieval.agreement import COEFFICIENTS, _tau_ap_rows, system_agreement, tau_ap
+from models_llm.systems.agreement import COEFFICIENTS, _tau_ap_rows, system_agreement, tau_ap
 
 
 def tie_credit(a, b):

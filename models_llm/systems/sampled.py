@@ -42,7 +42,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from models_llm.retrieval.evaluation import SAMPLE_MEASURES, QueryScores
+from models_llm.systems.evaluation import SAMPLE_MEASURES, QueryScores
 
 # judged@10 of a sampled source: the share of the top 10 that the sample graded.
 JUDGED = "judged@10"

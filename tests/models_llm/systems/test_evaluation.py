@@ -9,7 +9,7 @@ import pytrec_eval
 from ir_measures import Judged
 
 from models_llm.metrics.ranking import GAIN_SCALE
-from models_llm.retrieval.evaluation import (
+from models_llm.systems.evaluation import (
     EXPECTED_MEASURES,
     MEASURES,
     QrelsEvaluator,
