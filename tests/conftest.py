@@ -21,7 +21,7 @@ def _isolate_xdist_worker() -> None:
         return
     for threads in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ.setdefault(threads, "1")
-    if "torch" in sys.modules:  # imported with Django's apps: too late for the variable
+    if "torch" in sys.modules:  # a plugin or conftest imported it first: too late for the variable
         sys.modules["torch"].set_num_threads(1)
     broker = urlsplit(os.environ.get("CELERY_BROKER_URL", ""))
     if broker.scheme not in ("redis", "rediss"):
