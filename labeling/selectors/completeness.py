@@ -29,20 +29,19 @@ from labeling.selectors.validation_report import validation_cached
 from models_llm.calibration import FOLDS, CalibratorPosterior, calibrator_posterior
 from models_llm.metrics.completeness import (
     MODEL_DRAWS,
+    UNGRADED,
+    UNRESOLVED,
     CompletenessError,
     CountDraws,
     count_draws,
-    design_based_total,
     knee_stops,
-    model_based_total,
-    model_based_total_drawn,
+    pool_totals,
     recall_reached_probability,
     sample_accuracy,
+    sample_frontier,
     verified_recall,
 )
 from models_llm.relevance_rule import RelevanceRule
-
-UNGRADED, UNRESOLVED = -1, -2
 
 
 class CompletenessOptionsError(DomainError):
@@ -173,34 +172,24 @@ def _model_draws(pool: _Pool, model: _Model, options: CompletenessOptions) -> Co
 
 def _estimates(rows: np.ndarray, pool: _Pool, model: _Model, drawn: CountDraws | None, relevant_from: int,
                frontier: float, options: CompletenessOptions) -> tuple[Estimates, np.ndarray]:
-    """The estimates over `rows`, and the P of their open pairs the judge scored."""
-    gold = pool.gold[rows]  # rows: the positions of the pairs estimated (the pool, or one query's)
-    graded = gold >= 0
-    relevant = graded & (gold >= relevant_from)
-    verified = int(relevant.sum())
-    open_pairs = ~graded  # ungraded or unresolved: what the model has to guess
-    p_rows = model.p[rows]
-    judged = open_pairs & ~np.isnan(p_rows)
-    estimate = None
-    if model.withheld is None and (judged.any() or not open_pairs.any()):
-        estimate = (model_based_total_drawn(verified, drawn, level=options.level) if drawn is not None
-                    else model_based_total(verified, p_rows[judged], level=options.level))
-    in_sample = pool.key[rows] < frontier
-    design = design_based_total(int(relevant[in_sample].sum()), int(in_sample.sum()), int(rows.size),
-                                level=options.level)
+    """The estimates over `rows` (the positions of the pairs estimated: the pool, or one query's), and the P of their
+    open pairs the judge scored."""
+    totals = pool_totals(pool.gold[rows], pool.key[rows], model.p[rows], relevant_from=relevant_from,
+                         frontier=frontier, level=options.level, drawn=drawn, withheld=model.withheld is not None)
+    estimate, design = totals.model, totals.design
     return Estimates(
-        pairs=int(rows.size),
-        graded=int(graded.sum()),
-        unresolved=int((gold == UNRESOLVED).sum()),
-        verified_relevant=verified,
-        unjudged_open=int((open_pairs & ~judged).sum()),
-        sample=SampleCount(size=int(in_sample.sum()), relevant=int(relevant[in_sample].sum())),
+        pairs=totals.pairs,
+        graded=totals.graded,
+        unresolved=totals.unresolved,
+        verified_relevant=totals.verified_relevant,
+        unjudged_open=totals.unjudged_open,
+        sample=SampleCount(size=totals.sample_size, relevant=totals.sample_relevant),
         model=estimate.as_dict() if estimate else None,
         design=design.as_dict() if design else None,
-        recall_model=verified_recall(verified, estimate).as_dict(),
-        recall_design=verified_recall(verified, design).as_dict(),
+        recall_model=verified_recall(totals.verified_relevant, estimate).as_dict(),
+        recall_design=verified_recall(totals.verified_relevant, design).as_dict(),
         drift=bool(estimate and design and not estimate.overlaps(design)),
-    ), p_rows[judged]
+    ), totals.open_p
 
 
 def completeness_compute(*, project: Project, options: CompletenessOptions | None = None,
@@ -220,9 +209,8 @@ def completeness_compute(*, project: Project, options: CompletenessOptions | Non
     pool = _pool(project, judge, gold if gold is not None else gold_set(project))
     relevant_from = project.label_scale.relevant_from
     model = _model(judge, pool, relevant_from)
-    waiting = pool.gold < 0
     # the random validation sample: every pair whose random order key is below the first one without a grade
-    frontier = float(pool.key[waiting].min()) if waiting.any() else np.inf
+    frontier = sample_frontier(pool.gold, pool.key)
     try:
         drawn = _model_draws(pool, model, options)
         drawn_whole = drawn.whole() if drawn is not None else None

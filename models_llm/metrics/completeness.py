@@ -192,6 +192,59 @@ def model_based_total_drawn(verified_relevant: int, drawn: CountDraws, *, level:
                     verified_relevant + high, level)
 
 
+# Gold codes of a pool's pairs (a grade is >= 0): no grade yet, or labels that disagree and await adjudication.
+UNGRADED, UNRESOLVED = -1, -2
+
+
+def sample_frontier(gold: np.ndarray, key: np.ndarray) -> float:
+    """The random validation sample's frontier: the smallest random order key of a pair without a grade (inf when
+    every pair is graded). The sample is every pair whose key lies below it."""
+    waiting = gold < 0
+    return float(key[waiting].min()) if waiting.any() else math.inf
+
+
+@dataclass(frozen=True, eq=False)
+class PoolTotals:
+    """What the completeness estimates of a set of pairs are made of (pool_totals): the counts, the model-based and
+    design-based estimates of R (None: withheld, no P, or no sample) and the P of the open pairs the judge scored."""
+
+    pairs: int
+    graded: int
+    unresolved: int
+    verified_relevant: int
+    unjudged_open: int
+    sample_size: int
+    sample_relevant: int
+    model: Estimate | None
+    design: Estimate | None
+    open_p: np.ndarray
+
+
+def pool_totals(gold: np.ndarray, key: np.ndarray, p: np.ndarray, *, relevant_from: int, frontier: float,
+                level: float = 0.9, drawn: CountDraws | None = None, withheld: bool = False) -> PoolTotals:
+    """The estimates of R over pairs whose gold codes are `gold` (a grade, UNGRADED or UNRESOLVED), random order keys
+    `key` and P `p` (calibrated; nan: not judged): V the graded relevant ones; model-based V + X over the open pairs
+    the judge scored (from `drawn`, the calibrator's draws, when given), unless `withheld` or some open pair is
+    unjudged while none is judged; design-based from the pairs whose key lies below `frontier`. One implementation
+    for the live completeness report and the replay (models_llm.replay)."""
+    graded = gold >= 0
+    relevant = graded & (gold >= relevant_from)
+    verified = int(relevant.sum())
+    open_pairs = ~graded  # ungraded or unresolved: what the model has to guess
+    judged = open_pairs & ~np.isnan(p)
+    estimate = None
+    if not withheld and (judged.any() or not open_pairs.any()):
+        estimate = (model_based_total_drawn(verified, drawn, level=level) if drawn is not None
+                    else model_based_total(verified, p[judged], level=level))
+    in_sample = key < frontier
+    sample_size, sample_relevant = int(in_sample.sum()), int(relevant[in_sample].sum())
+    return PoolTotals(
+        pairs=int(gold.size), graded=int(graded.sum()), unresolved=int((gold == UNRESOLVED).sum()),
+        verified_relevant=verified, unjudged_open=int((open_pairs & ~judged).sum()),
+        sample_size=sample_size, sample_relevant=sample_relevant, model=estimate,
+        design=design_based_total(sample_relevant, sample_size, int(gold.size), level=level), open_p=p[judged])
+
+
 def horvitz_thompson(y: Sequence[float] | np.ndarray, pi: Sequence[float] | np.ndarray) -> tuple[float, float]:
     """The Horvitz-Thompson estimate of a population total, sum y_i / pi_i over the sample, and its variance
     estimate under Poisson sampling, sum (1 - pi_i) y_i^2 / pi_i^2."""
