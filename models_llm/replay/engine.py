@@ -72,19 +72,23 @@ class ReplayJudge:
 @dataclass(frozen=True)
 class ReplayPool:
     """The pool in pair order: pair ids, the random order keys, the true grade of each pair (>= 0) and the grade
-    from which a pair is relevant. `within`: an ensemble judge's own spread per pair (the disagreement queue's
-    second source), if any."""
+    from which a pair is relevant. `query`: each pair's query as an index (0..queries - 1, the queries in id order, as
+    the live report numbers them: the calibrator's draws are made query by query); None: one query. `within`: an
+    ensemble judge's own spread per pair (the disagreement queue's second source), if any."""
 
     pair_ids: np.ndarray
     key: np.ndarray
     truth: np.ndarray
     relevant_from: int
+    query: np.ndarray | None = None
     within: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         n = self.pair_ids.size
         if self.key.shape != (n,) or self.truth.shape != (n,):
             raise ReplayError("the pool's pair ids, keys and truth must have one entry per pair")
+        if self.query is not None and (self.query.shape != (n,) or (n and int(self.query.min()) < 0)):
+            raise ReplayError("the pool's query indexes must be one per pair, from 0")
         if n and int(self.truth.min()) < 0:
             raise ReplayError("every pair of a replay's pool needs a true grade (>= 0)")
 
@@ -252,8 +256,9 @@ def _measure(pool: ReplayPool, judge: ReplayJudge, gold: np.ndarray, key: np.nda
         p[judged] = calibrator.apply(raw[judged])
     open_judged = (gold < 0) & judged
     drawn = None
-    if posterior is not None:
-        drawn = count_draws(posterior, raw[open_judged], np.zeros(int(open_judged.sum()), dtype=np.int64), 1,
+    if posterior is not None:  # as the live report draws them (labeling.selectors.completeness._model_draws)
+        query = pool.query if pool.query is not None else np.zeros(raw.size, dtype=np.int64)
+        drawn = count_draws(posterior, raw[open_judged], query[open_judged], int(query.max()) + 1 if query.size else 1,
                             draws=settings.model_draws, seed=0).whole()
     withheld = calibrator is None and judge.gives_scores
     totals = pool_totals(gold, key, p, relevant_from=pool.relevant_from, frontier=sample_frontier(gold, key),
@@ -340,8 +345,9 @@ class ReplayRun:
 
 
 def replay(pool: ReplayPool, judges: Sequence[ReplayJudge], settings: ReplaySettings, *,
-           on_run=None) -> list[ReplayRun]:
-    """Every (mix, judge, seed) of `settings` replayed (replay_one); the disagreement queue compares all `judges`.
+           compare: Sequence[np.ndarray] | None = None, on_run=None) -> list[ReplayRun]:
+    """Every (mix, judge, seed) of `settings` replayed (replay_one); the disagreement queue compares the raw P of
+    `compare` (default: the `judges`; the live queue compares every judge of the project), with the pool's `within`.
     `on_run(done, total)` hears each run finish (a job's progress; returning False stops the replay early)."""
     if not judges:
         raise ReplayError("choose at least one judge that has scored the pool")
@@ -352,12 +358,16 @@ def replay(pool: ReplayPool, judges: Sequence[ReplayJudge], settings: ReplaySett
     for judge in judges:
         if judge.raw_p.shape != pool.pair_ids.shape:
             raise ReplayError(f"judge {judge.name!r}: one P (or nan) per pool pair")
-    spread = disagreement(np.vstack([judge.raw_p for judge in judges]), pool.within)
+    arrays = list(compare) if compare else [judge.raw_p for judge in judges]
+    if any(raw.shape != pool.pair_ids.shape for raw in arrays):
+        raise ReplayError("each judge compared needs one P (or nan) per pool pair")
+    spread = disagreement(np.vstack(arrays), pool.within)
     runs, total = [], len(settings.mixes) * len(judges) * len(settings.seeds)
     for mix in settings.mixes:
         for judge in judges:
             for seed in settings.seeds:
-                runs.append(ReplayRun(dict(mix), judge.name, seed, replay_one(pool, judge, mix, settings, seed, spread)))
+                states = replay_one(pool, judge, mix, settings, seed, spread)
+                runs.append(ReplayRun(dict(mix), judge.name, seed, states))
                 if on_run is not None and on_run(len(runs), total) is False:
                     return runs
     return runs

@@ -1,0 +1,114 @@
+"""A replay's inputs read from a project (#50): the pool in pair order with its random order keys, the truth, and
+the judges' raw P, for models_llm.replay. Reads only; what a replay leaves out is said in `notes`, and what it cannot
+be run on is a ReplayInputError naming why.
+
+Truth (`truth`):
+- `reference`: the project's reference grades; every pair needs one (else refused, with the count and the way on).
+- `trec`: the reference grades, and every pair without one counted irrelevant (grade 0), the TREC convention for
+  unjudged documents. Said on every report: an unjudged relevant pair is counted irrelevant, so recall is measured
+  against the judged relevant pairs only.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from django.db.models import Max
+
+from labeling.exceptions import DomainError
+from labeling.llm_adapter import judge_gives_scores, judge_relevance_rule
+from labeling.models import Judge, Judgment, Pair, Project
+from labeling.selectors.lookups import JudgeNotFound, judge_by_name
+from labeling.selectors.streams import definition_version_numbers, judge_rows
+from models_llm.replay.engine import ReplayJudge, ReplayPool
+
+REPLAY_TRUTHS = {
+    "reference": "the project's reference grades",
+    "trec": "the project's reference grades, pairs without one counted irrelevant (the TREC convention)",
+}
+
+
+class ReplayInputError(DomainError):
+    """A replay that cannot be run on this project as asked (the message says why and what to do)."""
+
+
+@dataclass(frozen=True)
+class ReplayInputs:
+    pool: ReplayPool
+    judges: list[ReplayJudge]
+    compare: list[np.ndarray]
+    truth: str
+    notes: list[str]
+
+
+def _raw_p(judge: Judge, position: dict[int, int], size: int, versions: dict[int, int]) -> np.ndarray:
+    raw = np.full(size, np.nan)
+    for row in judge_rows(judge, versions=versions):
+        index = position.get(row.pair_id)
+        if index is not None:
+            raw[index] = row.p
+    return raw
+
+
+def replay_inputs(*, project: Project, judges: list[str], truth: str = "reference") -> ReplayInputs:
+    """The arrays a replay of `project` runs on: `judges` (names) are the queue judges replayed; the disagreement
+    queue compares every judge of the project that scored pairs, as the live queue does."""
+    if truth not in REPLAY_TRUTHS:
+        raise ReplayInputError(f"truth must be one of {', '.join(REPLAY_TRUTHS)}, not {truth!r}")
+    if not judges:
+        raise ReplayInputError("choose at least one judge to replay")
+    chosen = []
+    for name in dict.fromkeys(judges):
+        try:
+            chosen.append(judge_by_name(project=project, name=name))
+        except JudgeNotFound as exc:
+            raise ReplayInputError(f"{exc} (its judges: {', '.join(exc.known) or 'none'})") from None
+    rows = list(Pair.objects.filter(project=project).order_by("id")
+                .values_list("id", "sample_key", "reference_grade", "query_id"))
+    if not rows:
+        raise ReplayInputError(f"project {project.slug!r} has no pairs to replay")
+    pair_ids = np.asarray([row[0] for row in rows], dtype=np.int64)
+    grades = np.asarray([-1 if row[2] is None else row[2] for row in rows], dtype=np.int64)
+    notes = [f"truth: {REPLAY_TRUTHS[truth]}"]
+    ungraded = int((grades < 0).sum())
+    if ungraded and truth == "reference":
+        raise ReplayInputError(
+            f"the truth is incomplete: {ungraded:,} of the {len(rows):,} pairs have no reference grade. Grade them, "
+            "or replay with truth 'trec' (pairs without a grade counted irrelevant)")
+    if ungraded:
+        notes.append(f"{ungraded:,} of the {len(rows):,} pairs have no reference grade and count as irrelevant: "
+                     "recall is against the graded relevant pairs only")
+        grades = np.where(grades < 0, 0, grades)
+    position = {pair_id: index for index, pair_id in enumerate(pair_ids.tolist())}
+    versions = definition_version_numbers(project)
+    raws = {judge.name: _raw_p(judge, position, len(rows), versions)
+            for judge in Judge.objects.filter(project=project).order_by("name")}
+    replayed = []
+    for judge in chosen:
+        raw = raws[judge.name]
+        scored = int((~np.isnan(raw)).sum())
+        if not scored:
+            raise ReplayInputError(f"judge {judge.name!r} has scored none of the pool's pairs: score the pool with it "
+                                   "first (a replay reads judgments, it never calls a judge)")
+        if scored < len(rows):
+            notes.append(
+                f"judge {judge.name!r} scored {scored:,} of the {len(rows):,} pairs: its uncertain and stratified "
+                "queues serve only those, its AUROC, ECE and kappa are on those only, its model-based estimate sums "
+                "only the open pairs it scored (so it cannot count relevant pairs among the others), and the stopping "
+                "rule is withheld while pairs it did not score are open")
+        replayed.append(ReplayJudge(name=judge.name, raw_p=raw, rule=judge_relevance_rule(judge),
+                                    gives_scores=judge_gives_scores(judge)))
+    within = np.zeros(len(rows))
+    for pair_id, spread in (Judgment.objects.filter(judge__project=project, status=Judgment.Status.OK,
+                                                    spread__isnull=False)
+                            .values("pair_id").annotate(top=Max("spread")).values_list("pair_id", "top")):
+        within[position[pair_id]] = spread
+    relevant_from = project.label_scale.relevant_from
+    query_index = {query_id: index for index, query_id in enumerate(sorted({row[3] for row in rows}))}
+    pool = ReplayPool(pair_ids=pair_ids, key=np.asarray([row[1] for row in rows], dtype=float), truth=grades,
+                      relevant_from=relevant_from, query=np.asarray([query_index[row[3]] for row in rows]),
+                      within=within)
+    if not (grades >= relevant_from).any():
+        notes.append("no pair is relevant under the truth: recall and the estimates' coverage are undefined")
+    compare = [raw for raw in raws.values() if (~np.isnan(raw)).any()]
+    return ReplayInputs(pool=pool, judges=replayed, compare=compare, truth=truth, notes=notes)
