@@ -11,8 +11,15 @@ from labeling.models import JudgeCalibration, Label, LabellingRound, Membership,
 from labeling.selectors.completeness_report import RoundNumbers
 from labeling.services.rounds import round_run
 from models_llm.replay.engine import ReplayJudge, ReplayPool, ReplaySettings, replay
-from tests.factories import JudgeFactory, JudgmentFactory, MembershipFactory, PairFactory, ProjectFactory, \
-    QueryFactory, UserFactory
+from tests.factories import (
+    JudgeFactory,
+    JudgmentFactory,
+    MembershipFactory,
+    PairFactory,
+    ProjectFactory,
+    QueryFactory,
+    UserFactory,
+)
 
 pytestmark = pytest.mark.django_db
 ROUNDS, BATCH = 3, 10
