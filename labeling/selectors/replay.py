@@ -19,8 +19,10 @@ from labeling.exceptions import DomainError
 from labeling.llm_adapter import judge_gives_scores, judge_relevance_rule
 from labeling.models import Judge, Judgment, Pair, Project
 from labeling.selectors.lookups import JudgeNotFound, judge_by_name
+from labeling.selectors.runs import project_runs, run_top
 from labeling.selectors.streams import definition_version_numbers, judge_rows
 from models_llm.replay.engine import ReplayJudge, ReplayPool
+from models_llm.replay.systems import SYSTEMS_DEPTH, SYSTEMS_MEASURE, ReplayRuns, runs_from_rankings
 
 REPLAY_TRUTHS = {
     "reference": "the project's reference grades",
@@ -37,6 +39,7 @@ class ReplayInputs:
     pool: ReplayPool
     judges: list[ReplayJudge]
     compare: list[np.ndarray]
+    runs: ReplayRuns | None
     truth: str
     notes: list[str]
 
@@ -111,4 +114,21 @@ def replay_inputs(*, project: Project, judges: list[str], truth: str = "referenc
     if not (grades >= relevant_from).any():
         notes.append("no pair is relevant under the truth: recall and the estimates' coverage are undefined")
     compare = [raw for raw in raws.values() if (~np.isnan(raw)).any()]
-    return ReplayInputs(pool=pool, judges=replayed, compare=compare, truth=truth, notes=notes)
+    runs = _runs(project, rows, pool.query, notes)
+    return ReplayInputs(pool=pool, judges=replayed, compare=compare, runs=runs, truth=truth, notes=notes)
+
+
+def _runs(project: Project, rows: list[tuple], query: np.ndarray, notes: list[str]) -> ReplayRuns | None:
+    """The project's runs as the replay compares them (their top SYSTEMS_DEPTH per query); None, said in `notes`,
+    with fewer than two."""
+    found = list(project_runs(project).order_by("name"))
+    if len(found) < 2:
+        notes.append(f"the project has {len(found)} run(s): the systems question (tau between the runs' rankings "
+                     "under the exported qrels and under the truth) needs two or more")
+        return None
+    passages = dict(Pair.objects.filter(project=project).values_list("id", "passage_id"))
+    keys = [(row[3], passages[row[0]]) for row in rows]
+    rankings = [{(query_id, passage_id): rank for query_id, passage_id, rank in run_top(run, SYSTEMS_DEPTH)}
+                for run in found]
+    notes.append(f"runs compared by {SYSTEMS_MEASURE}: {', '.join(run.name for run in found)}")
+    return runs_from_rankings([run.name for run in found], rankings, keys, query)

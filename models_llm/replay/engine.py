@@ -46,6 +46,7 @@ from models_llm.replay.selection import (
     stratified_deciles,
     uncertain_order,
 )
+from models_llm.replay.systems import ReplayRuns, RunScorer, systems_agreement
 
 CALIBRATION_FOLDS = 5  # as labeling.selectors.validation.CALIBRATION_FOLDS: a round's refit
 # A replay's size is seeds x mixes x judges x rounds measurements over the pool: bounded so that one request
@@ -132,7 +133,9 @@ class RoundState:
     withheld or impossible; design: None before the random sample has a pair) with their intervals, the true R, the
     verified relevant count, what the exported qrels (verified + the judge's labels) call relevant and how many of
     those truly are, the stopping probability (None: the rule cannot be read, e.g. open pairs the judge did
-    not score) and the judge's quality on the pairs not labelled yet (None: undefined there)."""
+    not score) and the judge's quality on the pairs not labelled yet (None: undefined there); with runs to compare,
+    Kendall's tau and tau-AP of their ranking under the exported qrels against the truth's (models_llm.replay.
+    systems)."""
 
     round: int
     labels: int
@@ -152,6 +155,8 @@ class RoundState:
     ece: float | None
     kappa: float | None
     unlabelled_scored: int
+    kendall_tau: float | None = None
+    tau_ap: float | None = None
 
     @property
     def true_recall(self) -> float | None:
@@ -247,8 +252,16 @@ def _quality(p: np.ndarray, called: np.ndarray, relevant: np.ndarray) -> tuple[f
     return auroc, float(ece(p, relevant.astype(int))), cohen_kappa(called.astype(int), relevant.astype(int), [0, 1])
 
 
+@dataclass(frozen=True)
+class _Systems:
+    """The runs' scorer and their scores under the truth (computed once per replay)."""
+
+    scorer: RunScorer
+    truth_scores: np.ndarray
+
+
 def _measure(pool: ReplayPool, judge: ReplayJudge, gold: np.ndarray, key: np.ndarray, calibrator: Calibrator | None,
-             posterior, settings: ReplaySettings, seed: int) -> dict:
+             posterior, settings: ReplaySettings, systems: _Systems | None) -> dict:
     raw = judge.raw_p
     judged = ~np.isnan(raw)
     p = raw.copy()
@@ -274,7 +287,12 @@ def _measure(pool: ReplayPool, judge: ReplayJudge, gold: np.ndarray, key: np.nda
     graded = gold >= 0
     exported = np.where(graded, gold >= pool.relevant_from, called)  # verified + the judge's labels on the rest
     found = int((exported & relevant).sum())
+    agreement = None
+    if systems is not None:
+        agreement = systems_agreement(systems.truth_scores, systems.scorer.scores(exported))
     return {
+        "kendall_tau": None if agreement is None else agreement.kendall_tau,
+        "tau_ap": None if agreement is None else agreement.tau_ap,
         "exported_relevant": int(exported.sum()), "exported_found": found,
         "verified_relevant": totals.verified_relevant,
         "model": None if totals.model is None else (totals.model.total, totals.model.low, totals.model.high),
@@ -286,7 +304,7 @@ def _measure(pool: ReplayPool, judge: ReplayJudge, gold: np.ndarray, key: np.nda
 
 
 def replay_one(pool: ReplayPool, judge: ReplayJudge, mix: Mapping[str, float], settings: ReplaySettings, seed: int,
-               spread: np.ndarray | None = None) -> list[RoundState]:
+               spread: np.ndarray | None = None, systems: _Systems | None = None) -> list[RoundState]:
     """One replay: `settings.rounds` rounds of `settings.batch` labels under `mix`, queue judge `judge`, seed
     `seed`; the states before the first round and after each. `spread`: the disagreement queue's per-pair
     disagreement (selection.disagreement over the judges compared), none by default. Ends early when every queue of
@@ -301,7 +319,7 @@ def replay_one(pool: ReplayPool, judge: ReplayJudge, mix: Mapping[str, float], s
 
     def state(number: int, batch: list[int], served: dict[str, int]) -> RoundState:
         try:
-            measured = _measure(pool, judge, gold, key, calibrator, posterior, settings, seed)
+            measured = _measure(pool, judge, gold, key, calibrator, posterior, settings, systems)
         except CompletenessError as exc:
             raise ReplayError(f"judge {judge.name!r}: {exc}") from None
         return RoundState(round=number, labels=labels, batch=tuple(int(pool.pair_ids[i]) for i in batch),
@@ -345,9 +363,11 @@ class ReplayRun:
 
 
 def replay(pool: ReplayPool, judges: Sequence[ReplayJudge], settings: ReplaySettings, *,
-           compare: Sequence[np.ndarray] | None = None, on_run=None) -> list[ReplayRun]:
+           compare: Sequence[np.ndarray] | None = None, runs: ReplayRuns | None = None,
+           on_run=None) -> list[ReplayRun]:
     """Every (mix, judge, seed) of `settings` replayed (replay_one); the disagreement queue compares the raw P of
     `compare` (default: the `judges`; the live queue compares every judge of the project), with the pool's `within`.
+    `runs`: the retrieval runs whose ranking the exported qrels should keep (tau against the truth's), if any.
     `on_run(done, total)` hears each run finish (a job's progress; returning False stops the replay early)."""
     if not judges:
         raise ReplayError("choose at least one judge that has scored the pool")
@@ -362,12 +382,18 @@ def replay(pool: ReplayPool, judges: Sequence[ReplayJudge], settings: ReplaySett
     if any(raw.shape != pool.pair_ids.shape for raw in arrays):
         raise ReplayError("each judge compared needs one P (or nan) per pool pair")
     spread = disagreement(np.vstack(arrays), pool.within)
-    runs, total = [], len(settings.mixes) * len(judges) * len(settings.seeds)
+    systems = None
+    if runs is not None:
+        if runs.rank.shape[1] != pool.pair_ids.size:
+            raise ReplayError("the runs compared need one rank per pool pair")
+        scorer = RunScorer(runs)
+        systems = _Systems(scorer, scorer.scores(pool.truth >= pool.relevant_from))
+    done, total = [], len(settings.mixes) * len(judges) * len(settings.seeds)
     for mix in settings.mixes:
         for judge in judges:
             for seed in settings.seeds:
-                states = replay_one(pool, judge, mix, settings, seed, spread)
-                runs.append(ReplayRun(dict(mix), judge.name, seed, states))
-                if on_run is not None and on_run(len(runs), total) is False:
-                    return runs
-    return runs
+                states = replay_one(pool, judge, mix, settings, seed, spread, systems)
+                done.append(ReplayRun(dict(mix), judge.name, seed, states))
+                if on_run is not None and on_run(len(done), total) is False:
+                    return done
+    return done

@@ -17,7 +17,7 @@ import numpy as np
 from models_llm.replay.engine import ReplayRun, RoundState
 
 BAND = (10.0, 90.0)  # the band over seeds: the 10th and 90th percentiles
-TARGETS = {"verified_recall": 0.9, "exported_recall": 0.9, "kappa": 0.6}
+TARGETS = {"verified_recall": 0.9, "exported_recall": 0.9, "kappa": 0.6, "kendall_tau": 0.9}
 WSS_RECALL = 0.95
 
 # The measures drawn against labels spent: name -> how a state gives it (None: undefined there).
@@ -37,6 +37,8 @@ MEASURES: dict[str, Callable[[RoundState], float | None]] = {
     "model_covered": lambda s: None if s.covered("model") is None else float(s.covered("model")),
     "design_covered": lambda s: None if s.covered("design") is None else float(s.covered("design")),
     "stop_probability": lambda s: s.stop_probability,
+    "kendall_tau": lambda s: s.kendall_tau,
+    "tau_ap": lambda s: s.tau_ap,
 }
 
 

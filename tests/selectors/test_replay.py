@@ -13,7 +13,7 @@ from django.core.management import CommandError, call_command
 from django.core.serializers import serialize
 from django.utils import timezone
 
-from labeling.models import Judgment, Pair
+from labeling.models import Judgment, Pair, Run, RunEntry
 from labeling.selectors.queues import eligible_pairs, queue_candidates
 from labeling.selectors.replay import ReplayInputError, replay_inputs
 from models_llm.replay.selection import (
@@ -99,6 +99,26 @@ def test_the_live_queues_serve_in_the_replays_order(graded_world):
     # no stratified label yet: the lowest decile that has pairs, in the random order
     first = next(order for order in decile_orders(inputs.judges[0].raw_p, inputs.pool.key, ids) if order.size)
     assert live("stratified") == ids[first].tolist()
+
+
+def test_the_projects_runs_are_compared_by_their_top_10(graded_world):
+    project, pairs = graded_world
+    inputs = replay_inputs(project=project, judges=["full"])
+    assert inputs.runs is None and any("needs two or more" in note for note in inputs.notes)
+    for name, order in (("forward", pairs), ("backward", pairs[::-1])):
+        run = Run.objects.create(project=project, name=name, kind="imported")
+        for query_id in {pair.query_id for pair in pairs}:
+            mine = [pair for pair in order if pair.query_id == query_id]
+            RunEntry.objects.bulk_create(RunEntry(run=run, query_id=query_id, passage_id=pair.passage_id, rank=rank,
+                                                  score=100.0 - rank) for rank, pair in enumerate(mine, 1))
+    inputs = replay_inputs(project=project, judges=["full"])
+    assert inputs.runs.names == ["backward", "forward"]
+    position = {pair_id: index for index, pair_id in enumerate(inputs.pool.pair_ids.tolist())}
+    first_query = [pair for pair in pairs if pair.query_id == pairs[0].query_id]
+    assert inputs.runs.rank[1, position[first_query[0].id]] == 1  # forward: its first pair first
+    assert inputs.runs.rank[0, position[first_query[0].id]] == 0  # backward: 20th, below its top 10
+    assert inputs.runs.rank[0, position[first_query[-1].id]] == 1
+    assert (inputs.runs.rank > 0).sum() == 2 * 2 * 10
 
 
 def _tables() -> str:

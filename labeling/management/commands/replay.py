@@ -80,7 +80,7 @@ class Command(BaseCommand):
             inputs = replay_inputs(project=found, judges=judge, truth=truth)
             settings = ReplaySettings(mixes=mixes, batch=batch, rounds=rounds, refit=refit, target=target,
                                       alpha=alpha, seeds=tuple(range(seeds)))
-            runs = replay(inputs.pool, inputs.judges, settings, compare=inputs.compare)
+            runs = replay(inputs.pool, inputs.judges, settings, compare=inputs.compare, runs=inputs.runs)
         except (ReplayInputError, ReplayError) as exc:
             raise CommandError(str(exc)) from None
         arms = summarise(runs, int(inputs.pool.pair_ids.size))
@@ -91,13 +91,14 @@ class Command(BaseCommand):
             return
         for note in inputs.notes:
             self.stdout.write(note)
-        header = ("mix", "judge", "to verified recall 0.9", "to exported recall 0.9", "to kappa 0.6", "stopped at",
-                  "model covers R", "design covers R", "WSS@95")
+        header = ("mix", "judge", "to verified recall 0.9", "to exported recall 0.9", "to kappa 0.6", "to tau 0.9",
+                  "stopped at", "model covers R", "design covers R", "WSS@95")
         rows = [header]
         for arm in arms:
             rows.append((",".join(f"{k}={v:g}" for k, v in arm.mix.items()), arm.judge,
                          _labels(arm.reached["verified_recall"]), _labels(arm.reached["exported_recall"]),
-                         _labels(arm.reached["kappa"]), _stop(arm), _share(arm.coverage["model"]),
+                         _labels(arm.reached["kappa"]),
+                         _labels(arm.reached["kendall_tau"]) if inputs.runs is not None else "-", _stop(arm), _share(arm.coverage["model"]),
                          _share(arm.coverage["design"]), "-" if arm.wss95 is None else f"{arm.wss95:.3f}"))
         widths = [max(len(str(row[i])) for row in rows) for i in range(len(header))]
         for row in rows:
