@@ -351,7 +351,8 @@ CELERY_TASK_ROUTES = {
         "bundle_import_task", "validation_refresh_task", "definition_draft_task", "jobs_sweep_task",
         "round_finish_task", "systems_refresh_task")},
     **{f"labeling.tasks.{name}": {"queue": BULK_QUEUE} for name in (
-        "score_chunk_task", "retrieval_task", "audit_task", "query_generation_task", "estimate_task")},
+        "score_chunk_task", "retrieval_task", "audit_task", "query_generation_task", "estimate_task",
+        "replay_task")},
     "labeling.tasks.finetune_task": {"queue": FINETUNE_QUEUE},
 }
 # A project keeps SCORING_WINDOW_CHUNKS of its scoring chunks in each queue at a time (times the highest priority, 1
@@ -463,6 +464,8 @@ ESTIMATE_TIME_LIMIT = env_int("ESTIMATE_TIME_LIMIT", 10 * 60)
 QUERY_GENERATION_TIME_LIMIT = env_int("QUERY_GENERATION_TIME_LIMIT", 24 * 3600)
 # The most passage x intent units one generation job may ask for (DisastIR generated 9,600 queries).
 QUERY_GENERATION_MAX_UNITS = env_int("QUERY_GENERATION_MAX_UNITS", 20_000)
+# A replay of the labelling loop (#50, labeling/services/replay.py): seeds x mixes x judges runs of the engine.
+REPLAY_TIME_LIMIT = env_int("REPLAY_TIME_LIMIT", 6 * 3600)
 # The Systems page's evaluation (labeling/services/systems_cache.py): computed by a worker within this time, at most
 # once per SYSTEMS_REFRESH_MIN_SECONDS for one choice of sources and options, and within the request instead when
 # the project's runs hold at most SYSTEMS_INLINE_ENTRIES entries in all (well under a second to compute).
@@ -477,7 +480,7 @@ if SYSTEMS_MAX_PENDING < 1:
 for _name in ("JOB_STALL_SECONDS", "JOB_SWEEP_SECONDS", "SCORING_TIME_LIMIT", "RETRIEVAL_TIME_LIMIT",
               "FINETUNE_TIME_LIMIT", "AUDIT_TIME_LIMIT", "BUNDLE_IMPORT_TIME_LIMIT", "VALIDATION_TIME_LIMIT",
               "DRAFT_TIME_LIMIT", "ROUND_TIME_LIMIT", "SYSTEMS_TIME_LIMIT", "QUERY_GENERATION_TIME_LIMIT",
-              "ESTIMATE_TIME_LIMIT"):
+              "ESTIMATE_TIME_LIMIT", "REPLAY_TIME_LIMIT"):
     if globals()[_name] < 1:
         raise ImproperlyConfigured(f"{_name}={globals()[_name]} must be at least 1 (seconds)")
 if not 0 < JOB_HEARTBEAT_SECONDS * 3 <= JOB_STALL_SECONDS:

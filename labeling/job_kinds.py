@@ -23,6 +23,7 @@ from labeling.models import (
     Job,
     LabellingRound,
     QueryGenerationJob,
+    ReplayJob,
     RetrievalJob,
     ScoringJob,
     SystemsResult,
@@ -137,8 +138,14 @@ ESTIMATE = JobKind(
     request="estimates.estimate_request", run="estimates.estimate_run", fail="estimates.estimate_fail",
     key="estimate_id", limit_setting="ESTIMATE_TIME_LIMIT")
 
+REPLAY = JobKind(
+    name="replay", model=ReplayJob, task="replay_task", queue="BULK_QUEUE",
+    request="replay.replay_request", run="replay.replay_run", fail="replay.replay_fail",
+    limit_setting="REPLAY_TIME_LIMIT", resume="replay.replay_resume", cancel="replay.replay_cancel",
+    failed_text="the replay failed")
+
 JOB_KINDS = (SCORING, RETRIEVAL, FINETUNE, AUDIT, BUNDLE_IMPORT, VALIDATION, DRAFT, ROUND, SYSTEMS, QUERY_GENERATION,
-             ESTIMATE)
+             ESTIMATE, REPLAY)
 _BY_MODEL = {kind.model: kind for kind in JOB_KINDS}
 
 

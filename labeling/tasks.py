@@ -19,6 +19,7 @@ from labeling.job_kinds import (
     ESTIMATE,
     FINETUNE,
     QUERY_GENERATION,
+    REPLAY,
     RETRIEVAL,
     ROUND,
     SCORING,
@@ -145,6 +146,14 @@ def query_generation_task(self, job_id: int) -> None:
     """Generate a query set with a judge's LLM (DisastIR 3.4); transient errors are retried with backoff (the job
     goes on from the last unit it wrote), and a job that keeps failing stores the error."""
     _run_job(self, QUERY_GENERATION, job_id)
+
+
+# A replay whose worker was lost is queued again by the sweep (replay_resume) and goes on from the next run.
+@_job_task(REPLAY)
+def replay_task(self, job_id: int) -> None:
+    """Replay the labelling loop on a project whose truth is known (#50); transient errors are retried, and a replay
+    that keeps failing stores the error (the runs it stored stay)."""
+    _run_job(self, REPLAY, job_id)
 
 
 def _run_job(task, kind: JobKind, row_id: int, **also: object) -> None:

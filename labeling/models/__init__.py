@@ -13,6 +13,7 @@ from labeling.models.labels import Label, Lease
 from labeling.models.project import Membership, Pair, PairSource, Passage, Project, Query, RelevanceDefinition
 from labeling.models.query_generation import QueryGenerationJob
 from labeling.models.releases import QrelsRelease
+from labeling.models.replay import ReplayJob
 from labeling.models.retrieval import (
     PassageEmbeddings,
     RetrievalJob,
@@ -29,6 +30,6 @@ __all__ = [
     "MAX_ERROR_CHARS", "AuditJob", "AuditKind", "BundleImportJob", "DefinitionDraft", "Estimate", "FineTuneJob", "Job", "Judge", "JudgeCalibration",
     "Invitation", "Judgment", "LabellingRound", "Label", "Lease",
     "Membership", "MemberOutput", "MeteredJob", "Pair", "PairSource", "Passage", "Project", "QrelsRelease", "Query", "QueryGenerationJob",
-    "PassageEmbeddings", "RelevanceDefinition", "RetrievalJob", "Run", "RunEntry", "RunKind", "ScoringChunk",
+    "PassageEmbeddings", "RelevanceDefinition", "ReplayJob", "RetrievalJob", "Run", "RunEntry", "RunKind", "ScoringChunk",
     "ScoringJob", "SystemsResult", "TrainingExample", "TrainingSet", "ValidationResult",
 ]

@@ -16,7 +16,7 @@ serve); any other seed draws new keys, as if the pairs had been made again.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 
 import numpy as np
 from sklearn.metrics import roc_auc_score
@@ -361,14 +361,38 @@ class ReplayRun:
     seed: int
     states: list[RoundState]
 
+    def to_dict(self) -> dict:
+        """JSON-ready, read back by from_dict (a replay job stores its runs as they finish)."""
+        return {"mix": self.mix, "judge": self.judge, "seed": self.seed,
+                "states": [asdict(state) for state in self.states]}
 
-def replay(pool: ReplayPool, judges: Sequence[ReplayJudge], settings: ReplaySettings, *,
-           compare: Sequence[np.ndarray] | None = None, runs: ReplayRuns | None = None,
-           on_run=None) -> list[ReplayRun]:
-    """Every (mix, judge, seed) of `settings` replayed (replay_one); the disagreement queue compares the raw P of
-    `compare` (default: the `judges`; the live queue compares every judge of the project), with the pool's `within`.
-    `runs`: the retrieval runs whose ranking the exported qrels should keep (tau against the truth's), if any.
-    `on_run(done, total)` hears each run finish (a job's progress; returning False stops the replay early)."""
+    @classmethod
+    def from_dict(cls, data: dict) -> ReplayRun:
+        names = {f.name for f in fields(RoundState)}
+        states = []
+        for row in data["states"]:
+            values = {key: value for key, value in row.items() if key in names}
+            for key in ("batch", "model", "design"):
+                if values.get(key) is not None:
+                    values[key] = tuple(values[key])
+            states.append(RoundState(**values))
+        return cls(mix=dict(data["mix"]), judge=data["judge"], seed=int(data["seed"]), states=states)
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """What every run of a replay shares: the disagreement queue's spread and the runs' scorer with the truth's
+    scores (None without runs)."""
+
+    spread: np.ndarray
+    systems: _Systems | None
+
+
+def replay_prepared(pool: ReplayPool, judges: Sequence[ReplayJudge], settings: ReplaySettings, *,
+                    compare: Sequence[np.ndarray] | None = None, runs: ReplayRuns | None = None) -> Prepared:
+    """Check a replay's inputs (ReplayError names what is wrong) and compute what its runs share: the disagreement
+    queue compares the raw P of `compare` (default: the `judges`; the live queue compares every judge of the
+    project) with the pool's `within`; `runs`, the retrieval runs whose ranking the exported qrels should keep."""
     if not judges:
         raise ReplayError("choose at least one judge that has scored the pool")
     size = replay_size(pool, judges, settings)
@@ -381,18 +405,26 @@ def replay(pool: ReplayPool, judges: Sequence[ReplayJudge], settings: ReplaySett
     arrays = list(compare) if compare else [judge.raw_p for judge in judges]
     if any(raw.shape != pool.pair_ids.shape for raw in arrays):
         raise ReplayError("each judge compared needs one P (or nan) per pool pair")
-    spread = disagreement(np.vstack(arrays), pool.within)
     systems = None
     if runs is not None:
         if runs.rank.shape[1] != pool.pair_ids.size:
             raise ReplayError("the runs compared need one rank per pool pair")
         scorer = RunScorer(runs)
         systems = _Systems(scorer, scorer.scores(pool.truth >= pool.relevant_from))
+    return Prepared(disagreement(np.vstack(arrays), pool.within), systems)
+
+
+def replay(pool: ReplayPool, judges: Sequence[ReplayJudge], settings: ReplaySettings, *,
+           compare: Sequence[np.ndarray] | None = None, runs: ReplayRuns | None = None,
+           on_run=None) -> list[ReplayRun]:
+    """Every (mix, judge, seed) of `settings` replayed (replay_one), in that order, with what replay_prepared
+    computes. `on_run(done, total)` hears each run finish (returning False stops the replay early)."""
+    prepared = replay_prepared(pool, judges, settings, compare=compare, runs=runs)
     done, total = [], len(settings.mixes) * len(judges) * len(settings.seeds)
     for mix in settings.mixes:
         for judge in judges:
             for seed in settings.seeds:
-                states = replay_one(pool, judge, mix, settings, seed, spread, systems)
+                states = replay_one(pool, judge, mix, settings, seed, prepared.spread, prepared.systems)
                 done.append(ReplayRun(dict(mix), judge.name, seed, states))
                 if on_run is not None and on_run(len(done), total) is False:
                     return done

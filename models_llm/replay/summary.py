@@ -10,7 +10,7 @@ replay's labels (a replay shorter than the review)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import numpy as np
 
@@ -152,3 +152,16 @@ def summarise(runs: Sequence[ReplayRun], pool_size: int) -> list[ArmSummary]:
     for run in runs:
         arms.setdefault((tuple(sorted(run.mix.items())), run.judge), []).append(run)
     return [summarise_arm(group, pool_size) for group in arms.values()]
+
+
+def arm_to_dict(arm: ArmSummary) -> dict:
+    """JSON-ready, read back by arm_from_dict."""
+    return asdict(arm)
+
+
+def arm_from_dict(data: dict) -> ArmSummary:
+    return ArmSummary(
+        mix=dict(data["mix"]), judge=data["judge"], seeds=list(data["seeds"]), labels=list(data["labels"]),
+        curves={name: [Band(**band) for band in bands] for name, bands in data["curves"].items()},
+        reached={name: Reached(**reached) for name, reached in data["reached"].items()},
+        stop=Stop(**data["stop"]), coverage=dict(data["coverage"]), wss95=data["wss95"], pool=int(data["pool"]))
