@@ -33,6 +33,7 @@ from labeling.models import Judgment, Label, LabellingRound, Lease, Membership, 
 from labeling.models.project import QUEUE_STRATEGIES
 from labeling.selectors.completeness import has_stopping_target, project_target_met
 from labeling.selectors.projects import project_role
+from models_llm.replay.selection import mix_order
 
 DECILES = 10
 # The overlap draw uses digits of sample_key that the random order does not: frac(sample_key * 1024) is
@@ -280,11 +281,7 @@ def strategy_order(*, project: Project, annotator: AbstractBaseUser, now: dateti
     round labels its batch the shares hold within the round (over all its experts), else over the expert's own
     labels."""
     shares = _shares(project)
-    total_share = sum(shares.values())
-    served = _served(project, annotator, list(shares), now or timezone.now())
-    done = sum(served.values()) + 1
-    deficit = {name: share / total_share * done - served.get(name, 0) for name, share in shares.items()}
-    return sorted(shares, key=lambda name: (-deficit[name], -shares[name], name))
+    return mix_order(shares, _served(project, annotator, list(shares), now or timezone.now()))
 
 
 def _target_met_for(project: Project, annotator: AbstractBaseUser) -> bool:
