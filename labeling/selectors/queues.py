@@ -33,9 +33,8 @@ from labeling.models import Judgment, Label, LabellingRound, Lease, Membership, 
 from labeling.models.project import QUEUE_STRATEGIES
 from labeling.selectors.completeness import has_stopping_target, project_target_met
 from labeling.selectors.projects import project_role
-from models_llm.replay.selection import mix_order
+from models_llm.replay.selection import DECILES, mix_order
 
-DECILES = 10
 # The overlap draw uses digits of sample_key that the random order does not: frac(sample_key * 1024) is
 # uniform and, for all practical purposes, independent of the random order.
 OVERLAP_DIGITS = 1024
