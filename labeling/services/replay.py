@@ -80,6 +80,10 @@ def replay_parameters(*, judges: object, mixes: object, batch: object, rounds: o
                   for name, share in mix.items()}
         if sum(shares.values()) <= 0:
             raise ReplayRequestError("mixes: a mix's shares are all 0")
+        total = sum(shares.values())
+        if any({k: v / total for k, v in shares.items() if v} == {k: v / sum(m.values()) for k, v in m.items() if v}
+               for m in clean_mixes):
+            raise ReplayRequestError(f"mixes: the same mix twice ({mix!r}); shares are relative")
         clean_mixes.append(shares)
     if truth not in REPLAY_TRUTHS:
         raise ReplayRequestError(f"truth must be one of {', '.join(REPLAY_TRUTHS)}, not {truth!r}")

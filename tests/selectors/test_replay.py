@@ -148,7 +148,7 @@ def test_the_command_prints_the_summary_and_changes_nothing(graded_world):
 @pytest.mark.parametrize(("args", "message"), [
     (["--mix", "uncertain:80"], "each part is STRATEGY=SHARE"),
     (["--mix", "conflict=1"], "mix"),
-    (["--seeds", "0"], "--seeds must be from 1"),
+    (["--seeds", "0"], "seeds must be a whole number from 1"),
     (["--judge", "none"], "has scored none"),
 ])
 def test_the_command_names_what_is_wrong(graded_world, args, message):

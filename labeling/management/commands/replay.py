@@ -10,10 +10,9 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from labeling.management.lookup import command_project
 from labeling.selectors.replay import REPLAY_TRUTHS, ReplayInputError, replay_inputs
-from models_llm.replay.engine import ReplayError, ReplaySettings, replay
+from labeling.services.replay import ReplayRequestError, replay_parameters, replay_settings
+from models_llm.replay.engine import ReplayError, replay
 from models_llm.replay.summary import ArmSummary, summarise
-
-REPLAY_SEEDS_MAX = 100
 
 
 def parse_mix(text: str) -> dict[str, float]:
@@ -73,15 +72,14 @@ class Command(BaseCommand):
     def handle(self, *args, project: str, judge: list[str], mix: list[str] | None, batch: int, rounds: int,
                seeds: int, truth: str, refit: bool, target: float, alpha: float, as_json: bool, **options) -> None:
         found = command_project(project)
-        if not 1 <= seeds <= REPLAY_SEEDS_MAX:
-            raise CommandError(f"--seeds must be from 1 to {REPLAY_SEEDS_MAX}, not {seeds}")
         mixes = [parse_mix(text) for text in (mix or ["uncertain=80,random=20", "random=100"])]
         try:
-            inputs = replay_inputs(project=found, judges=judge, truth=truth)
-            settings = ReplaySettings(mixes=mixes, batch=batch, rounds=rounds, refit=refit, target=target,
-                                      alpha=alpha, seeds=tuple(range(seeds)))
+            parameters = replay_parameters(judges=judge, mixes=mixes, batch=batch, rounds=rounds, seeds=seeds,
+                                           truth=truth, refit=refit, target=target, alpha=alpha)
+            inputs = replay_inputs(project=found, judges=parameters["judges"], truth=truth)
+            settings = replay_settings(parameters)
             runs = replay(inputs.pool, inputs.judges, settings, compare=inputs.compare, runs=inputs.runs)
-        except (ReplayInputError, ReplayError) as exc:
+        except (ReplayRequestError, ReplayInputError, ReplayError) as exc:
             raise CommandError(str(exc)) from None
         arms = summarise(runs, int(inputs.pool.pair_ids.size))
         if as_json:
