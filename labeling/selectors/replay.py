@@ -7,6 +7,8 @@ Truth (`truth`):
 - `trec`: the reference grades, and every pair without one counted irrelevant (grade 0), the TREC convention for
   unjudged documents. Said on every report: an unjudged relevant pair is counted irrelevant, so recall is measured
   against the judged relevant pairs only.
+- `release:NAME`, `release-trec:NAME`: the grades of a frozen qrels release (checked against its SHA-256), every
+  pair needing one, or those without one counted irrelevant; relevant from the release's own relevant_from.
 """
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from labeling.exceptions import DomainError
 from labeling.llm_adapter import judge_gives_scores, judge_relevance_rule
 from labeling.models import Judge, Judgment, Pair, Project
 from labeling.selectors.lookups import JudgeNotFound, judge_by_name
+from labeling.selectors.releases import ReleaseDamaged, ReleaseNotFound, release_by_name, release_records
 from labeling.selectors.runs import project_runs, run_top
 from labeling.selectors.streams import definition_version_numbers, judge_rows
 from models_llm.replay.engine import ReplayJudge, ReplayPool
@@ -28,6 +31,43 @@ REPLAY_TRUTHS = {
     "reference": "the project's reference grades",
     "trec": "the project's reference grades, pairs without one counted irrelevant (the TREC convention)",
 }
+
+
+RELEASE_TRUTHS = {"release": False, "release-trec": True}  # prefix -> pairs without a grade count irrelevant
+
+
+def replay_truth(truth: str) -> tuple[str | None, bool]:
+    """(the release's name, or None for the reference grades; whether pairs without a grade count irrelevant);
+    ReplayInputError for a truth that is none of REPLAY_TRUTHS and release[-trec]:NAME."""
+    if truth in REPLAY_TRUTHS:
+        return None, truth == "trec"
+    prefix, _, name = str(truth).partition(":")
+    if prefix in RELEASE_TRUTHS and name:
+        return name, RELEASE_TRUTHS[prefix]
+    raise ReplayInputError(f"truth must be one of {', '.join(REPLAY_TRUTHS)}, release:NAME or release-trec:NAME "
+                           f"(a frozen release's grades), not {truth!r}")
+
+
+def replay_truth_text(truth: str) -> str:
+    """The truth in words, as every report says it."""
+    release, unjudged = replay_truth(truth)
+    if release is None:
+        return REPLAY_TRUTHS[truth]
+    return f"the grades of the frozen release {release!r}" + (
+        ", pairs without one counted irrelevant (the TREC convention)" if unjudged else "")
+
+
+def _release_grades(project: Project, name: str, rows: list[tuple]) -> tuple[np.ndarray, int]:
+    """The release's grade of each pool pair (-1: none) and its relevant_from."""
+    try:
+        release = release_by_name(project=project, name=name)
+        records = {(record["query_id"], record["doc_id"]): record["grade"] for record in release_records(release)}
+    except (ReleaseNotFound, ReleaseDamaged) as exc:
+        raise ReplayInputError(str(exc)) from None
+    names = dict(Pair.objects.filter(project=project).values_list("id", "query__external_id"))
+    docs = dict(Pair.objects.filter(project=project).values_list("id", "passage__external_id"))
+    grades = [records.get((names[row[0]], docs[row[0]])) for row in rows]
+    return np.asarray([-1 if grade is None else grade for grade in grades], dtype=np.int64), release.relevant_from
 
 
 class ReplayInputError(DomainError):
@@ -56,8 +96,7 @@ def _raw_p(judge: Judge, position: dict[int, int], size: int, versions: dict[int
 def replay_inputs(*, project: Project, judges: list[str], truth: str = "reference") -> ReplayInputs:
     """The arrays a replay of `project` runs on: `judges` (names) are the queue judges replayed; the disagreement
     queue compares every judge of the project that scored pairs, as the live queue does."""
-    if truth not in REPLAY_TRUTHS:
-        raise ReplayInputError(f"truth must be one of {', '.join(REPLAY_TRUTHS)}, not {truth!r}")
+    release, unjudged_irrelevant = replay_truth(truth)
     if not judges:
         raise ReplayInputError("choose at least one judge to replay")
     chosen = []
@@ -71,15 +110,21 @@ def replay_inputs(*, project: Project, judges: list[str], truth: str = "referenc
     if not rows:
         raise ReplayInputError(f"project {project.slug!r} has no pairs to replay")
     pair_ids = np.asarray([row[0] for row in rows], dtype=np.int64)
-    grades = np.asarray([-1 if row[2] is None else row[2] for row in rows], dtype=np.int64)
-    notes = [f"truth: {REPLAY_TRUTHS[truth]}"]
+    relevant_from = project.label_scale.relevant_from
+    if release is None:
+        grades = np.asarray([-1 if row[2] is None else row[2] for row in rows], dtype=np.int64)
+    else:
+        grades, relevant_from = _release_grades(project, release, rows)
+    notes = [f"truth: {replay_truth_text(truth)}"]
     ungraded = int((grades < 0).sum())
-    if ungraded and truth == "reference":
+    where = "reference grade" if release is None else f"grade in release {release!r}"
+    if ungraded and not unjudged_irrelevant:
+        other = "trec" if release is None else f"release-trec:{release}"
         raise ReplayInputError(
-            f"the truth is incomplete: {ungraded:,} of the {len(rows):,} pairs have no reference grade. Grade them, "
-            "or replay with truth 'trec' (pairs without a grade counted irrelevant)")
+            f"the truth is incomplete: {ungraded:,} of the {len(rows):,} pairs have no {where}. Grade them, "
+            f"or replay with truth {other!r} (pairs without a grade counted irrelevant)")
     if ungraded:
-        notes.append(f"{ungraded:,} of the {len(rows):,} pairs have no reference grade and count as irrelevant: "
+        notes.append(f"{ungraded:,} of the {len(rows):,} pairs have no {where} and count as irrelevant: "
                      "recall is against the graded relevant pairs only")
         grades = np.where(grades < 0, 0, grades)
     position = {pair_id: index for index, pair_id in enumerate(pair_ids.tolist())}
@@ -106,7 +151,6 @@ def replay_inputs(*, project: Project, judges: list[str], truth: str = "referenc
                                                     spread__isnull=False)
                             .values("pair_id").annotate(top=Max("spread")).values_list("pair_id", "top")):
         within[position[pair_id]] = spread
-    relevant_from = project.label_scale.relevant_from
     query_index = {query_id: index for index, query_id in enumerate(sorted({row[3] for row in rows}))}
     pool = ReplayPool(pair_ids=pair_ids, key=np.asarray([row[1] for row in rows], dtype=float), truth=grades,
                       relevant_from=relevant_from, query=np.asarray([query_index[row[3]] for row in rows]),

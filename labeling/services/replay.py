@@ -12,9 +12,9 @@ from django.db import transaction
 from django.utils import timezone
 
 from labeling.exceptions import Conflict, DomainError, Forbidden, NotFound
-from labeling.models import Judge, Judgment, Membership, Pair, Project, ReplayJob
+from labeling.models import Judge, Judgment, Membership, Pair, Project, QrelsRelease, ReplayJob
 from labeling.selectors.projects import project_role
-from labeling.selectors.replay import REPLAY_TRUTHS, ReplayInputError, replay_inputs
+from labeling.selectors.replay import ReplayInputError, replay_inputs, replay_truth
 from labeling.services.jobs import job_fail, job_heartbeat, job_take
 from labeling.tasks import replay_task
 from models_llm.replay.engine import (
@@ -85,8 +85,10 @@ def replay_parameters(*, judges: object, mixes: object, batch: object, rounds: o
                for m in clean_mixes):
             raise ReplayRequestError(f"mixes: the same mix twice ({mix!r}); shares are relative")
         clean_mixes.append(shares)
-    if truth not in REPLAY_TRUTHS:
-        raise ReplayRequestError(f"truth must be one of {', '.join(REPLAY_TRUTHS)}, not {truth!r}")
+    try:
+        replay_truth(truth)
+    except ReplayInputError as exc:
+        raise ReplayRequestError(str(exc)) from None
     if not isinstance(refit, bool):
         raise ReplayRequestError(f"refit must be true or false, not {refit!r}")
     return {
@@ -126,7 +128,12 @@ def replay_request(*, project: Project, by: AbstractBaseUser, **asked: object) -
     size = pairs.count()
     if not size:
         raise ReplayUnavailable(f"project {project.slug!r} has no pairs to replay")
-    ungraded = pairs.filter(reference_grade__isnull=True).count()
+    release, _ = replay_truth(parameters["truth"])
+    if release is not None and not QrelsRelease.objects.filter(project=project, name=release).exists():
+        raise ReplayUnavailable(f"project {project.slug!r} has no release {release!r}")
+    # A release's grades are read by the worker (a large file is no work for a web request); the reference grades
+    # are counted here.
+    ungraded = pairs.filter(reference_grade__isnull=True).count() if release is None else 0
     if ungraded and parameters["truth"] == "reference":
         raise ReplayUnavailable(f"the truth is incomplete: {ungraded:,} of the {size:,} pairs have no reference grade. "
                                 "Grade them, or replay with truth 'trec' (pairs without a grade counted irrelevant)")

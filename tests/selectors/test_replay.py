@@ -13,9 +13,10 @@ from django.core.management import CommandError, call_command
 from django.core.serializers import serialize
 from django.utils import timezone
 
-from labeling.models import Judgment, Pair, Run, RunEntry
+from labeling.models import Judgment, Membership, Pair, Run, RunEntry
 from labeling.selectors.queues import eligible_pairs, queue_candidates
 from labeling.selectors.replay import ReplayInputError, replay_inputs
+from labeling.services.releases import release_create
 from models_llm.replay.selection import (
     decile_orders,
     disagreement,
@@ -23,7 +24,15 @@ from models_llm.replay.selection import (
     random_order,
     uncertain_order,
 )
-from tests.factories import JudgeFactory, JudgmentFactory, PairFactory, ProjectFactory, QueryFactory, UserFactory
+from tests.factories import (
+    JudgeFactory,
+    JudgmentFactory,
+    MembershipFactory,
+    PairFactory,
+    ProjectFactory,
+    QueryFactory,
+    UserFactory,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -75,6 +84,27 @@ def test_what_a_replay_cannot_be_run_on_is_refused_with_the_reason(graded_world)
         replay_inputs(project=project, judges=["full"])
     trec = replay_inputs(project=project, judges=["full"], truth="trec")
     assert trec.pool.truth[1] == 0 and any("count as irrelevant" in note for note in trec.notes)
+
+
+def test_a_frozen_release_is_a_truth_and_stays_what_was_frozen(graded_world):
+    project, pairs = graded_world
+    admin = UserFactory()
+    MembershipFactory(project=project, user=admin, role=Membership.Role.ADMIN)
+    release_create(project=project, by=admin, name="v1")
+    Pair.objects.filter(id=pairs[1].id).update(reference_grade=1)  # graded again after the freeze
+    frozen = replay_inputs(project=project, judges=["full"], truth="release:v1")
+    assert frozen.pool.truth.tolist() == [int(i % 4 == 0) for i in range(40)]
+    assert "the frozen release 'v1'" in frozen.notes[0]
+    assert replay_inputs(project=project, judges=["full"]).pool.truth[1] == 1
+    with pytest.raises(ReplayInputError, match="no release 'v2' \\(its releases: v1\\)"):
+        replay_inputs(project=project, judges=["full"], truth="release:v2")
+    with pytest.raises(ReplayInputError, match="release-trec:NAME"):
+        replay_inputs(project=project, judges=["full"], truth="release:")
+    Pair.objects.filter(id=pairs[2].id).update(reference_grade=None)
+    release_create(project=project, by=admin, name="v2")
+    with pytest.raises(ReplayInputError, match="1 of the 40 pairs have no grade in release 'v2'.*'release-trec:v2'"):
+        replay_inputs(project=project, judges=["full"], truth="release:v2")
+    assert replay_inputs(project=project, judges=["full"], truth="release-trec:v2").pool.truth[2] == 0
 
 
 def test_the_live_queues_serve_in_the_replays_order(graded_world):

@@ -9,7 +9,7 @@ from dataclasses import asdict
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from labeling.management.lookup import command_project
-from labeling.selectors.replay import REPLAY_TRUTHS, ReplayInputError, replay_inputs
+from labeling.selectors.replay import ReplayInputError, replay_inputs
 from labeling.services.replay import ReplayRequestError, replay_parameters, replay_settings
 from models_llm.replay.engine import ReplayError, replay
 from models_llm.replay.summary import ArmSummary, summarise
@@ -60,9 +60,9 @@ class Command(BaseCommand):
         parser.add_argument("--rounds", type=int, default=20, help="rounds (default 20)")
         parser.add_argument("--seeds", type=int, default=10, help="seeds 0..N-1; seed 0 keeps the project's own "
                                                                   "random order (default 10)")
-        parser.add_argument("--truth", default="reference", choices=list(REPLAY_TRUTHS),
+        parser.add_argument("--truth", default="reference",
                             help="reference: every pair needs a reference grade; trec: pairs without one count "
-                                 "irrelevant")
+                                 "irrelevant; release:NAME / release-trec:NAME: a frozen release's grades")
         parser.add_argument("--no-refit", dest="refit", action="store_false",
                             help="keep the judge's raw P (default: refit its calibrator after each round)")
         parser.add_argument("--target", type=float, default=0.9, help="the stopping rule's recall target")
