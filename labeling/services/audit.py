@@ -22,7 +22,7 @@ from labeling.models import AuditJob, Judge, Pair, Project
 from labeling.selectors.throughput import judge_throughput
 from labeling.services import audit_beyond_pool, audit_multicondition, audit_perturbation
 from labeling.services.audit_errors import AuditConflict, AuditError
-from labeling.services.jobs import job_fail, job_heartbeat, job_take
+from labeling.services.jobs import job_cancel, job_fail, job_heartbeat, job_take
 from labeling.services.scoring_dispatch import bulk_queue_for
 from labeling.services.throughput import throughput_probe
 from labeling.tasks import audit_task
@@ -190,10 +190,7 @@ def audit_fail(*, job_id: int, error: str) -> None:
 @transaction.atomic
 def audit_cancel(*, job: AuditJob) -> AuditJob:
     """Stop an unfinished audit: its worker stops after the batch it is scoring, and no report is made."""
-    AuditJob.objects.filter(id=job.id, finished_at__isnull=True).update(
-        status=AuditJob.Status.CANCELLED, finished_at=timezone.now())
-    job.refresh_from_db()
-    return job
+    return job_cancel(job)
 
 
 ESTIMATE_SAMPLE = 200

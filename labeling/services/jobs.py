@@ -60,6 +60,15 @@ def job_fail(jobs: QuerySet[Job], *, error: str, now: datetime | None = None) ->
     )
 
 
+def job_cancel(job: Job) -> Job:
+    """Stop an unfinished job: cancelled and finished now; its worker, whose next write matches a running row no
+    more, stops there. A finished job is left as it is. Returns the row as it now is."""
+    type(job).objects.filter(id=job.id, finished_at__isnull=True).update(
+        status=Job.Status.CANCELLED, finished_at=timezone.now())
+    job.refresh_from_db()
+    return job
+
+
 # A cached result recomputed by a worker when asked (the kinds with a debounce_setting: the validation report, the
 # Systems page's evaluation): one row per result, at most one computation queued at a time, at most one per the
 # kind's debounce seconds after the last one started.

@@ -30,7 +30,7 @@ from labeling.models.query_generation import (
 )
 from labeling.names import NameRefused
 from labeling.selectors.query_sets import INTENT_KEY, SET_KEY, TWIN_KEY, query_set_name
-from labeling.services.jobs import job_fail, job_heartbeat, job_take
+from labeling.services.jobs import job_cancel, job_fail, job_heartbeat, job_take
 from labeling.services.validation import validation_request
 from labeling.tasks import query_generation_task
 from models_llm.backends import ScorerConfigError
@@ -217,10 +217,7 @@ def query_generation_fail(*, job_id: int, error: str) -> None:
 def query_generation_cancel(*, job: QueryGenerationJob) -> QueryGenerationJob:
     """Stop a queued or running job: cancelled and finished. A running worker stops before its next unit; the queries
     it wrote stay (each unit is its own transaction). A finished job is returned as it is."""
-    QueryGenerationJob.objects.filter(id=job.id, finished_at__isnull=True).update(
-        status=QueryGenerationJob.Status.CANCELLED, finished_at=timezone.now())
-    job.refresh_from_db()
-    return job
+    return job_cancel(job)
 
 
 def query_generation_run(*, job_id: int, generate: Generate | None = None) -> QueryGenerationJob | None:

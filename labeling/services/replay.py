@@ -15,7 +15,7 @@ from labeling.exceptions import Conflict, DomainError, Forbidden, NotFound
 from labeling.models import Judge, Judgment, Membership, Pair, Project, QrelsRelease, ReplayJob
 from labeling.selectors.projects import project_role
 from labeling.selectors.replay import ReplayInputError, replay_inputs, replay_truth
-from labeling.services.jobs import job_fail, job_heartbeat, job_take
+from labeling.services.jobs import job_cancel, job_fail, job_heartbeat, job_take
 from labeling.tasks import replay_task
 from models_llm.replay.engine import (
     REPLAY_MAX_PAIR_ROUNDS,
@@ -189,10 +189,7 @@ def replay_fail(*, job_id: int, error: str) -> None:
 @transaction.atomic
 def replay_cancel(*, job: ReplayJob) -> ReplayJob:
     """Stop an unfinished replay: its worker stops after the run it is on; the runs stored stay, no summary."""
-    ReplayJob.objects.filter(id=job.id, finished_at__isnull=True).update(
-        status=ReplayJob.Status.CANCELLED, finished_at=timezone.now())
-    job.refresh_from_db()
-    return job
+    return job_cancel(job)
 
 
 def replay_resume(*, job: ReplayJob) -> bool:

@@ -21,7 +21,7 @@ from labeling.llm_adapter import JudgeConfigError, model_folder
 from labeling.models import MAX_ERROR_CHARS, Passage, Project, Query, RelevanceDefinition, RetrievalJob, Run, RunKind
 from labeling.names import NameRefused
 from labeling.selectors.retrieval_jobs import retrieval_job_writing
-from labeling.services.jobs import job_fail, job_heartbeat, job_take
+from labeling.services.jobs import job_cancel, job_fail, job_heartbeat, job_take
 from labeling.services.retrieval_crisis import crisis_parameters, crisis_progress_sizes, crisis_retrieve
 from labeling.services.retrieval_embeddings import passage_embeddings
 from labeling.services.retrieval_errors import RetrievalConflict, RetrievalError
@@ -177,10 +177,7 @@ def retrieval_request(
 def retrieval_cancel(*, job: RetrievalJob) -> RetrievalJob:
     """Stop a pending or running job: cancelled and finished, writing no run (a running worker notices within
     PROGRESS_SECONDS and stops). A finished job is returned as it is."""
-    RetrievalJob.objects.filter(id=job.id, finished_at__isnull=True).update(
-        status=RetrievalJob.Status.CANCELLED, finished_at=timezone.now())
-    job.refresh_from_db()
-    return job
+    return job_cancel(job)
 
 
 def retrieval_run(*, job_id: int) -> RetrievalJob | None:

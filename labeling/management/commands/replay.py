@@ -8,24 +8,12 @@ from dataclasses import asdict
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from labeling.management.arguments import parse_mix
 from labeling.management.lookup import command_project
 from labeling.selectors.replay import ReplayInputError, replay_inputs
 from labeling.services.replay import ReplayRequestError, replay_parameters, replay_settings
 from models_llm.replay.engine import ReplayError, replay
 from models_llm.replay.summary import ArmSummary, summarise
-
-
-def parse_mix(text: str) -> dict[str, float]:
-    """`uncertain=80,random=20` as {strategy: share}; CommandError naming a malformed part."""
-    mix = {}
-    for part in text.split(","):
-        name, _, share = part.partition("=")
-        try:
-            mix[name.strip()] = float(share)
-        except ValueError:
-            raise CommandError(f"--mix {text!r}: each part is STRATEGY=SHARE, e.g. uncertain=80,random=20; "
-                               f"{part!r} is not") from None
-    return mix
 
 
 def _labels(reached) -> str:
@@ -96,8 +84,9 @@ class Command(BaseCommand):
             rows.append((",".join(f"{k}={v:g}" for k, v in arm.mix.items()), arm.judge,
                          _labels(arm.reached["verified_recall"]), _labels(arm.reached["exported_recall"]),
                          _labels(arm.reached["kappa"]),
-                         _labels(arm.reached["kendall_tau"]) if inputs.runs is not None else "-", _stop(arm), _share(arm.coverage["model"]),
-                         _share(arm.coverage["design"]), "-" if arm.wss95 is None else f"{arm.wss95:.3f}"))
+                         _labels(arm.reached["kendall_tau"]) if inputs.runs is not None else "-", _stop(arm),
+                         _share(arm.coverage["model"]), _share(arm.coverage["design"]),
+                         "-" if arm.wss95 is None else f"{arm.wss95:.3f}"))
         widths = [max(len(str(row[i])) for row in rows) for i in range(len(header))]
         for row in rows:
             self.stdout.write("  ".join(str(cell).ljust(width) for cell, width in zip(row, widths)).rstrip())

@@ -7,23 +7,11 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from labeling.exceptions import DomainError
+from labeling.management.arguments import parse_mix
 from labeling.management.lookup import command_project
 from labeling.models import LabellingRound
 from labeling.selectors.rounds import round_row, round_rows
 from labeling.services.rounds import ROUND_RANDOM_FLOOR, round_request
-
-
-def _mix(text: str | None) -> dict[str, float] | None:
-    if not text:
-        return None
-    mix = {}
-    for part in text.split(","):
-        name, _, share = part.partition("=")
-        try:
-            mix[name.strip()] = float(share)
-        except ValueError:
-            raise CommandError(f"--mix: {part!r} is not STRATEGY=SHARE") from None
-    return mix
 
 
 class Command(BaseCommand):
@@ -53,9 +41,9 @@ class Command(BaseCommand):
             if user is None:
                 raise CommandError(f"no user {options['by']!r}")
             try:
+                mix = parse_mix(options["mix"]) if options["mix"] else None
                 started = round_request(project=found, by=user, judge=options["judge"], budget=options["budget"],
-                                        mix=_mix(options["mix"]), random_share=options["random_share"],
-                                        after=options["after"])
+                                        mix=mix, random_share=options["random_share"], after=options["after"])
             except DomainError as exc:
                 raise CommandError(str(exc)) from None
             row = round_row(started)
