@@ -57,14 +57,17 @@ def truth_world():
     return project, judge, other, pairs, np.asarray(truth)
 
 
-def test_a_replay_of_seed_0_gives_the_batches_calibrators_and_estimates_of_the_same_rounds_run_for_real(truth_world):
+@pytest.mark.parametrize("targeted", ["uncertain", "disagreement"])
+def test_a_replay_of_seed_0_gives_the_batches_calibrators_and_estimates_of_the_same_rounds_run_for_real(
+        truth_world, targeted):
     project, judge, other, pairs, truth = truth_world
     grade_of = {pair.id: int(t) for pair, t in zip(pairs, truth)}
     admin, expert = api_for(project, Membership.Role.ADMIN), api_for(project, Membership.Role.EXPERT)
     real = []
     for number in range(1, ROUNDS + 1):
         response = admin.post(f"/api/projects/{project.slug}/rounds/", {"judge": judge.name, "budget": BATCH,
-                                                                       "random_share": 0.2}, format="json")
+                                                                       "mix": {targeted: 1}, "random_share": 0.2},
+                            format="json")
         assert response.status_code == 201, response.content
         batch = []
         for _ in range(BATCH):
@@ -92,11 +95,11 @@ def test_a_replay_of_seed_0_gives_the_batches_calibrators_and_estimates_of_the_s
         by_pair = dict(of.judgments.values_list("pair_id", "p_relevant"))
         return np.asarray([by_pair[r[0]] for r in rows])
 
-    settings = ReplaySettings(mixes=[{"uncertain": 80, "random": 20}], batch=BATCH, rounds=ROUNDS, seeds=(0,))
+    settings = ReplaySettings(mixes=[{targeted: 80, "random": 20}], batch=BATCH, rounds=ROUNDS, seeds=(0,))
     (run,) = replay(pool, [ReplayJudge(judge.name, raw(judge))], settings, compare=[raw(judge), raw(other)])
     for state, (batch, calibration, numbers) in zip(run.states[1:], real, strict=True):
         assert list(state.batch) == batch
-        assert state.served == {"uncertain": 8, "random": 2}
+        assert state.served == {targeted: 8, "random": 2}
         if calibration is None:  # too few of a kind for a fit yet: the replay has none either
             assert state.calibrator is None and state.refit_note
             continue
