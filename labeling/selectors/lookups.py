@@ -1,10 +1,12 @@
-"""Rows a request or a command names inside a project (a judge by name; a query, an item, a scoring job, a run or a
-retrieval job by id) and projects by slug for the commands: the row, or NotFound saying what is missing. Who may
-see the project is decided before, by labeling.selectors.projects.project_for_user."""
+"""Rows a request or a command names inside a project (a judge by name; a query, an item, a scoring job, a run, a
+retrieval job or a replay by id) and projects by slug for the commands: the row, or NotFound saying what is missing.
+Who may see the project is decided before, by labeling.selectors.projects.project_for_user."""
 from __future__ import annotations
 
+from django.db.models import QuerySet
+
 from labeling.exceptions import NotFound
-from labeling.models import Estimate, Judge, Pair, Project, Query, RetrievalJob, Run, ScoringJob
+from labeling.models import Estimate, Judge, Pair, Project, Query, ReplayJob, RetrievalJob, Run, ScoringJob
 
 
 def _no(model: type) -> str:
@@ -84,4 +86,18 @@ def retrieval_job_of_project(*, project: Project, job_id: int) -> RetrievalJob:
     found = RetrievalJob.objects.filter(project=project, id=job_id).first()
     if found is None:
         raise NotFound(_no(RetrievalJob))
+    return found
+
+
+def replays_of_project(project: Project) -> QuerySet[ReplayJob]:
+    """The project's replays, newest first, with who asked; their stored runs and summary are left unread (a list
+    shows the jobs, and a replay's runs can be large)."""
+    return (ReplayJob.objects.filter(project=project).select_related("requested_by", "project").defer("result")
+            .order_by("-created_at", "-id"))
+
+
+def replay_of_project(*, project: Project, replay_id: int) -> ReplayJob:
+    found = ReplayJob.objects.select_related("requested_by", "project").filter(project=project, id=replay_id).first()
+    if found is None:
+        raise NotFound(_no(ReplayJob))
     return found

@@ -160,6 +160,10 @@ MATRIX: dict[str, dict[str, str]] = {
     "api:audit-list": {"GET": READER, "POST": ADMIN_ONLY},
     "api:audit-detail": {"GET": READER},
     "api:run-multicondition": {"GET": READER},
+    # A replay reads the truth: experts never see one (blind first), nor do viewers.
+    "api:replay-list": {"GET": ADMIN_ONLY, "POST": ADMIN_ONLY},
+    "api:replay-detail": {"GET": ADMIN_ONLY, "DELETE": ADMIN_ONLY},
+    "api:replay-cancel": {"POST": ADMIN_ONLY},
 }
 
 ROUTES = {route.name: route for route in all_routes()}
