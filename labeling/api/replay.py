@@ -33,6 +33,8 @@ REPLAY_ADMIN = admin_to("replay the labelling loop (a replay reads the truth)")
 # What `manage.py replay` runs when not told otherwise.
 DEFAULT_MIXES = ({"uncertain": 80.0, "random": 20.0}, {"random": 100.0})
 SHARE_MAX = 1_000_000  # as labeling.services.replay.replay_parameters bounds a share
+# labeling.selectors.replay.replay_truth's forms; a release the project lacks is the service's 409.
+TRUTH_PATTERN = rf"^({'|'.join(REPLAY_TRUTHS)}|release(-trec)?:[^\x00]+)$"
 
 
 class ReplayMixSerializer(serializers.Serializer):
@@ -71,9 +73,10 @@ class ReplayStartSerializer(serializers.Serializer):
     rounds = StrictIntegerField(default=20, min_value=1, max_value=REPLAY_ROUNDS_MAX)
     seeds = StrictIntegerField(default=10, min_value=1, max_value=REPLAY_SEEDS_MAX,
                                help_text="seeds 0 to seeds - 1; seed 0 keeps the project's own random order")
-    truth = serializers.ChoiceField(choices=list(REPLAY_TRUTHS.items()), default="reference",
-                                    help_text="reference: every pair needs a reference grade; trec: pairs without "
-                                              "one count as irrelevant")
+    truth = serializers.RegexField(TRUTH_PATTERN, default="reference",
+                                   help_text="reference: the reference grades, every pair needing one; trec: pairs "
+                                             "without one count as irrelevant; release:NAME, release-trec:NAME: a "
+                                             "frozen release's grades, the same two ways")
     refit = StrictBooleanField(default=True, help_text="refit the judge's calibrator after each round, as a round "
                                                        "does (false: keep its raw P)")
     target = StrictFloatField(default=0.9, min_value=0.01, max_value=1.0, help_text="the stopping rule's recall target")
@@ -170,9 +173,10 @@ class ReplayDetailSerializer(ReplaySerializer):
 
 class ReplayListView(APIView):
     """GET the project's replays, newest first. POST asks for one (project admins): 201 with the replay, queued for a
-    bulk worker; poll its `url`. Refused with nothing stored: 404 when a judge is not the project's, 409 when the
-    project cannot be replayed as asked (a judge that scored none of the pool, a truth with ungraded pairs: the
-    message says what to do), 422 when the replay would be too large or a mix's shares are all 0."""
+    bulk worker; poll its `url`. Refused with nothing stored: 400 naming the field the schema refuses, 404 when a
+    judge is not the project's, 409 when the project cannot be replayed as asked (a judge that scored none of the
+    pool, reference grades missing, a release it lacks: the message says what to do), 422 when the replay would be
+    too large, or a mix's shares are all 0 or the same as another mix's."""
 
     @extend_schema(responses={200: ReplaySerializer(many=True)})
     def get(self, request: Request, slug: str) -> Response:

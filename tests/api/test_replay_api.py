@@ -111,7 +111,9 @@ def test_a_replay_asked_through_the_api_shows_the_engines_summary_once_the_worke
     ({"judges": ["nope"]}, 404, "project 'graded' has no judge 'nope' (its judges: informed, silent)"),
     ({"judges": ["silent"]}, 409, "judge 'silent' has scored none of the pool's pairs"),
     ({"truth": "reference", "ungraded": 1}, 409, "the truth is incomplete: 1 of the 30 pairs have no reference grade"),
+    ({"truth": "release:nope"}, 409, "project 'graded' has no release 'nope'"),
     ({"mixes": [{"uncertain": 0, "random": 0}]}, 422, "mixes: a mix's shares are all 0"),
+    ({"mixes": [{"random": 1}, {"random": 100}]}, 422, "mixes: the same mix twice"),
 ])
 def test_what_the_service_refuses_comes_back_with_its_status_and_reason_and_nothing_is_stored(graded, change,
                                                                                              status, message):
