@@ -19,10 +19,17 @@ from labeling.selectors.lookups import replay_of_project, replays_of_project
 from labeling.selectors.projects import admin_to, project_for_user
 from labeling.selectors.replay import REPLAY_TRUTHS
 from labeling.services.replay import (
+    REPLAY_ALPHA_BOUNDS,
     REPLAY_BATCH_MAX,
+    REPLAY_DEFAULT_BATCH,
+    REPLAY_DEFAULT_MIXES,
+    REPLAY_DEFAULT_ROUNDS,
+    REPLAY_DEFAULT_SEEDS,
     REPLAY_MIXES_MAX,
     REPLAY_ROUNDS_MAX,
     REPLAY_SEEDS_MAX,
+    REPLAY_SHARE_MAX,
+    REPLAY_TARGET_BOUNDS,
     replay_cancel,
     replay_delete,
     replay_request,
@@ -30,9 +37,6 @@ from labeling.services.replay import (
 from models_llm.replay.selection import SELECTION_STRATEGIES
 
 REPLAY_ADMIN = admin_to("replay the labelling loop (a replay reads the truth)")
-# What `manage.py replay` runs when not told otherwise.
-DEFAULT_MIXES = ({"uncertain": 80.0, "random": 20.0}, {"random": 100.0})
-SHARE_MAX = 1_000_000  # as labeling.services.replay.replay_parameters bounds a share
 # labeling.selectors.replay.replay_truth's forms; a release the project lacks is the service's 409.
 TRUTH_PATTERN = rf"^({'|'.join(REPLAY_TRUTHS)}|release(-trec)?:[^\x00]+)$"
 
@@ -41,13 +45,13 @@ class ReplayMixSerializer(serializers.Serializer):
     """A queue mix as a round sets it: {strategy: share}, the shares relative to each other."""
 
     refuses_unknown_fields = True  # to_internal_value below; the schema says additionalProperties: false
-    uncertain = StrictFloatField(required=False, min_value=0, max_value=SHARE_MAX,
+    uncertain = StrictFloatField(required=False, min_value=0, max_value=REPLAY_SHARE_MAX,
                                  help_text="the judge's P closest to 0.5 first")
-    disagreement = StrictFloatField(required=False, min_value=0, max_value=SHARE_MAX,
+    disagreement = StrictFloatField(required=False, min_value=0, max_value=REPLAY_SHARE_MAX,
                                     help_text="the pairs the project's judges disagree on most first")
-    random = StrictFloatField(required=False, min_value=0, max_value=SHARE_MAX,
+    random = StrictFloatField(required=False, min_value=0, max_value=REPLAY_SHARE_MAX,
                               help_text="the project's random order (seed 0) or a seed's")
-    stratified = StrictFloatField(required=False, min_value=0, max_value=SHARE_MAX,
+    stratified = StrictFloatField(required=False, min_value=0, max_value=REPLAY_SHARE_MAX,
                                   help_text="the decile of P with the fewest stratified labels first")
 
     def to_internal_value(self, data: object) -> dict[str, float]:
@@ -66,12 +70,13 @@ class ReplayStartSerializer(serializers.Serializer):
     judges = serializers.ListField(child=StrictCharField(), min_length=1,
                                    help_text="the queue judges replayed, each already scored on the pool")
     mixes = serializers.ListField(child=ReplayMixSerializer(), min_length=1, max_length=REPLAY_MIXES_MAX,
-                                  default=lambda: [dict(mix) for mix in DEFAULT_MIXES],
+                                  default=lambda: [dict(mix) for mix in REPLAY_DEFAULT_MIXES],
                                   help_text='queue mixes to compare (default [{"uncertain": 80, "random": 20}, '
                                             '{"random": 100}])')
-    batch = StrictIntegerField(default=25, min_value=1, max_value=REPLAY_BATCH_MAX, help_text="labels per round")
-    rounds = StrictIntegerField(default=20, min_value=1, max_value=REPLAY_ROUNDS_MAX)
-    seeds = StrictIntegerField(default=10, min_value=1, max_value=REPLAY_SEEDS_MAX,
+    batch = StrictIntegerField(default=REPLAY_DEFAULT_BATCH, min_value=1, max_value=REPLAY_BATCH_MAX,
+                               help_text="labels per round")
+    rounds = StrictIntegerField(default=REPLAY_DEFAULT_ROUNDS, min_value=1, max_value=REPLAY_ROUNDS_MAX)
+    seeds = StrictIntegerField(default=REPLAY_DEFAULT_SEEDS, min_value=1, max_value=REPLAY_SEEDS_MAX,
                                help_text="seeds 0 to seeds - 1; seed 0 keeps the project's own random order")
     truth = serializers.RegexField(TRUTH_PATTERN, default="reference",
                                    help_text="reference: the reference grades, every pair needing one; trec: pairs "
@@ -79,8 +84,9 @@ class ReplayStartSerializer(serializers.Serializer):
                                              "frozen release's grades, the same two ways")
     refit = StrictBooleanField(default=True, help_text="refit the judge's calibrator after each round, as a round "
                                                        "does (false: keep its raw P)")
-    target = StrictFloatField(default=0.9, min_value=0.01, max_value=1.0, help_text="the stopping rule's recall target")
-    alpha = StrictFloatField(default=0.1, min_value=0.001, max_value=0.5,
+    target = StrictFloatField(default=0.9, min_value=REPLAY_TARGET_BOUNDS[0], max_value=REPLAY_TARGET_BOUNDS[1],
+                              help_text="the stopping rule's recall target")
+    alpha = StrictFloatField(default=0.1, min_value=REPLAY_ALPHA_BOUNDS[0], max_value=REPLAY_ALPHA_BOUNDS[1],
                              help_text="the stopping rule stops when the target is met with probability 1 - alpha")
 
     def validate(self, attrs: dict) -> dict:

@@ -28,6 +28,12 @@ from models_llm.replay.engine import (
 from models_llm.replay.selection import SELECTION_STRATEGIES
 from models_llm.replay.summary import arm_to_dict, summarise
 
+# What a replay runs when not told otherwise (the page, the API and the command alike), and its bounds.
+REPLAY_DEFAULT_MIXES = ({"uncertain": 80.0, "random": 20.0}, {"random": 100.0})
+REPLAY_DEFAULT_BATCH, REPLAY_DEFAULT_ROUNDS, REPLAY_DEFAULT_SEEDS = 25, 20, 10
+REPLAY_SHARE_MAX = 1_000_000
+REPLAY_TARGET_BOUNDS = (0.01, 1.0)
+REPLAY_ALPHA_BOUNDS = (0.001, 0.5)
 REPLAY_SEEDS_MAX = 100
 REPLAY_ROUNDS_MAX = 1000
 REPLAY_BATCH_MAX = 100_000
@@ -76,7 +82,7 @@ def replay_parameters(*, judges: object, mixes: object, batch: object, rounds: o
         if unknown:
             raise ReplayRequestError(f"mixes: unknown strategy {', '.join(map(repr, unknown))}; the strategies are "
                                      f"{', '.join(SELECTION_STRATEGIES)}")
-        shares = {name: float(_number(share, f"the share of {name!r}", 0, 1_000_000, whole=False))
+        shares = {name: float(_number(share, f"the share of {name!r}", 0, REPLAY_SHARE_MAX, whole=False))
                   for name, share in mix.items()}
         if sum(shares.values()) <= 0:
             raise ReplayRequestError("mixes: a mix's shares are all 0")
@@ -97,8 +103,8 @@ def replay_parameters(*, judges: object, mixes: object, batch: object, rounds: o
         "rounds": int(_number(rounds, "rounds", 1, REPLAY_ROUNDS_MAX, whole=True)),
         "seeds": int(_number(seeds, "seeds", 1, REPLAY_SEEDS_MAX, whole=True)),
         "truth": truth, "refit": refit,
-        "target": float(_number(target, "target", 0.01, 1.0, whole=False)),
-        "alpha": float(_number(alpha, "alpha", 0.001, 0.5, whole=False)),
+        "target": float(_number(target, "target", *REPLAY_TARGET_BOUNDS, whole=False)),
+        "alpha": float(_number(alpha, "alpha", *REPLAY_ALPHA_BOUNDS, whole=False)),
     }
 
 

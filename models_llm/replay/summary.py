@@ -5,8 +5,8 @@ and the work saved over random order.
 WSS@R, the TAR convention (Cohen et al. 2006, "Reducing workload in systematic review preparation using automated
 citation classification"): WSS = (TN + FN) / N - (1 - R), the share of the N items a reviewer need not read to reach
 recall R, less the share random order saves at that recall. With the labels spent L when the verified qrels first
-reach recall R, TN + FN = N - L, so WSS@95 = (N - L) / N - 0.05. It is None when no seed reached 95 % within the
-replay's labels (a replay shorter than the review)."""
+reach recall R, TN + FN = N - L, so WSS@95 = (N - L) / N - 0.05, averaged over the seeds. It is None unless every seed
+reached 95 % within the replay's labels (a replay shorter than the review cannot say what it saves)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence

@@ -11,7 +11,15 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from labeling.management.arguments import parse_mix
 from labeling.management.lookup import command_project
 from labeling.selectors.replay import ReplayInputError, replay_inputs
-from labeling.services.replay import ReplayRequestError, replay_parameters, replay_settings
+from labeling.services.replay import (
+    REPLAY_DEFAULT_BATCH,
+    REPLAY_DEFAULT_MIXES,
+    REPLAY_DEFAULT_ROUNDS,
+    REPLAY_DEFAULT_SEEDS,
+    ReplayRequestError,
+    replay_parameters,
+    replay_settings,
+)
 from models_llm.replay.engine import ReplayError, replay
 from models_llm.replay.summary import ArmSummary, summarise
 
@@ -44,10 +52,11 @@ class Command(BaseCommand):
         parser.add_argument("--mix", action="append", default=None,
                             help="a queue mix, STRATEGY=SHARE,... of uncertain, disagreement, random, stratified "
                                  "(repeat; default uncertain=80,random=20 and random=100)")
-        parser.add_argument("--batch", type=int, default=25, help="labels per round (default 25)")
-        parser.add_argument("--rounds", type=int, default=20, help="rounds (default 20)")
-        parser.add_argument("--seeds", type=int, default=10, help="seeds 0..N-1; seed 0 keeps the project's own "
-                                                                  "random order (default 10)")
+        parser.add_argument("--batch", type=int, default=REPLAY_DEFAULT_BATCH,
+                            help="labels per round (default %(default)s)")
+        parser.add_argument("--rounds", type=int, default=REPLAY_DEFAULT_ROUNDS, help="rounds (default %(default)s)")
+        parser.add_argument("--seeds", type=int, default=REPLAY_DEFAULT_SEEDS,
+                            help="seeds 0..N-1; seed 0 keeps the project's own random order (default %(default)s)")
         parser.add_argument("--truth", default="reference",
                             help="reference: every pair needs a reference grade; trec: pairs without one count "
                                  "irrelevant; release:NAME / release-trec:NAME: a frozen release's grades")
@@ -60,7 +69,7 @@ class Command(BaseCommand):
     def handle(self, *args, project: str, judge: list[str], mix: list[str] | None, batch: int, rounds: int,
                seeds: int, truth: str, refit: bool, target: float, alpha: float, as_json: bool, **options) -> None:
         found = command_project(project)
-        mixes = [parse_mix(text) for text in (mix or ["uncertain=80,random=20", "random=100"])]
+        mixes = [parse_mix(text) for text in mix] if mix else [dict(m) for m in REPLAY_DEFAULT_MIXES]
         try:
             parameters = replay_parameters(judges=judge, mixes=mixes, batch=batch, rounds=rounds, seeds=seeds,
                                            truth=truth, refit=refit, target=target, alpha=alpha)
