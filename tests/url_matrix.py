@@ -23,6 +23,7 @@ from labeling.models import (
     QrelsRelease,
     Query,
     QueryGenerationJob,
+    ReplayJob,
     RetrievalJob,
     Run,
     RunEntry,
@@ -101,6 +102,7 @@ class World:
     generation: QueryGenerationJob  # a finished query generation by the judge, with one unreadable answer
     estimate: Estimate  # the judge's scoring estimate, failed with its reason
     release: QrelsRelease  # the human qrels frozen as "release-a"
+    replay: ReplayJob  # running: 1 of its 2 runs replayed
     member: object  # an expert other than the role users: the one a member removal targets
     invitation: Invitation  # open: its link's token is `invitation_token`
     invitation_token: str
@@ -124,6 +126,7 @@ class World:
             "generation_id": self.generation.id,
             "estimate_id": self.estimate.id,
             "release": self.release.name,
+            "replay_id": self.replay.id,
             "invitation_id": self.invitation.id,
             "token": self.invitation_token,
         }
@@ -150,7 +153,7 @@ def build_world(
     """One project with a member of every role, a query with a definition, three pairs (one labelled by the
     expert, one labelled 0 and 2 by two other experts), a judge with judgments and a running scoring job, a run
     ranking the three passages, a running retrieval job, a training set imported from a file and a running
-    fine-tuning job on another set, a running audit of the judge."""
+    fine-tuning job on another set, a running audit of the judge, a running replay."""
     project = ProjectFactory(name=name, description=name)
     query = QueryFactory(project=project, text=query_text, metadata={"topic": name})
     RelevanceDefinitionFactory(query=query, text=definition_text)
@@ -210,10 +213,15 @@ def build_world(
         requested_by=users[ADMIN])
     invited = invitation_create(project=project, username="newcomer", role=EXPERT, by=users[ADMIN])
     release = release_create(project=project, by=users[ADMIN], name="release-a")
+    replay = ReplayJob.objects.create(
+        project=project, total=2, done=1, status=ReplayJob.Status.RUNNING, started_at=now, heartbeat_at=now,
+        parameters={"judges": [judge.name], "mixes": [{"random": 100.0}], "batch": 1, "rounds": 1, "seeds": 2,
+                    "truth": "trec", "refit": True, "target": 0.9, "alpha": 0.1},
+        requested_by=users[ADMIN])
     if with_report:
         validation_result_ensure(project=project)
     return World(project=project, query=query, pair=pairs[0], conflict=pairs[1], judge=judge, job=job, run=run,
                  retrieval_job=retrieval_job, training_set=training_set, finetune_job=finetune_job,
                  bundle_job=bundle_job, audit=audit, generation=generation, estimate=estimate,
-                 release=release, member=alice, invitation=invited.invitation,
+                 release=release, replay=replay, member=alice, invitation=invited.invitation,
                  invitation_token=invited.token, users=users)
