@@ -185,7 +185,7 @@ MEASURES = (
             "the runs ranked under the exported qrels against their ranking under the truth",
             "the runs could not be ranked at any point", high=1.0),
 )
-NO_RUNS = "not measured: the project has fewer than two runs to rank (see the notes)"
+NO_RUNS = "Not measured: the project has fewer than two runs to rank (see the notes)"
 
 
 @dataclass(frozen=True)
