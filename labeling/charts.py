@@ -1,6 +1,6 @@
 """Geometry of the server-side SVG charts: the dashboard's reliability diagram and F1-vs-threshold curve, the
-systems page's scatter of two qrels' scores, and the robustness reports' rates against k. Numbers in, coordinates
-out; the template draws them (so every label is escaped)."""
+systems page's scatter of two qrels' scores, the robustness reports' rates against k and the replay's bands over
+seeds against labels spent. Numbers in, coordinates out; the template draws them (so every label is escaped)."""
 from __future__ import annotations
 
 import math
@@ -243,4 +243,124 @@ def line_chart(series: dict[str, list[tuple[float, float | None]]], *, x_name: s
         series=drawn,
         x_ticks=[Tick(px(x), bottom + 14, f"{x:g}") for x in xs[::every]],
         y_ticks=[Tick(left - 6, py(v) + 4, f"{v:g}") for v in (0.0, 0.25, 0.5, 0.75, 1.0)],
+    )
+
+
+# Band charts: a measure's mean over seeds and its band (10th to 90th percentile) against labels spent, one series
+# per queue mix (the Replay page), with an optional reference line (the true count beside its estimates).
+BAND_WIDTH, BAND_HEIGHT, BAND_LEFT, BAND_RIGHT_PAD, BAND_TOP, BAND_BOTTOM_PAD = 320, 200, 40, 10, 18, 30
+# Tick steps, times a power of ten: the first giving at most BAND_TICKS intervals.
+NICE_STEPS = (1.0, 2.0, 2.5, 5.0, 10.0)
+BAND_TICKS = 5
+
+
+@dataclass(frozen=True)
+class BandPoint:
+    x: float
+    mean: float | None
+    low: float | None
+    high: float | None
+    seeds: int
+
+
+@dataclass(frozen=True)
+class BandSeries:
+    name: str
+    index: int  # the series' colour: the template's class s<index>
+    band: list[str]  # polygons: the band's high edge left to right, then its low edge back (one per unbroken run)
+    segments: list[str]  # the mean's polylines; a point no seed had ends one, the next known point starts another
+    points: list[LinePoint]
+
+
+@dataclass(frozen=True)
+class BandChart:
+    width: int
+    height: int
+    plot_left: float
+    plot_right: float
+    plot_top: float
+    plot_bottom: float
+    series: list[BandSeries]
+    reference: str | None  # the reference line's points, across the plot
+    clipped: bool  # a band reached above the plot's top and is cut there
+    x_ticks: list[Tick]
+    y_ticks: list[Tick]
+
+
+def nice_ticks(low: float, high: float) -> list[float]:
+    """Round tick values covering [low, high], at most BAND_TICKS intervals apart (the first and last may lie outside:
+    the axis then spans them)."""
+    span = high - low if high > low else abs(high) or 1.0
+    power = 10 ** math.floor(math.log10(span / BAND_TICKS))
+    step = next(power * s for s in NICE_STEPS if span / (power * s) <= BAND_TICKS + 1e-9)
+    first, last = math.floor(round(low / step, 9)), math.ceil(round(high / step, 9))
+    if first == last:
+        last += 1
+    return [round(i * step, 10) for i in range(first, last + 1)]
+
+
+def _shown(value: float) -> str:
+    """A count as a whole number, a rate to three significant digits."""
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
+
+
+def _runs(points: list[BandPoint]) -> list[list[BandPoint]]:
+    runs, current = [], []
+    for point in points:
+        if point.mean is None:
+            runs += [current] if current else []
+            current = []
+        else:
+            current.append(point)
+    return runs + ([current] if current else [])
+
+
+def band_chart(series: dict[str, list[BandPoint]], *, low: float | None = None, high: float | None = None,
+               reference: float | None = None, cap: float | None = None, x_name: str = "labels") -> BandChart:
+    """One mean line and band per named series of points. The y axis spans `low` to `high` where given, else the
+    values (0 included, and `reference`), widened to round ticks; a band above `cap` is cut there (`clipped`)."""
+    known = [p for points in series.values() for p in points if p.mean is not None]
+    values = [v for p in known for v in (p.mean, p.low, p.high) if v is not None] + [0.0]
+    values += [reference] if reference is not None else []
+    top = max(values) if cap is None else min(max(values), cap)
+    ticks = nice_ticks(min(values) if low is None else low, top if high is None else high)
+    y_low, y_high = ticks[0], ticks[-1]
+    xs = sorted({p.x for points in series.values() for p in points})
+    x_ticks = nice_ticks(xs[0], xs[-1]) if xs else [0.0, 1.0]
+    x_ticks = [x for x in x_ticks if xs and xs[0] <= x <= xs[-1]] or [xs[0] if xs else 0.0]
+    left, right = BAND_LEFT, BAND_WIDTH - BAND_RIGHT_PAD
+    plot_top, bottom = BAND_TOP, BAND_HEIGHT - BAND_BOTTOM_PAD
+    x_low, x_high = (xs[0], xs[-1]) if xs else (0.0, 1.0)
+
+    def px(value: float) -> float:
+        if x_high == x_low:
+            return round((left + right) / 2, 1)
+        return round(left + (value - x_low) / (x_high - x_low) * (right - left), 1)
+
+    def py(value: float) -> float:
+        inside = min(max(value, y_low), y_high)
+        return round(bottom - (inside - y_low) / (y_high - y_low) * (bottom - plot_top), 1)
+
+    clipped = any(v > y_high + 1e-9 for p in known for v in (p.mean, p.high) if v is not None)
+    drawn = []
+    for index, (name, points) in enumerate(series.items()):
+        bands, segments = [], []
+        for run in _runs(points):
+            if len(run) > 1:
+                segments.append(" ".join(f"{px(p.x)},{py(p.mean)}" for p in run))
+                edge = [f"{px(p.x)},{py(p.high if p.high is not None else p.mean)}" for p in run]
+                back = [f"{px(p.x)},{py(p.low if p.low is not None else p.mean)}" for p in reversed(run)]
+                bands.append(" ".join(edge + back))
+        dots = [LinePoint(x=px(p.x), y=py(p.mean), title=f"{name}: {p.x:,.0f} {x_name}, mean {_shown(p.mean)}, band "
+                          f"{_shown(p.low)} to {_shown(p.high)} ({p.seeds} seed{'s' * (p.seeds != 1)})")
+                for p in points if p.mean is not None]
+        drawn.append(BandSeries(name=name, index=index % 6, band=bands, segments=segments, points=dots))
+    line = None
+    if reference is not None:
+        line = f"{left},{py(reference)} {right},{py(reference)}"
+    return BandChart(
+        width=BAND_WIDTH, height=BAND_HEIGHT, plot_left=left, plot_right=right, plot_top=plot_top, plot_bottom=bottom,
+        series=drawn, reference=line, clipped=clipped,
+        x_ticks=[Tick(px(x), bottom + 14, f"{x:,g}") for x in x_ticks],
+        y_ticks=[Tick(left - 6, py(v) + 4, f"{v:,g}") for v in ticks],
     )

@@ -23,6 +23,7 @@ TABS = (
     ("finetune", "Fine-tuning", "labeling:finetune"),
     ("validation", "Validation", "labeling:validation"),
     ("rounds", "Rounds", "labeling:rounds"),
+    ("replay", "Replay", "labeling:replay"),
     ("releases", "Releases", "labeling:releases"),
     ("definitions", "Definitions", "labeling:definitions"),
     ("members", "Members", "labeling:members"),

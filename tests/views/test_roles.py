@@ -123,6 +123,11 @@ MATRIX: dict[str, dict[str, str]] = {
     "labeling:release_create": {"POST": ADMIN_ONLY},
     "labeling:release_export": {"GET": READER},
     "labeling:round_start": {"POST": ADMIN_ONLY},
+    # A replay reads the truth: experts and viewers never see one (blind first).
+    "labeling:replay": {"GET": ADMIN_ONLY, "POST": ADMIN_ONLY},
+    "labeling:replay_detail": {"GET": ADMIN_ONLY},
+    "labeling:replay_cancel": {"POST": ADMIN_ONLY},
+    "labeling:replay_delete": {"POST": ADMIN_ONLY},
     "api:qrels": {"GET": READER},
     "api:judge-list": {"GET": MEMBER, "POST": ADMIN_ONLY},
     "api:job-list": {"GET": MEMBER, "POST": ADMIN_ONLY},
