@@ -16,14 +16,22 @@ from django.db.models import Max, Min
 from django.utils import timezone
 
 from labeling.job_kinds import kind_of
-from labeling.models import AuditJob, BundleImportJob, FineTuneJob, RetrievalJob, ScoringChunk, ScoringJob
+from labeling.models import (
+    AuditJob,
+    BundleImportJob,
+    FineTuneJob,
+    ReplayJob,
+    RetrievalJob,
+    ScoringChunk,
+    ScoringJob,
+)
 from labeling.models.jobs import Job
 
 # A running scoring job with no chunk in a worker's hands counts as running for this long after its last chunk was
 # written (a worker between two chunks), then as queued behind the others.
 RUNNING_GRACE_SECONDS = 30
 # The bulk kinds other than scoring whose pending jobs wait in the bulk queue.
-BULK_KINDS = (RetrievalJob, AuditJob, FineTuneJob)
+BULK_KINDS = (RetrievalJob, AuditJob, FineTuneJob, ReplayJob)
 
 
 @dataclass(frozen=True)

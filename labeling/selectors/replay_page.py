@@ -14,6 +14,7 @@ from labeling.exceptions import NotFound
 from labeling.models import Judge, Judgment, Pair, Project, ReplayJob
 from labeling.selectors.disclosure import job_error_shown
 from labeling.selectors.job_states import job_state
+from labeling.selectors.releases import releases_of
 from labeling.selectors.replay import ReplayInputError, replay_truth_text
 from models_llm.replay.engine import ReplayRun
 from models_llm.replay.summary import BAND, TARGETS, WSS_RECALL, ArmSummary, Band, Reached, arm_from_dict
@@ -41,6 +42,7 @@ class ReplayFormFacts:
     judges: list[JudgeChoice]
     pool: int
     ungraded: int  # pairs without a reference grade: truth 'reference' refuses them, 'trec' counts them irrelevant
+    releases: list[str]  # the project's frozen releases, newest first: each a truth two ways
 
 
 def replay_form_facts(*, project: Project) -> ReplayFormFacts:
@@ -52,7 +54,8 @@ def replay_form_facts(*, project: Project) -> ReplayFormFacts:
     pool = pairs.count()
     judges = [JudgeChoice(name=judge.name, scored=scored.get(judge.id, 0), pool=pool)
               for judge in Judge.objects.filter(project=project).order_by("name")]
-    return ReplayFormFacts(judges=judges, pool=pool, ungraded=pairs.filter(reference_grade__isnull=True).count())
+    return ReplayFormFacts(judges=judges, pool=pool, ungraded=pairs.filter(reference_grade__isnull=True).count(),
+                           releases=[release.name for release in releases_of(project)])
 
 
 def mix_label(mix: Mapping[str, float]) -> str:

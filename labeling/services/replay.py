@@ -209,7 +209,8 @@ def replay_resume(*, job: ReplayJob) -> bool:
 
 
 def replay_delete(*, job: ReplayJob, by: AbstractBaseUser) -> None:
-    """Delete a replay (a running one is cancelled first, so its worker stops). Project admins only."""
+    """Delete a replay; a worker still running it stops at its next write, which finds no row. Project admins
+    only."""
     if project_role(user=by, project=job.project) != Membership.Role.ADMIN:
         raise ReplayForbidden("only a project admin can delete a replay")
     ReplayJob.objects.filter(id=job.id).delete()

@@ -21,7 +21,16 @@ from labeling.selectors.replay_page import (
     replay_row,
     replay_rows,
 )
-from labeling.services.replay import ReplayRequestError, replay_cancel, replay_delete, replay_request
+from labeling.services.replay import (
+    REPLAY_DEFAULT_BATCH,
+    REPLAY_DEFAULT_MIXES,
+    REPLAY_DEFAULT_ROUNDS,
+    REPLAY_DEFAULT_SEEDS,
+    ReplayRequestError,
+    replay_cancel,
+    replay_delete,
+    replay_request,
+)
 from labeling.views.access import project_view
 from labeling.views.htmx import htmx_partial
 
@@ -33,9 +42,10 @@ MIX_PRESETS = {
     "disagreement-80": {"disagreement": 80.0, "random": 20.0},
     "stratified-100": {"stratified": 100.0},
 }
-DEFAULT_MIXES = ("uncertain-80", "random-100")
-# The form's fields as first shown: what `manage.py replay` does by default.
-DEFAULTS = {"batch": "25", "rounds": "20", "seeds": "10", "refit": True, "target": "0.9", "alpha": "0.1"}
+DEFAULT_MIXES = tuple(key for key, mix in MIX_PRESETS.items() if mix in REPLAY_DEFAULT_MIXES)
+# The form's fields as first shown: what the service (and `manage.py replay`) does by default.
+DEFAULTS = {"batch": str(REPLAY_DEFAULT_BATCH), "rounds": str(REPLAY_DEFAULT_ROUNDS),
+            "seeds": str(REPLAY_DEFAULT_SEEDS), "refit": True, "target": "0.9", "alpha": "0.1"}
 WHOLE, REAL = ("batch", "rounds", "seeds"), ("target", "alpha")
 
 

@@ -13,6 +13,7 @@ import pytest
 from django.urls import reverse
 
 from labeling.models import Membership, ReplayJob
+from labeling.services.releases import release_create
 from labeling.services.replay import replay_request, replay_run
 from labeling.tasks import replay_task
 from tests.audit_fixtures import members
@@ -90,6 +91,19 @@ def test_the_form_offers_the_judges_with_what_each_scored_and_starts_a_replay(
     listed = client.get(page(project)).content.decode()
     assert f'<tr data-replay="{job.id}" data-status="pending">' in listed
     assert "0 / 4 runs" in listed and f'href="{detail(job)}"' in listed
+
+
+def test_a_frozen_release_is_offered_as_the_truth_two_ways(client, graded_world, monkeypatch):  # noqa: F811
+    project, _ = graded_world
+    users = members(project)
+    release_create(project=project, by=users[ADMIN], name="v1")
+    client.force_login(users[ADMIN])
+    html = client.get(page(project)).content.decode()
+    assert 'value="release:v1"' in html and 'value="release-trec:v1"' in html
+    monkeypatch.setattr(replay_task, "delay", lambda job_id: None)
+    response = client.post(page(project), {**FORM, "truth": "release-trec:v1"})
+    assert response.status_code == 302
+    assert ReplayJob.objects.get().parameters["truth"] == "release-trec:v1"
 
 
 @pytest.mark.parametrize("role", [EXPERT, VIEWER])
