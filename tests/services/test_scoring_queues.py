@@ -15,7 +15,7 @@ from tests.scoring_fixtures import minilm_judge
 INTERACTIVE = ["bundle_import_task", "validation_refresh_task", "definition_draft_task", "jobs_sweep_task",
                "round_finish_task", "systems_refresh_task"]
 BULK = ["score_chunk_task", "retrieval_task", "audit_task", "finetune_task", "query_generation_task",
-        "estimate_task"]
+        "estimate_task", "replay_task"]
 
 
 def _queue_of(task: str) -> str:
