@@ -59,8 +59,10 @@ def replay_form_facts(*, project: Project) -> ReplayFormFacts:
 
 
 def mix_label(mix: Mapping[str, float]) -> str:
-    """A queue mix in words: 'uncertain 80 / random 20'."""
-    return " / ".join(f"{name} {share:g}" for name, share in mix.items())
+    """A queue mix in words, the largest share first: 'uncertain 80 / random 20' (a stored mix's keys come back in
+    the database's order: PostgreSQL's jsonb sorts them)."""
+    ordered = sorted(mix.items(), key=lambda item: (-item[1], item[0]))
+    return " / ".join(f"{name} {share:g}" for name, share in ordered)
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from labeling.models import (
     Job,
     LabellingRound,
     QueryGenerationJob,
+    ReplayJob,
     RetrievalJob,
     ScoringJob,
     SystemsResult,
@@ -77,6 +78,8 @@ def _job(kind: str, **fields) -> Job:
         return QueryGenerationJob.objects.create(project=project, judge=judge, query_set="llm", **fields)
     if kind == "estimate":
         return Estimate.objects.create(project=project, judge=judge, scope="all", **fields)
+    if kind == "replay":
+        return ReplayJob.objects.create(project=project, total=2, parameters={"judges": [judge.name]}, **fields)
     raise AssertionError(kind)
 
 
@@ -96,7 +99,10 @@ def test_a_job_past_its_kinds_time_limit_is_given_up_with_the_reason(settings, k
     assert young.status == "running"
 
 
-@pytest.mark.parametrize("kind", [name for name in KIND_NAMES if name not in ("scoring", "finetune", "round")])
+GOING_ON = ("scoring", "finetune", "round", "replay")  # the kinds that go on after a lost worker: tested below
+
+
+@pytest.mark.parametrize("kind", [name for name in KIND_NAMES if name not in GOING_ON])
 def test_a_job_whose_worker_stopped_beating_is_failed_with_the_reason(settings, kind):
     settings.JOB_STALL_SECONDS = 600
     # Within the kind's time limit (an estimate's is 10 min by default): only the stall rule is tried here.
@@ -149,24 +155,27 @@ def test_a_fine_tuning_job_whose_worker_stopped_resumes_then_fails_after_three_a
     assert job.status == "failed" and "FINETUNE_STALL_SECONDS" in job.error
 
 
-def test_a_round_whose_worker_stopped_is_queued_again_then_fails_after_three_attempts(settings, monkeypatch):
+@pytest.mark.parametrize(("kind", "task", "model"), [("round", "round_finish_task", LabellingRound),
+                                                     ("replay", "replay_task", ReplayJob)])
+def test_a_round_or_replay_whose_worker_stopped_is_queued_again_then_fails_after_three_attempts(
+        settings, monkeypatch, kind, task, model):
     from labeling import tasks
 
     sent: list[int] = []
-    monkeypatch.setattr(tasks.round_finish_task, "delay", sent.append)
+    monkeypatch.setattr(getattr(tasks, task), "delay", sent.append)
     settings.JOB_STALL_SECONDS = 600
     stale = timezone.now() - timedelta(seconds=601)
-    job = _job("round", heartbeat_at=stale, attempts=1)
+    job = _job(kind, heartbeat_at=stale, attempts=1)
     result = jobs_sweep()
     job.refresh_from_db()
-    assert result.resumed == {"round": [job.id]} and sent == [job.id] and job.status == "running"
+    assert result.resumed == {kind: [job.id]} and sent == [job.id] and job.status == "running"
     # Released for the task it queued, which takes it (and counts the attempt); not queued again meanwhile.
     assert job.heartbeat_at is None and job.attempts == 1 and not jobs_sweep().resumed
-    assert LabellingRound.objects.filter(job_free(timezone.now()), id=job.id).exists()
-    LabellingRound.objects.filter(id=job.id).update(attempts=3, heartbeat_at=stale)
+    assert model.objects.filter(job_free(timezone.now()), id=job.id).exists()
+    model.objects.filter(id=job.id).update(attempts=3, heartbeat_at=stale)
     result = jobs_sweep()
     job.refresh_from_db()
-    assert result.given_up == {"round": [job.id]} and sent == [job.id]
+    assert result.given_up == {kind: [job.id]} and sent == [job.id]
     assert job.status == "failed" and "JOB_STALL_SECONDS" in job.error
 
 
