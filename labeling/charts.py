@@ -4,6 +4,7 @@ seeds against labels spent. Numbers in, coordinates out; the template draws them
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 WIDTH, HEIGHT, PAD = 260, 220, 34
@@ -208,6 +209,15 @@ class LineChart:
     y_ticks: list[Tick]
 
 
+def _x_scale(low: float, high: float, left: float, right: float) -> Callable[[float], float]:
+    """The x pixel of a value, `low`..`high` spread over `left`..`right` (one value alone sits in the middle)."""
+    def px(value: float) -> float:
+        if high == low:
+            return round((left + right) / 2, 1)
+        return round(left + (value - low) / (high - low) * (right - left), 1)
+    return px
+
+
 def line_chart(series: dict[str, list[tuple[float, float | None]]], *, x_name: str = "k",
                y_name: str = "rate") -> LineChart:
     """One line per named series of (x, y) points, y in [0, 1]; a None y leaves a gap in its line. The x axis spans
@@ -217,10 +227,7 @@ def line_chart(series: dict[str, list[tuple[float, float | None]]], *, x_name: s
     top, bottom = LINE_TOP, LINE_HEIGHT - LINE_BOTTOM_PAD
     low, high = (xs[0], xs[-1]) if xs else (0.0, 1.0)
 
-    def px(value: float) -> float:
-        if high == low:
-            return round((left + right) / 2, 1)
-        return round(left + (value - low) / (high - low) * (right - left), 1)
+    px = _x_scale(low, high, left, right)
 
     def py(value: float) -> float:
         return round(bottom - value * (bottom - top), 1)
@@ -332,10 +339,7 @@ def band_chart(series: dict[str, list[BandPoint]], *, low: float | None = None, 
     plot_top, bottom = BAND_TOP, BAND_HEIGHT - BAND_BOTTOM_PAD
     x_low, x_high = (xs[0], xs[-1]) if xs else (0.0, 1.0)
 
-    def px(value: float) -> float:
-        if x_high == x_low:
-            return round((left + right) / 2, 1)
-        return round(left + (value - x_low) / (x_high - x_low) * (right - left), 1)
+    px = _x_scale(x_low, x_high, left, right)
 
     def py(value: float) -> float:
         inside = min(max(value, y_low), y_high)
