@@ -104,6 +104,9 @@ def test_the_workspace_passes_an_axe_audit_and_the_definition_folds_by_key(brows
     from axe_playwright_python.sync_playwright import Axe
 
     _, page, errors = _expert_on_the_sample(browser, live_server)
+    # The saved-label toast fades in and out; the audit once caught it half-faded (its text blended into the page:
+    # contrast 1.42). With reduced motion it is shown or gone, never between (workspace.css).
+    page.emulate_media(reduced_motion="reduce")
     aside = page.locator("#ws-current .ws-definition")
     assert "collapsed" in aside.get_attribute("class")
     page.keyboard.press("d")
