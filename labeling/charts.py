@@ -12,6 +12,18 @@ TOP = 22  # above the plot: room for the y axis's label, clear of the top tick's
 
 
 @dataclass(frozen=True)
+class PlotArea:
+    """The SVG's size and the plot's edges within it (pixels), as every chart's template reads them."""
+
+    width: int
+    height: int
+    plot_left: float
+    plot_right: float
+    plot_top: float
+    plot_bottom: float
+
+
+@dataclass(frozen=True)
 class Bar:
     x: float
     y: float
@@ -29,13 +41,7 @@ class Tick:
 
 
 @dataclass(frozen=True)
-class Chart:
-    width: int
-    height: int
-    plot_left: float
-    plot_right: float
-    plot_top: float
-    plot_bottom: float
+class Chart(PlotArea):
     bars: list[Bar]
     lines: dict[str, str]
     x_ticks: list[Tick]
@@ -114,13 +120,7 @@ class Point:
 
 
 @dataclass(frozen=True)
-class Scatter:
-    width: int
-    height: int
-    plot_left: float
-    plot_right: float
-    plot_top: float
-    plot_bottom: float
+class Scatter(PlotArea):
     points: list[Point]
     diagonal: str
     x_ticks: list[Tick]
@@ -197,13 +197,7 @@ class LineSeries:
 
 
 @dataclass(frozen=True)
-class LineChart:
-    width: int
-    height: int
-    plot_left: float
-    plot_right: float
-    plot_top: float
-    plot_bottom: float
+class LineChart(PlotArea):
     series: list[LineSeries]
     x_ticks: list[Tick]
     y_ticks: list[Tick]
@@ -280,13 +274,7 @@ class BandSeries:
 
 
 @dataclass(frozen=True)
-class BandChart:
-    width: int
-    height: int
-    plot_left: float
-    plot_right: float
-    plot_top: float
-    plot_bottom: float
+class BandChart(PlotArea):
     series: list[BandSeries]
     reference: str | None  # the reference line's points, across the plot
     clipped: bool  # a band reached above the plot's top and is cut there

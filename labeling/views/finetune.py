@@ -14,7 +14,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.csrf import csrf_exempt, csrf_protect
 from django.views.decorators.http import require_POST
 
-from labeling.charts import Tick
+from labeling.charts import PlotArea, Tick
 from labeling.exceptions import DomainError
 from labeling.forms import FinetuneForm, TrainingSetImportForm, TrainingSetSampleForm
 from labeling.models import BundleImportJob, Estimate, FineTuneJob, Membership, Project, Run
@@ -48,15 +48,9 @@ CURVE_WIDTH, CURVE_HEIGHT, CURVE_LEFT, CURVE_BOTTOM_PAD, CURVE_TOP, CURVE_RIGHT_
 
 
 @dataclass(frozen=True)
-class LossCurve:
+class LossCurve(PlotArea):
     """A job's training loss against the optimizer step, as _chart_axes.html and a polyline draw it."""
 
-    width: int
-    height: int
-    plot_left: float
-    plot_right: float
-    plot_top: float
-    plot_bottom: float
     points: str
     x_ticks: list[Tick]
     y_ticks: list[Tick]
