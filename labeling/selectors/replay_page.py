@@ -10,10 +10,10 @@ from dataclasses import dataclass
 from django.db.models import Count
 
 from labeling.charts import BandChart, BandPoint, band_chart
-from labeling.exceptions import NotFound
 from labeling.models import Judge, Judgment, Pair, Project, ReplayJob
 from labeling.selectors.disclosure import job_error_shown
 from labeling.selectors.job_states import job_state
+from labeling.selectors.lookups import replays_of_project
 from labeling.selectors.releases import releases_of
 from labeling.selectors.replay import ReplayInputError, replay_truth_text
 from models_llm.replay.engine import ReplayRun
@@ -97,16 +97,7 @@ def replay_row(job: ReplayJob) -> ReplayRow:
 
 def replay_rows(*, project: Project) -> list[ReplayRow]:
     """The project's replays, newest first."""
-    jobs = ReplayJob.objects.filter(project=project).select_related("requested_by").order_by("-created_at", "-id")
-    return [replay_row(job) for job in jobs.defer("result")]
-
-
-def replay_of_project(*, project: Project, replay_id: int) -> ReplayJob:
-    """The project's replay `replay_id`, or NotFound."""
-    found = ReplayJob.objects.filter(project=project, id=replay_id).select_related("requested_by").first()
-    if found is None:
-        raise NotFound("No ReplayJob matches the given query.")
-    return found
+    return [replay_row(job) for job in replays_of_project(project)]
 
 
 def replay_notes(job: ReplayJob) -> list[str]:

@@ -11,12 +11,12 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from labeling.exceptions import Conflict
 from labeling.models import Project
+from labeling.selectors.lookups import replay_of_project
 from labeling.selectors.projects import admin_to
 from labeling.selectors.replay_page import (
     mix_label,
     replay_form_facts,
     replay_notes,
-    replay_of_project,
     replay_report,
     replay_row,
     replay_rows,
